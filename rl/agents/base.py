@@ -1,0 +1,89 @@
+"""The one protocol every agent implements, and the transition batch it learns from.
+
+All agents hold B independent replicas (one per seed) that advance in lockstep.
+States and actions are integer index vectors (see `rl.problem.Problem`):
+``states`` has shape (B, D_S), ``actions`` shape (B, D_A). A boolean
+``active`` mask of shape (B,) says which replicas take part in a call; an
+inactive replica's state, random streams and outputs must be left exactly as
+they were, so that B replicas run together give the same numbers as each run
+alone.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any, NamedTuple
+
+import numpy as np
+from numpy.typing import NDArray
+
+
+class Transitions(NamedTuple):
+    """One environment step of every replica.
+
+    Attributes
+    ----------
+    states, next_states : ndarray of int, shape (B, D_S)
+    actions : ndarray of int, shape (B, D_A)
+    rewards : ndarray of float, shape (B,)
+    terminated : ndarray of bool, shape (B,)
+        True where the episode ended in a terminal state: the target is the
+        reward alone. A time-limit truncation is not termination and keeps
+        bootstrapping.
+    active : ndarray of bool, shape (B,)
+        Replicas that actually stepped; the others must not learn.
+    """
+
+    states: NDArray[np.int64]
+    actions: NDArray[np.int64]
+    rewards: NDArray[np.float64]
+    next_states: NDArray[np.int64]
+    terminated: NDArray[np.bool_]
+    active: NDArray[np.bool_]
+
+
+class Agent(abc.ABC):
+    """Protocol shared by TEQL, TLR, LoRa-VI, DQN, discrete SAC and tabular Q-learning.
+
+    Subclasses take ``(problem, config, streams)`` in their constructor:
+    ``problem`` a `rl.problem.Problem`, ``config`` the agent's frozen config
+    dataclass and ``streams`` a sequence of `rl.seeding.AgentRandom`, one per
+    replica (its length is B).
+    """
+
+    replicas: int
+
+    @abc.abstractmethod
+    def act(self, states: NDArray[np.int64], active: NDArray[np.bool_]) -> NDArray[np.int64]:
+        """Choose exploratory training actions, shape (B, D_A), for the active replicas.
+
+        Rows of inactive replicas are arbitrary valid indices and consume no randomness.
+        """
+
+    @abc.abstractmethod
+    def greedy(self, states: NDArray[np.int64]) -> NDArray[np.int64]:
+        """Return the greedy actions, shape (B, D_A); no exploration, no randomness."""
+
+    @abc.abstractmethod
+    def observe(self, batch: Transitions) -> None:
+        """Learn from one transition per active replica."""
+
+    def end_episode(self, active: NDArray[np.bool_]) -> None:  # noqa: B027
+        """Hook called after every training episode of the active replicas (default: nothing)."""
+
+    @property
+    @abc.abstractmethod
+    def n_params(self) -> int:
+        """Number of learnable parameters of one replica."""
+
+    @abc.abstractmethod
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue bitwise-identically (parameters, counters, RNG states).
+
+        Values are numpy arrays, Python scalars, strings or nested dicts/lists of
+        those, so that the runner can pickle them.
+        """
+
+    @abc.abstractmethod
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what `state_dict` returned."""
