@@ -1,0 +1,315 @@
+"""Deep Q-network baseline, parameter-matched to the tensor agents.
+
+An MLP with one hidden ReLU layer maps a state's bucket-index vector to the Q
+values of every (joint) discrete action. Experience replay, a hard-copied
+target network, epsilon-greedy exploration with per-step decay, Huber loss and
+Adam, one gradient step per environment step (CleanRL's ``dqn.py`` loop).
+
+Each of the B replicas owns its networks, optimizer, replay buffer and random
+streams; replicas never share state, so B replicas run together give the same
+numbers as each run alone. See ``docs/baselines.md`` for every choice.
+
+References
+----------
+V. Mnih et al., "Human-level control through deep reinforcement learning",
+Nature 518, 2015.
+The paper's appendix "Parameter Matching Methodology" (P_DQN).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from numpy.typing import NDArray
+
+from rl.agents import _torch_utils as tu
+from rl.agents.base import Agent, Transitions
+from rl.problem import Problem
+from rl.seeding import AgentRandom
+
+#: Hidden widths of the authors' released code (not formula-nearest for Pendulum/Highway).
+RELEASED_HIDDEN = {"cartpole": 46, "pendulum": 39, "highway": 247}
+
+LOSSES = ("huber", "mse")
+SCHEDULES = ("step", "episode")
+
+
+@dataclass(frozen=True)
+class DQNConfig:
+    """Hyperparameters of `DQN`; defaults are the CartPole budget and CleanRL-like settings."""
+
+    hidden: int = 46
+    """Width of the single hidden layer (46 matches CartPole's 700-parameter budget)."""
+    gamma: float = 0.99
+    """Discount factor."""
+    learning_rate: float = 1e-3
+    """Adam step size."""
+    buffer_size: int = 100_000
+    """Replay capacity in transitions (per replica)."""
+    batch_size: int = 32
+    """Transitions per gradient step."""
+    learning_starts: int = 500
+    """Environment steps (per replica) before the first gradient step."""
+    target_update_every: int = 100
+    """Copy the online network into the target network every this many steps."""
+    epsilon_start: float = 1.0
+    """Initial exploration rate."""
+    epsilon_decay: float = 0.9995
+    """Multiplicative decay of epsilon per step (or per episode, see ``epsilon_schedule``)."""
+    epsilon_min: float = 0.05
+    """Floor of epsilon."""
+    epsilon_schedule: str = "step"
+    """``"step"``: decay after every environment step; ``"episode"``: after every
+    episode (the released code, with ``epsilon_decay=0.999999``)."""
+    loss: str = "huber"
+    """TD loss: ``"huber"`` (smooth L1, delta 1) or ``"mse"`` (the released code)."""
+    input_scaling: str = "unit"
+    """``"unit"``: index / (d_n - 1) in [0, 1]; ``"raw"``: indices as floats (released)."""
+    max_joint_actions: int = 4096
+    """Refuse problems whose joint action count (product of action_dims) exceeds this."""
+
+    def __post_init__(self) -> None:
+        for name in ("hidden", "buffer_size", "batch_size", "target_update_every"):
+            tu.check_int(name, getattr(self, name), 1)
+        tu.check_int("learning_starts", self.learning_starts, 0)
+        tu.check_int("max_joint_actions", self.max_joint_actions, 1)
+        tu.check_float("gamma", self.gamma, 0.0, 1.0)
+        tu.check_float("learning_rate", self.learning_rate, 0.0, np.inf, low_open=True)
+        tu.check_float("epsilon_start", self.epsilon_start, 0.0, 1.0)
+        tu.check_float("epsilon_decay", self.epsilon_decay, 0.0, 1.0, low_open=True)
+        tu.check_float("epsilon_min", self.epsilon_min, 0.0, 1.0)
+        tu.check_choice("epsilon_schedule", self.epsilon_schedule, SCHEDULES)
+        tu.check_choice("loss", self.loss, LOSSES)
+        tu.check_choice("input_scaling", self.input_scaling, tu.INPUT_SCALINGS)
+
+
+def preset(problem_name: str) -> dict[str, Any]:
+    """Return the paper's overrides for ``problem_name``: the formula-matched hidden width.
+
+    CartPole 46 (700 params), Pendulum 38 (504), Highway 246 (3,695); empty for
+    other problems.
+
+    References
+    ----------
+    The paper's appendix "Parameter Matching Methodology", Table tab:param_all.
+    """
+    if problem_name not in tu.PAPER_BUDGETS:
+        return {}
+    n_in, n_out, budget = tu.PAPER_BUDGETS[problem_name]
+    return {"hidden": tu.matched_hidden(n_in, n_out, budget), "gamma": 0.99}
+
+
+def released_preset(problem_name: str) -> dict[str, Any]:
+    """Return overrides reproducing the authors' released DQN (see docs/baselines.md).
+
+    Raw index inputs, MSE loss, per-episode epsilon decay 0.999999 (epsilon
+    stays near 1), the released widths, and on Highway Adam 3e-4 with a 50k buffer.
+    """
+    if problem_name not in RELEASED_HIDDEN:
+        return {}
+    overrides: dict[str, Any] = {
+        "hidden": RELEASED_HIDDEN[problem_name],
+        "loss": "mse",
+        "input_scaling": "raw",
+        "epsilon_schedule": "episode",
+        "epsilon_decay": 0.999999,
+    }
+    if problem_name == "highway":
+        overrides.update(learning_rate=3e-4, buffer_size=50_000)
+    return overrides
+
+
+class _Replica:
+    """Networks, optimizer, buffer, streams and counters of one DQN replica."""
+
+    def __init__(self, codec: tu.IndexCodec, config: DQNConfig, streams: AgentRandom) -> None:
+        self.init, self.explore = streams.init, streams.explore
+        self.q = tu.mlp(codec.n_inputs, config.hidden, codec.n_actions, self.init)
+        self.target = tu.frozen_copy(self.q)
+        self.optimizer = tu.adam(list(self.q.parameters()), config.learning_rate)
+        self.buffer = tu.ReplayBuffer(config.buffer_size, codec.state_dims)
+        self.epsilon = float(config.epsilon_start)
+        self.steps = 0
+        self.episodes = 0
+        self.loss = float("nan")
+
+    def sync_target(self) -> None:
+        with torch.no_grad():
+            for target, online in zip(self.target.parameters(), self.q.parameters(), strict=True):
+                target.copy_(online)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "q": tu.to_numpy_tree(self.q.state_dict()),
+            "target": tu.to_numpy_tree(self.target.state_dict()),
+            "optimizer": tu.to_numpy_tree(self.optimizer.state_dict()),
+            "buffer": self.buffer.state_dict(),
+            "epsilon": self.epsilon,
+            "steps": self.steps,
+            "episodes": self.episodes,
+            "loss": self.loss,
+            "init_rng": tu.rng_state(self.init),
+            "explore_rng": tu.rng_state(self.explore),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.q.load_state_dict(tu.to_torch_tree(state["q"]))
+        self.target.load_state_dict(tu.to_torch_tree(state["target"]))
+        self.optimizer.load_state_dict(tu.to_torch_tree(state["optimizer"]))
+        self.buffer.load_state_dict(state["buffer"])
+        self.epsilon = float(state["epsilon"])
+        self.steps = int(state["steps"])
+        self.episodes = int(state["episodes"])
+        self.loss = float(state["loss"])
+        tu.set_rng_state(self.init, state["init_rng"])
+        tu.set_rng_state(self.explore, state["explore_rng"])
+
+
+class DQN(Agent):
+    """Deep Q-learning with experience replay and a target network, B independent replicas.
+
+    Parameters
+    ----------
+    problem : rl.problem.Problem
+        Supplies ``state_dims`` (network inputs, one per component) and
+        ``action_dims`` (outputs: one per joint action).
+    config : DQNConfig
+        Hyperparameters.
+    streams : sequence of rl.seeding.AgentRandom
+        One per replica: ``init`` draws the weights, ``explore`` the epsilon
+        coin flips, random actions and replay mini-batches.
+
+    Attributes
+    ----------
+    replicas : int
+        B, the number of replicas.
+
+    References
+    ----------
+    V. Mnih et al., "Human-level control through deep reinforcement learning",
+    Nature 518, 2015.
+    """
+
+    def __init__(self, problem: Problem, config: DQNConfig, streams: Sequence[AgentRandom]) -> None:
+        if not isinstance(config, DQNConfig):
+            raise TypeError(f"config must be a DQNConfig. Got {type(config).__name__} instead.")
+        if len(streams) < 1:
+            raise ValueError("The 'streams' parameter must hold at least one AgentRandom.")
+        self.problem = problem
+        self.config = config
+        self.codec = tu.IndexCodec(
+            problem.state_dims, problem.action_dims, config.input_scaling, config.max_joint_actions
+        )
+        self.replicas = len(streams)
+        self._replicas = [_Replica(self.codec, config, s) for s in streams]
+        self._loss_fn = F.smooth_l1_loss if config.loss == "huber" else F.mse_loss
+
+    # ------------------------------------------------------------------ acting
+
+    def _argmax(self, replica: _Replica, features: NDArray[np.float32]) -> int:
+        with torch.inference_mode():
+            return int(replica.q(torch.from_numpy(features[None])).argmax())
+
+    def act(self, states: NDArray[np.int64], active: NDArray[np.bool_]) -> NDArray[np.int64]:
+        """Epsilon-greedy joint actions of the active replicas, shape (B, D_A)."""
+        features = self.codec.features(states)
+        joint = np.zeros(self.replicas, dtype=np.int64)
+        for i in np.flatnonzero(active):
+            replica = self._replicas[i]
+            if replica.explore.random() < replica.epsilon:
+                joint[i] = replica.explore.integers(self.codec.n_actions)
+            else:
+                joint[i] = self._argmax(replica, features[i])
+        return self.codec.unravel(joint)
+
+    def greedy(self, states: NDArray[np.int64]) -> NDArray[np.int64]:
+        """Argmax of the online network for every replica, shape (B, D_A); first index wins ties."""
+        features = self.codec.features(states)
+        joint = [self._argmax(replica, features[i]) for i, replica in enumerate(self._replicas)]
+        return self.codec.unravel(np.asarray(joint, dtype=np.int64))
+
+    # ------------------------------------------------------------------ learning
+
+    def observe(self, batch: Transitions) -> None:
+        """Store each active replica's transition, then one gradient step after warm-up."""
+        joint = self.codec.ravel(batch.actions)
+        config = self.config
+        for i in np.flatnonzero(batch.active):
+            replica = self._replicas[i]
+            replica.buffer.add(
+                batch.states[i],
+                joint[i],
+                batch.rewards[i],
+                batch.next_states[i],
+                batch.terminated[i],
+            )
+            replica.steps += 1
+            if config.epsilon_schedule == "step":
+                replica.epsilon = max(config.epsilon_min, replica.epsilon * config.epsilon_decay)
+            if replica.steps >= config.learning_starts and replica.buffer.size >= config.batch_size:
+                replica.loss = self._train_step(replica)
+            if replica.steps % config.target_update_every == 0:
+                replica.sync_target()
+
+    def _train_step(self, replica: _Replica) -> float:
+        """One Adam step on the TD loss of a replay mini-batch; returns the loss."""
+        sample = replica.buffer.sample(replica.explore, self.config.batch_size)
+        states = torch.from_numpy(self.codec.features(sample.states))
+        next_states = torch.from_numpy(self.codec.features(sample.next_states))
+        actions = torch.from_numpy(sample.actions)
+        with torch.no_grad():
+            next_values = replica.target(next_states).max(dim=1).values
+            not_done = torch.from_numpy(1.0 - sample.terminated)
+            targets = torch.from_numpy(sample.rewards) + self.config.gamma * not_done * next_values
+        values = replica.q(states).gather(1, actions[:, None]).squeeze(1)
+        loss = self._loss_fn(values, targets)
+        replica.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        replica.optimizer.step()
+        return float(loss.item())
+
+    def end_episode(self, active: NDArray[np.bool_]) -> None:
+        """Count the episode; decay epsilon here when ``epsilon_schedule == "episode"``."""
+        for i in np.flatnonzero(active):
+            replica = self._replicas[i]
+            replica.episodes += 1
+            if self.config.epsilon_schedule == "episode":
+                replica.epsilon = max(
+                    self.config.epsilon_min, replica.epsilon * self.config.epsilon_decay
+                )
+
+    # ------------------------------------------------------------------ introspection
+
+    @property
+    def n_params(self) -> int:
+        """Parameters of one online network, d_in h + h + h |A| + |A| (target not counted).
+
+        References
+        ----------
+        The paper's appendix "Parameter Matching Methodology", P_DQN.
+        """
+        return tu.mlp_params(self.codec.n_inputs, self.config.hidden, self.codec.n_actions)
+
+    def metrics(self) -> dict[str, NDArray[np.float64]]:
+        """Per-replica diagnostics, shape (B,): last TD loss (NaN before training) and epsilon."""
+        return {
+            "loss": np.array([r.loss for r in self._replicas]),
+            "epsilon": np.array([r.epsilon for r in self._replicas]),
+        }
+
+    def state_dict(self) -> dict[str, Any]:
+        """Return networks, target, Adam state, replay, counters and RNG states per replica."""
+        return {"agent": "dqn", "replicas": [r.state_dict() for r in self._replicas]}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what `state_dict` returned (same number of replicas and config)."""
+        saved = state["replicas"]
+        if len(saved) != self.replicas:
+            raise ValueError(f"State holds {len(saved)} replicas; this agent has {self.replicas}.")
+        for replica, replica_state in zip(self._replicas, saved, strict=True):
+            replica.load_state_dict(replica_state)

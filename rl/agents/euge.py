@@ -1,0 +1,81 @@
+"""Error-Uncertainty Guided Exploration (EUGE), eq. (euge) and Algorithm 2.
+
+EU_t(s, a) = Q_{t-1}(s, a) + c (Delta Q_{t-1}(s, a) + sqrt(log N_total(s) / (N(s, a) + 1)))
+
+and the action is argmax_a EU_t(s, a), ties broken at random. Everything here
+is vectorized over B replicas; each replica draws its tie-break randomness from
+its own generator, and only when it actually has a tie.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from numpy.typing import NDArray
+
+
+def euge_scores(
+    action_values: NDArray[np.float64],
+    delta: NDArray[np.float64],
+    counts: NDArray[np.int64],
+    c: float,
+) -> NDArray[np.float64]:
+    """EUGE score of every action, eq. (euge).
+
+    Parameters
+    ----------
+    action_values : ndarray, shape (B, |A|)
+        Q_{t-1}(s, a) of the current state for every action.
+    delta : ndarray, shape (B, |A|)
+        Delta Q_{t-1}(s, a), the last decomposition error of eq. (decomp_error).
+    counts : ndarray of int, shape (B, |A|)
+        N_{t-1}(s, a); N_total(s) is their sum over actions.
+    c : float
+        Exploration coefficient.
+
+    Returns
+    -------
+    ndarray, shape (B, |A|)
+        EU_t(s, a). The log term is taken as 0 while N_total(s) = 0 (log of an
+        empty count is undefined; the authors' code takes N_total as 1 there,
+        which gives the same 0).
+
+    References
+    ----------
+    Eq. (euge) and Algorithm 2 (EUGE) of the TEQL paper.
+    """
+    totals = counts.sum(axis=-1, keepdims=True)
+    log_total = np.log(np.maximum(totals, 1))
+    bonus = delta + np.sqrt(log_total / (counts + 1))
+    return action_values + c * bonus
+
+
+def argmax_random_ties(
+    scores: NDArray[np.float64],
+    rngs: Sequence[np.random.Generator],
+    active: NDArray[np.bool_],
+) -> NDArray[np.int64]:
+    """Row-wise argmax with ties broken uniformly by each replica's generator.
+
+    Parameters
+    ----------
+    scores : ndarray, shape (B, |A|)
+    rngs : sequence of numpy.random.Generator
+        One generator per replica; replica i draws only when its row has a tie
+        and it is active, so inactive replicas consume no randomness.
+    active : ndarray of bool, shape (B,)
+
+    Returns
+    -------
+    ndarray of int64, shape (B,)
+        The chosen column per replica (the first maximum for inactive replicas).
+    """
+    best = scores.max(axis=-1, keepdims=True)
+    is_best = scores == best
+    choice = is_best.argmax(axis=-1)
+    tied = active & (is_best.sum(axis=-1) > 1)
+    for replica in np.flatnonzero(tied).tolist():
+        candidates = np.flatnonzero(is_best[replica])
+        choice[replica] = candidates[rngs[replica].integers(len(candidates))]
+    return choice

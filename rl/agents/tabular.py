@@ -1,0 +1,221 @@
+"""Tabular Q-learning: the ground truth on problems whose Q-table fits in memory.
+
+Q is stored densely as a (B, |S|, |A|) array, one table per replica, with
+|S| = prod(state_dims) and |A| = prod(action_dims); state and action index
+vectors are flattened with ``numpy.ravel_multi_index`` (C order). The agent
+refuses problems with more than ``max_entries`` table entries instead of
+silently allocating gigabytes.
+
+Behaviour is epsilon-greedy with ties among maximisers broken at random by the
+replica's ``explore`` stream; `TabularQ.greedy` takes the first maximiser and
+uses no randomness. Epsilon is multiplied by ``epsilon_decay`` (not below
+``epsilon_min``) after every observed transition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from rl.agents._explore import (
+    check_choice,
+    check_epsilon_schedule,
+    check_int,
+    check_real,
+    decay_epsilon,
+    epsilon_greedy,
+    generator_states,
+    greedy_indices,
+    set_generator_states,
+)
+from rl.agents.base import Agent, Transitions
+from rl.problem import Problem
+from rl.seeding import AgentRandom
+
+STEP_SIZE_RULES = ("constant", "inverse_visits")
+
+
+@dataclass(frozen=True)
+class TabularQConfig:
+    """Hyperparameters of tabular Q-learning."""
+
+    gamma: float = 0.99
+    """Discount factor gamma in [0, 1)."""
+    step_size: float = 0.1
+    """Constant step size alpha in (0, 1], used when ``step_size_rule`` is ``"constant"``."""
+    step_size_rule: str = "constant"
+    """``"constant"`` (alpha) or ``"inverse_visits"`` (alpha_t = 1 / N(s, a), visit included)."""
+    epsilon_start: float = 1.0
+    """Initial exploration probability epsilon_0."""
+    epsilon_decay: float = 0.9999
+    """Multiplicative decay of epsilon after every observed transition."""
+    epsilon_min: float = 0.05
+    """Floor of epsilon."""
+    initial_value: float = 0.0
+    """Initial value of every table entry."""
+    max_entries: int = 1_000_000
+    """Largest |S| * |A| accepted (per replica); larger problems raise ValueError."""
+
+    def __post_init__(self) -> None:
+        check_real("gamma", self.gamma, 0.0, 1.0, high_open=True)
+        check_real("step_size", self.step_size, 0.0, 1.0, low_open=True)
+        check_choice("step_size_rule", self.step_size_rule, STEP_SIZE_RULES)
+        check_epsilon_schedule(self.epsilon_start, self.epsilon_decay, self.epsilon_min)
+        check_real("initial_value", self.initial_value, -np.inf, np.inf)
+        check_int("max_entries", self.max_entries, 1)
+
+
+def preset(problem_name: str) -> dict[str, Any]:
+    """Return the paper's hyperparameter overrides for ``problem_name``.
+
+    Tabular Q-learning is not one of the paper's baselines, so there are none:
+    the defaults already use the paper's gamma = 0.99 (Table "Hyperparameter
+    settings"). Note that CartPole's CP grid has 400,000 entries and fits the
+    default ``max_entries``; Highway's 20^9 x 5 does not.
+    """
+    del problem_name
+    return {}
+
+
+class TabularQ(Agent):
+    """Watkins' Q-learning with a dense table per replica.
+
+    Parameters
+    ----------
+    problem : rl.problem.Problem
+        The discretized problem; only ``state_dims`` and ``action_dims`` are used.
+    config : TabularQConfig
+        Hyperparameters.
+    streams : sequence of rl.seeding.AgentRandom
+        One per replica; ``explore`` draws epsilon decisions and tie breaks.
+        ``init`` is not used (the table starts at ``initial_value``).
+
+    Attributes
+    ----------
+    q_table_ : ndarray of float, shape (B, |S|, |A|)
+        The Q-tables.
+    visits_ : ndarray of int, shape (B, |S|, |A|)
+        Visit counts N(s, a).
+    epsilon_ : ndarray of float, shape (B,)
+        Current exploration probabilities.
+
+    Raises
+    ------
+    ValueError
+        If |S| * |A| exceeds ``config.max_entries``.
+
+    References
+    ----------
+    .. [1] Watkins, C. J. C. H. and Dayan, P. "Q-learning". Machine Learning
+       8, 279-292 (1992).
+    """
+
+    def __init__(self, problem: Problem, config: TabularQConfig, streams: Sequence[AgentRandom]):
+        self.problem = problem
+        self.config = config
+        self.streams = list(streams)
+        self.replicas = len(self.streams)
+        if self.replicas < 1:
+            raise ValueError("The 'streams' parameter must hold at least one AgentRandom.")
+        self.state_dims = tuple(int(d) for d in problem.state_dims)
+        self.action_dims = tuple(int(d) for d in problem.action_dims)
+        self.n_states = int(np.prod(self.state_dims, dtype=object))
+        self.n_actions = int(np.prod(self.action_dims, dtype=object))
+        entries = self.n_states * self.n_actions
+        if entries > config.max_entries:
+            raise ValueError(
+                f"Tabular Q-learning needs |S| * |A| = {self.n_states} * {self.n_actions} = "
+                f"{entries} entries (state dims {self.state_dims}, action dims "
+                f"{self.action_dims}), more than max_entries = {config.max_entries}. "
+                "Use a coarser grid or a low-rank agent, or raise 'max_entries'."
+            )
+        shape = (self.replicas, self.n_states, self.n_actions)
+        self.q_table_ = np.full(shape, float(config.initial_value))
+        self.visits_ = np.zeros(shape, dtype=np.int64)
+        self.epsilon_ = np.full(self.replicas, float(config.epsilon_start))
+
+    # -- index helpers -----------------------------------------------------
+    def _flat_states(self, states: NDArray[np.int64]) -> NDArray[np.int64]:
+        return np.ravel_multi_index(tuple(np.asarray(states).T), self.state_dims)
+
+    def _flat_actions(self, actions: NDArray[np.int64]) -> NDArray[np.int64]:
+        return np.ravel_multi_index(tuple(np.asarray(actions).T), self.action_dims)
+
+    def _action_vectors(self, flat: NDArray[np.int64]) -> NDArray[np.int64]:
+        return np.stack(np.unravel_index(flat, self.action_dims), axis=1).astype(np.int64)
+
+    def action_values(self, states: NDArray[np.int64]) -> NDArray[np.float64]:
+        """Return Q(s, .) over the joint actions, shape (B, |A|), for states (B, D_S)."""
+        return self.q_table_[np.arange(self.replicas), self._flat_states(states)]
+
+    def q_tensor(self) -> NDArray[np.float64]:
+        """Return the tables reshaped to (B, *state_dims, *action_dims) (a view)."""
+        return self.q_table_.reshape((self.replicas, *self.state_dims, *self.action_dims))
+
+    # -- protocol ------------------------------------------------------------
+    def act(self, states: NDArray[np.int64], active: NDArray[np.bool_]) -> NDArray[np.int64]:
+        """Choose epsilon-greedy actions (B, D_A); ties broken by the explore stream."""
+        explore = [s.explore for s in self.streams]
+        flat = epsilon_greedy(self.action_values(states), self.epsilon_, active, explore)
+        return self._action_vectors(flat)
+
+    def greedy(self, states: NDArray[np.int64]) -> NDArray[np.int64]:
+        """Return the first maximising action of each replica, shape (B, D_A)."""
+        return self._action_vectors(greedy_indices(self.action_values(states)))
+
+    def observe(self, batch: Transitions) -> None:
+        """Apply Q(s,a) += alpha (r + gamma max_a' Q(s',a') - Q(s,a)) for active replicas.
+
+        The bootstrap term is dropped where ``terminated`` (not on truncation).
+        """
+        idx = np.flatnonzero(batch.active)
+        if idx.size == 0:
+            return
+        s = self._flat_states(batch.states)[idx]
+        a = self._flat_actions(batch.actions)[idx]
+        s_next = self._flat_states(batch.next_states)[idx]
+        bootstrap = self.q_table_[idx, s_next].max(axis=1)
+        not_terminal = ~np.asarray(batch.terminated, dtype=bool)[idx]
+        rewards = np.asarray(batch.rewards, dtype=np.float64)[idx]
+        targets = rewards + self.config.gamma * not_terminal * bootstrap
+        self.visits_[idx, s, a] += 1
+        if self.config.step_size_rule == "inverse_visits":
+            alpha = 1.0 / self.visits_[idx, s, a]
+        else:
+            alpha = self.config.step_size
+        current = self.q_table_[idx, s, a]
+        self.q_table_[idx, s, a] = current + alpha * (targets - current)
+        active = np.asarray(batch.active, dtype=bool)
+        decay_epsilon(self.epsilon_, active, self.config.epsilon_decay, self.config.epsilon_min)
+
+    @property
+    def n_params(self) -> int:
+        """|S| * |A|: one learnable entry per state-action pair."""
+        return self.n_states * self.n_actions
+
+    def state_dict(self) -> dict[str, Any]:
+        """Tables, visit counts, epsilons and the explore/init generator states."""
+        return {
+            "q_table": self.q_table_.copy(),
+            "visits": self.visits_.copy(),
+            "epsilon": self.epsilon_.copy(),
+            "explore_rng": generator_states([s.explore for s in self.streams]),
+            "init_rng": generator_states([s.init for s in self.streams]),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what `state_dict` returned."""
+        q_table = np.asarray(state["q_table"], dtype=np.float64)
+        if q_table.shape != self.q_table_.shape:
+            raise ValueError(
+                f"Saved table has shape {q_table.shape}, expected {self.q_table_.shape}."
+            )
+        self.q_table_ = q_table.copy()
+        self.visits_ = np.asarray(state["visits"], dtype=np.int64).copy()
+        self.epsilon_ = np.asarray(state["epsilon"], dtype=np.float64).copy()
+        set_generator_states([s.explore for s in self.streams], state["explore_rng"])
+        set_generator_states([s.init for s in self.streams], state["init_rng"])

@@ -1,0 +1,168 @@
+"""What TEQL and TLR share: a CP Q-tensor over state and action modes, B replicas.
+
+The Q-function of every replica is one rank-R CP tensor of shape
+``problem.state_dims + problem.action_dims`` (Section "Low-Rank Tensor
+Q-Function Update", the CP representation). Actions with several components
+(D_A > 1) are handled as joint actions: a state's values over all actions are
+the sub-tensor over the trailing (action) modes, flattened; it is enumerated
+exactly while the joint action count stays below ``max_joint_actions``, and
+refused with a clear error above it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from rl.agents._explore import check_epsilon_schedule, check_int, check_real, decay_epsilon
+from rl.agents.base import Agent, Transitions
+from rl.problem import Problem
+from rl.seeding import AgentRandom
+from tensorq import OnlineCP
+
+
+@dataclass(frozen=True)
+class TensorAgentConfig:
+    """Settings shared by the CP-tensor agents."""
+
+    rank: int = 10
+    """CP rank R of the Q-tensor."""
+    gamma: float = 0.99
+    """Discount factor gamma in (0, 1)."""
+    init_scale: float = 1.0
+    """Factors start i.i.d. uniform in [0, init_scale), as in the authors' code."""
+    max_joint_actions: int = 4096
+    """Largest joint action count |A| = prod(action modes) that is enumerated exactly."""
+    epsilon_start: float = 0.0
+    """Initial probability of a uniformly random action (epsilon-greedy layer)."""
+    epsilon_decay: float = 1.0
+    """Multiplicative decay of epsilon after every non-terminal training step."""
+    epsilon_min: float = 0.0
+    """Epsilon never decays below this value."""
+
+    def __post_init__(self) -> None:
+        check_int("rank", self.rank, 1)
+        check_real("gamma", self.gamma, 0.0, 1.0, low_open=True, high_open=True)
+        check_real("init_scale", self.init_scale, 0.0, math.inf, low_open=True)
+        check_int("max_joint_actions", self.max_joint_actions, 1)
+        check_epsilon_schedule(self.epsilon_start, self.epsilon_decay, self.epsilon_min)
+
+
+class TensorAgent(Agent):
+    """Base class: a B-replica `tensorq.OnlineCP` Q-tensor and its reading helpers.
+
+    Parameters
+    ----------
+    problem : rl.problem.Problem
+        Mode sizes of states and actions.
+    config : TensorAgentConfig
+        The agent's settings (stored unmodified).
+    streams : sequence of rl.seeding.AgentRandom
+        One per replica: ``init`` draws the initial factors, ``explore`` every
+        exploration decision.
+    """
+
+    config: TensorAgentConfig
+
+    def __init__(
+        self, problem: Problem, config: TensorAgentConfig, streams: Sequence[AgentRandom]
+    ) -> None:
+        if len(streams) < 1:
+            raise ValueError("The 'streams' parameter must hold one AgentRandom per replica.")
+        self.problem = problem
+        self.config = config
+        self.replicas = len(streams)
+        self.n_states = math.prod(problem.state_dims)
+        self.n_actions = math.prod(problem.action_dims)
+        if self.n_actions > config.max_joint_actions:
+            raise ValueError(
+                f"The joint action space has {self.n_actions} actions "
+                f"(modes {problem.action_dims}), more than max_joint_actions="
+                f"{config.max_joint_actions}; raise the limit to enumerate them all."
+            )
+        self._rngs = [stream.explore for stream in streams]
+        self.q_ = OnlineCP(self._initial_factors(streams))
+        self.steps_ = np.zeros(self.replicas, dtype=np.int64)
+        self.epsilon_ = np.full(self.replicas, float(config.epsilon_start))
+
+    def _initial_factors(self, streams: Sequence[AgentRandom]) -> list[NDArray[np.float64]]:
+        shape, rank, scale = self.problem.shape, self.config.rank, self.config.init_scale
+        per_replica = [
+            [stream.init.uniform(0.0, scale, size=(size, rank)) for size in shape]
+            for stream in streams
+        ]
+        return [np.stack([factors[mode] for factors in per_replica]) for mode in range(len(shape))]
+
+    @property
+    def n_params(self) -> int:
+        """R * sum(d_n): the CP parameter count of one replica."""
+        return int(self.q_.n_params)
+
+    def flat_states(self, states: NDArray[np.int64]) -> NDArray[np.int64]:
+        """Flat state index per replica, shape (B,)."""
+        return np.ravel_multi_index(tuple(states.T), self.problem.state_dims)
+
+    def flat_actions(self, actions: NDArray[np.int64]) -> NDArray[np.int64]:
+        """Flat (joint) action index per replica, shape (B,)."""
+        return np.ravel_multi_index(tuple(actions.T), self.problem.action_dims)
+
+    def action_vectors(self, flat: NDArray[np.int64]) -> NDArray[np.int64]:
+        """Convert flat joint actions (B,) to action index vectors (B, D_A)."""
+        return np.stack(np.unravel_index(flat, self.problem.action_dims), axis=-1)
+
+    def action_values(self, states: NDArray[np.int64]) -> NDArray[np.float64]:
+        """Q(s, a) for every joint action, shape (B, |A|): one (|A| x R) product per replica."""
+        return np.asarray(self.q_.subtensor(states)).reshape(self.replicas, self.n_actions)
+
+    def greedy(self, states: NDArray[np.int64]) -> NDArray[np.int64]:
+        """Argmax_a Q(s, a) per replica (first maximum on ties; no randomness)."""
+        return self.action_vectors(self.action_values(states).argmax(axis=-1))
+
+    def targets(
+        self,
+        rewards: NDArray[np.float64],
+        next_states: NDArray[np.int64],
+        terminated: NDArray[np.bool_],
+    ) -> NDArray[np.float64]:
+        """TD targets r + gamma max_a' Q(s', a'), the reward alone at termination.
+
+        References
+        ----------
+        Algorithm 1, line 3 (the target uses the factors before the update).
+        """
+        bootstrap = self.action_values(next_states).max(axis=-1)
+        return rewards + self.config.gamma * np.where(terminated, 0.0, bootstrap)
+
+    def count_step(self, batch: Transitions) -> None:
+        """Advance the step counters and decay epsilon after a training step.
+
+        Epsilon decays after every non-terminal step of an active replica, as in
+        the authors' code.
+        """
+        self.steps_[batch.active] += 1
+        config = self.config
+        mask = batch.active & ~batch.terminated
+        decay_epsilon(self.epsilon_, mask, config.epsilon_decay, config.epsilon_min)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Factors, step counters, epsilon and exploration generator states."""
+        return {
+            "factors": [np.array(f, copy=True) for f in self.q_.factors],
+            "steps": self.steps_.copy(),
+            "epsilon": self.epsilon_.copy(),
+            "rngs": [rng.bit_generator.state for rng in self._rngs],
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what `state_dict` returned."""
+        for factor, saved in zip(self.q_.factors, state["factors"], strict=True):
+            factor[...] = saved
+        self.steps_[...] = state["steps"]
+        self.epsilon_[...] = state["epsilon"]
+        for rng, saved in zip(self._rngs, state["rngs"], strict=True):
+            rng.bit_generator.state = saved

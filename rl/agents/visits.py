@@ -1,0 +1,261 @@
+"""Visit tables per replica: N(s, a), N_total(s) and Delta Q(s, a).
+
+TEQL's exploration (eq. (euge)) and regulariser (eq. (loss_function)) need, for
+every replica, the visit count N(s, a), the state total
+N_total(s) = sum_a N(s, a) and the last decomposition error Delta Q(s, a) of
+eq. (decomp_error). Two storages hold them behind one interface:
+
+- `DenseVisits`: arrays of shape (B, |S|, |A|), for small state spaces.
+- `SparseVisits`: one row of |A| counts and |A| errors per *visited* (replica,
+  state) pair, so that memory grows with the number of visited states and never
+  with the product of the state modes (Highway's grid has 20^9 states).
+
+`make_visit_table` chooses by size. States and actions are flat indices
+(``numpy.ravel_multi_index`` over the state and action modes); the totals are
+derived from the counts instead of being stored.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any, Literal, NamedTuple
+
+import numpy as np
+from numpy.typing import NDArray
+
+Storage = Literal["auto", "dense", "sparse"]
+
+#: Largest dense table (bytes, counts and errors together) that ``"auto"`` accepts.
+DENSE_LIMIT_BYTES = 64 * 2**20
+
+_BYTES_PER_ENTRY = 16  # int64 count + float64 error
+
+
+class VisitRows(NamedTuple):
+    """The visit statistics of one state per replica, over all actions.
+
+    Attributes
+    ----------
+    counts : ndarray of int64, shape (B, |A|)
+        N(s, a) for every action.
+    delta : ndarray of float64, shape (B, |A|)
+        Delta Q(s, a) for every action.
+    """
+
+    counts: NDArray[np.int64]
+    delta: NDArray[np.float64]
+
+    @property
+    def totals(self) -> NDArray[np.int64]:
+        """N_total(s) = sum_a N(s, a), shape (B,)."""
+        return self.counts.sum(axis=-1)
+
+
+class VisitTable(abc.ABC):
+    """N(s, a) and Delta Q(s, a) for B replicas over flat state and action indices.
+
+    Parameters
+    ----------
+    replicas : int
+        Number of independent replicas B.
+    n_states : int
+        Number of flat states |S| (the product of the state modes).
+    n_actions : int
+        Number of flat actions |A| (the product of the action modes).
+    """
+
+    def __init__(self, replicas: int, n_states: int, n_actions: int) -> None:
+        self.replicas = replicas
+        self.n_states = n_states
+        self.n_actions = n_actions
+
+    @abc.abstractmethod
+    def rows(self, states: NDArray[np.int64]) -> VisitRows:
+        """Return the statistics of ``states`` (shape (B,)); unvisited states read as zeros."""
+
+    @abc.abstractmethod
+    def counts(self, states: NDArray[np.int64], actions: NDArray[np.int64]) -> NDArray[np.int64]:
+        """Return N(s, a) at one (state, action) per replica, shape (B,)."""
+
+    @abc.abstractmethod
+    def increment(
+        self, states: NDArray[np.int64], actions: NDArray[np.int64], active: NDArray[np.bool_]
+    ) -> None:
+        """Add one visit at (s, a) for the active replicas."""
+
+    @abc.abstractmethod
+    def set_delta(
+        self,
+        states: NDArray[np.int64],
+        actions: NDArray[np.int64],
+        values: NDArray[np.float64],
+        active: NDArray[np.bool_],
+    ) -> None:
+        """Record Delta Q(s, a) = ``values`` for the active replicas."""
+
+    @property
+    @abc.abstractmethod
+    def nbytes(self) -> int:
+        """Memory held by the table's arrays, in bytes."""
+
+    @abc.abstractmethod
+    def state_dict(self) -> dict[str, Any]:
+        """Arrays that restore the table exactly."""
+
+    @abc.abstractmethod
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what `state_dict` returned."""
+
+
+class DenseVisits(VisitTable):
+    """Visit table stored as dense (B, |S|, |A|) arrays."""
+
+    def __init__(self, replicas: int, n_states: int, n_actions: int) -> None:
+        super().__init__(replicas, n_states, n_actions)
+        self._counts = np.zeros((replicas, n_states, n_actions), dtype=np.int64)
+        self._delta = np.zeros((replicas, n_states, n_actions), dtype=np.float64)
+        self._replica = np.arange(replicas)
+
+    def rows(self, states: NDArray[np.int64]) -> VisitRows:  # noqa: D102
+        return VisitRows(self._counts[self._replica, states], self._delta[self._replica, states])
+
+    def counts(self, states, actions):  # noqa: D102
+        return self._counts[self._replica, states, actions]
+
+    def increment(self, states, actions, active):  # noqa: D102
+        replica = self._replica[active]
+        self._counts[replica, states[active], actions[active]] += 1
+
+    def set_delta(self, states, actions, values, active):  # noqa: D102
+        replica = self._replica[active]
+        self._delta[replica, states[active], actions[active]] = values[active]
+
+    @property
+    def nbytes(self) -> int:  # noqa: D102
+        return self._counts.nbytes + self._delta.nbytes
+
+    def state_dict(self) -> dict[str, Any]:  # noqa: D102
+        return {"counts": self._counts.copy(), "delta": self._delta.copy()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:  # noqa: D102
+        self._counts[...] = state["counts"]
+        self._delta[...] = state["delta"]
+
+
+class SparseVisits(VisitTable):
+    """Visit table holding one row per visited (replica, state) pair.
+
+    Rows live in two growable arrays (counts and errors, ``capacity x |A|``);
+    a dictionary maps the key ``replica * |S| + state`` to its row. Reading an
+    unvisited state allocates nothing.
+    """
+
+    def __init__(self, replicas: int, n_states: int, n_actions: int, capacity: int = 256) -> None:
+        super().__init__(replicas, n_states, n_actions)
+        if replicas * n_states >= 2**63:
+            raise ValueError(
+                f"The state space is too large to index: {replicas} replicas x {n_states} states "
+                "exceeds 2**63 keys."
+            )
+        self._index: dict[int, int] = {}
+        self._counts = np.zeros((capacity, n_actions), dtype=np.int64)
+        self._delta = np.zeros((capacity, n_actions), dtype=np.float64)
+        self._offsets = np.arange(replicas, dtype=np.int64) * n_states
+
+    @property
+    def visited(self) -> int:
+        """Number of visited (replica, state) pairs, i.e. rows in use."""
+        return len(self._index)
+
+    def _lookup(self, states: NDArray[np.int64]) -> NDArray[np.int64]:
+        keys = (self._offsets + states).tolist()
+        return np.array([self._index.get(key, -1) for key in keys], dtype=np.int64)
+
+    def _ensure(self, states: NDArray[np.int64], active: NDArray[np.bool_]) -> NDArray[np.int64]:
+        keys = (self._offsets + states).tolist()
+        rows = np.full(self.replicas, -1, dtype=np.int64)
+        for replica in np.flatnonzero(active).tolist():
+            row = self._index.get(keys[replica])
+            if row is None:
+                row = self._index[keys[replica]] = len(self._index)
+                self._grow(row + 1)
+            rows[replica] = row
+        return rows
+
+    def _grow(self, needed: int) -> None:
+        capacity = len(self._counts)
+        if needed <= capacity:
+            return
+        capacity = max(needed, 2 * capacity)
+        extra = capacity - len(self._counts)
+        self._counts = np.concatenate([self._counts, np.zeros((extra, self.n_actions), np.int64)])
+        self._delta = np.concatenate([self._delta, np.zeros((extra, self.n_actions))])
+
+    def rows(self, states: NDArray[np.int64]) -> VisitRows:  # noqa: D102
+        rows = self._lookup(states)
+        seen = (rows >= 0)[:, None]
+        return VisitRows(
+            np.where(seen, self._counts[rows], 0), np.where(seen, self._delta[rows], 0.0)
+        )
+
+    def counts(self, states, actions):  # noqa: D102
+        rows = self._lookup(states)
+        return np.where(rows >= 0, self._counts[rows, actions], 0)
+
+    def increment(self, states, actions, active):  # noqa: D102
+        rows = self._ensure(states, active)
+        self._counts[rows[active], actions[active]] += 1
+
+    def set_delta(self, states, actions, values, active):  # noqa: D102
+        rows = self._ensure(states, active)
+        self._delta[rows[active], actions[active]] = values[active]
+
+    @property
+    def nbytes(self) -> int:  # noqa: D102
+        return self._counts.nbytes + self._delta.nbytes
+
+    def state_dict(self) -> dict[str, Any]:  # noqa: D102
+        used = len(self._index)
+        keys = np.fromiter(self._index.keys(), dtype=np.int64, count=used)
+        rows = np.fromiter(self._index.values(), dtype=np.int64, count=used)
+        return {
+            "keys": keys,
+            "rows": rows,
+            "counts": self._counts[:used].copy(),
+            "delta": self._delta[:used].copy(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:  # noqa: D102
+        self._index = dict(zip(state["keys"].tolist(), state["rows"].tolist(), strict=True))
+        used = len(self._index)
+        self._counts = np.zeros((max(used, 1), self.n_actions), dtype=np.int64)
+        self._delta = np.zeros((max(used, 1), self.n_actions), dtype=np.float64)
+        self._counts[:used] = state["counts"]
+        self._delta[:used] = state["delta"]
+
+
+def make_visit_table(
+    replicas: int, n_states: int, n_actions: int, storage: Storage = "auto"
+) -> VisitTable:
+    """Build a visit table, dense when it fits in `DENSE_LIMIT_BYTES`, sparse otherwise.
+
+    Parameters
+    ----------
+    replicas, n_states, n_actions : int
+        B, |S| and |A|.
+    storage : {"auto", "dense", "sparse"}
+        ``"auto"`` chooses by the size of the dense table; the others force a storage.
+
+    Returns
+    -------
+    VisitTable
+    """
+    if storage not in ("auto", "dense", "sparse"):
+        raise ValueError(
+            "The 'storage' parameter must be one of 'auto', 'dense', 'sparse'. "
+            f"Got {storage!r} instead."
+        )
+    dense_bytes = replicas * n_states * n_actions * _BYTES_PER_ENTRY
+    if storage == "dense" or (storage == "auto" and dense_bytes <= DENSE_LIMIT_BYTES):
+        return DenseVisits(replicas, n_states, n_actions)
+    return SparseVisits(replicas, n_states, n_actions)

@@ -1,0 +1,330 @@
+"""Training configuration: the `TrainConfig` dataclass, config files and validation.
+
+Values are merged in this order, later ones winning:
+
+* run settings: `TrainConfig` defaults <- config file <- command-line flags;
+* agent hyperparameters: the agent config's defaults <- the agent's
+  ``preset(problem_name)`` <- the file's ``agent_params`` <- ``--set key=value``;
+* environment options: the agent module's ``problem_options(problem_name)``
+  (if it defines one) <- the file's ``env_options`` <- ``--env-option``.
+
+Every mapping is checked against the fields of the frozen dataclass it is
+meant for: unknown keys, wrong types and impossible values raise `ConfigError`
+with a message that names the key, which the CLI turns into exit code 2.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+
+class ConfigError(ValueError):
+    """A configuration value is unknown, of the wrong type or impossible."""
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Settings of one training run (everything except the agent's hyperparameters)."""
+
+    env: str
+    """Problem name (cartpole, pendulum, highway, inventory, lowrank) or a full Gymnasium id."""
+    agent: str
+    """Agent name from `rl.agents.registry.AGENTS` (teql, teql-released, tlr, ..., random)."""
+    out: str
+    """Run directory: metrics.csv, config.json, checkpoint.pkl and learning_curve.png go here."""
+    seeds: int = 1
+    """Number of replicas B trained in lockstep; replica i uses seed ``seed + i``."""
+    seed: int = 0
+    """First integer seed (>= 0)."""
+    episodes: int = 1000
+    """Number of training episodes of every replica (>= 1)."""
+    eval_every: int = 10
+    """A greedy evaluation after every training episode whose index is a multiple of this
+    (the paper's protocol is 10); 0 disables evaluation."""
+    eval_episodes: int = 1
+    """Greedy episodes per evaluation; their mean return is recorded (>= 1)."""
+    checkpoint_every: int = 50
+    """Write a checkpoint after every this many training episodes (>= 1), and on interruption."""
+    env_options: dict = field(default_factory=dict)
+    """Keyword options of `rl.problems.make_problem` (index_rule, state_bins, action_bins, ...)."""
+    agent_params: dict = field(default_factory=dict)
+    """Overrides of the agent's config fields, applied on top of the agent's preset."""
+
+    def __post_init__(self) -> None:
+        for name in ("env", "agent", "out"):
+            if not getattr(self, name):
+                raise ConfigError(f"The '{name}' parameter must be a non-empty string.")
+        minimum = {
+            "seeds": 1,
+            "seed": 0,
+            "episodes": 1,
+            "eval_every": 0,
+            "eval_episodes": 1,
+            "checkpoint_every": 1,
+        }
+        for name, low in minimum.items():
+            value = getattr(self, name)
+            if value < low:
+                raise ConfigError(
+                    f"The '{name}' parameter must be an int >= {low}. Got {value!r} instead."
+                )
+
+
+def _type_name(hint: Any) -> str:
+    return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
+
+
+def _coerce(value: Any, hint: Any, key: str) -> Any:
+    """Return ``value`` converted to ``hint`` or raise `ConfigError` naming ``key``."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    bad = ConfigError(
+        f"The '{key}' parameter must be of type {_type_name(hint)}. "
+        f"Got {value!r} ({type(value).__name__}) instead."
+    )
+    if hint is Any or hint is object:
+        return value
+    if origin is typing.Literal:
+        if value in args:
+            return value
+        raise ConfigError(
+            f"The '{key}' parameter must be one of {list(args)}. Got {value!r} instead."
+        )
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        for option in (a for a in args if a is not type(None)):
+            try:
+                return _coerce(value, option, key)
+            except ConfigError:
+                continue
+        raise bad
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+        raise bad
+    if hint is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise bad
+    if hint is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        raise bad
+    if hint is str:
+        if isinstance(value, str):
+            return value
+        raise bad
+    if origin is tuple or hint is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise bad
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_coerce(item, args[0], key) for item in value)
+        if args and len(args) != len(value):
+            raise bad
+        return (
+            tuple(_coerce(v, a, key) for v, a in zip(value, args, strict=True))
+            if args
+            else tuple(value)
+        )
+    if origin is list or hint is list:
+        if not isinstance(value, (list, tuple)):
+            raise bad
+        return [_coerce(item, args[0], key) for item in value] if args else list(value)
+    if origin is dict or hint is dict:
+        if not isinstance(value, Mapping):
+            raise bad
+        return dict(value)
+    return value
+
+
+def build_dataclass(cls: type, values: Mapping[str, Any], what: str | None = None) -> Any:
+    """Check ``values`` against the fields of the dataclass ``cls`` and construct it.
+
+    Parameters
+    ----------
+    cls : dataclass type
+        A (frozen) config dataclass; its ``__post_init__`` checks values.
+    values : mapping
+        Field name -> value; missing fields take their defaults.
+    what : str, optional
+        How to call the config in messages (default: the class name).
+
+    Returns
+    -------
+    instance of ``cls``
+
+    Raises
+    ------
+    ConfigError
+        Naming the first unknown key, missing required key, wrong type or
+        impossible value.
+    """
+    what = what or cls.__name__
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    hints = typing.get_type_hints(cls)
+    for key in values:
+        if key not in fields:
+            known = ", ".join(sorted(fields))
+            raise ConfigError(f"Unknown parameter '{key}' for {what}; known parameters: {known}.")
+    for name, spec in fields.items():
+        no_default = (
+            spec.default is dataclasses.MISSING and spec.default_factory is dataclasses.MISSING
+        )
+        if no_default and name not in values:
+            raise ConfigError(f"The '{name}' parameter of {what} is required.")
+    kwargs = {key: _coerce(value, hints[key], key) for key, value in values.items()}
+    try:
+        return cls(**kwargs)
+    except ConfigError:
+        raise
+    except (ValueError, TypeError) as error:
+        raise ConfigError(f"Invalid {what}: {error}") from None
+
+
+def load_config_file(path: str | Path) -> dict[str, Any]:
+    """Read a TOML (``.toml``) or JSON (``.json``) config file into a dict.
+
+    The top-level keys are `TrainConfig` fields; ``agent_params`` and
+    ``env_options`` are tables (TOML) or objects (JSON).
+
+    Raises
+    ------
+    ConfigError
+        If the file is missing, has another suffix, or does not parse.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"Config file {str(path)!r} does not exist.")
+    try:
+        if path.suffix == ".toml":
+            with open(path, "rb") as handle:
+                data = tomllib.load(handle)
+        elif path.suffix == ".json":
+            data = json.loads(path.read_text(encoding="utf-8"))
+        else:
+            raise ConfigError(f"Config file {str(path)!r} must end in .toml or .json.")
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ConfigError(f"Cannot parse config file {str(path)!r}: {error}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"Config file {str(path)!r} must hold a table/object at the top level.")
+    return data
+
+
+def parse_assignment(text: str) -> tuple[str, Any]:
+    """Split ``key=value`` into the key and a value read as JSON, else kept as a string.
+
+    ``rank=10``, ``alpha=0.5``, ``flag=true`` and ``bins=[10, 20]`` give an int, a
+    float, a bool and a list; ``reading=released`` gives the string ``"released"``.
+
+    Raises
+    ------
+    ConfigError
+        If there is no ``=`` or the key is empty.
+    """
+    key, sep, raw = text.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ConfigError(f"Expected KEY=VALUE, got {text!r}.")
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        value = raw
+    return key, value
+
+
+def _agent_module(agent: str) -> types.ModuleType:
+    from rl.agents.registry import agent_module
+
+    try:
+        return agent_module(agent)
+    except ValueError as error:
+        raise ConfigError(f"The 'agent' parameter is invalid: {error}") from None
+    except ImportError as error:
+        raise ConfigError(f"Agent {agent!r} is not available here: {error}") from None
+
+
+def agent_parts(agent: str) -> tuple[type, type, Any]:
+    """Return (agent class, config class, preset function) of a registered agent.
+
+    Raises
+    ------
+    ConfigError
+        If the name is unknown or the agent's module cannot be imported.
+    """
+    from rl.agents.registry import AGENTS
+
+    module = _agent_module(agent)
+    entry = AGENTS[agent]
+    return (
+        getattr(module, entry.agent),
+        getattr(module, entry.config),
+        getattr(module, entry.preset),
+    )
+
+
+def problem_name(env: str) -> str:
+    """Return the short problem name of ``env`` (``rl/ContinuousCartPole-v0`` -> ``cartpole``).
+
+    Presets and ``problem_options`` hooks are keyed by short names; an id that
+    has none is returned unchanged.
+    """
+    from rl.problems import PROBLEMS
+
+    return next((name for name, env_id in PROBLEMS.items() if env_id == env), env)
+
+
+def agent_config(config: TrainConfig) -> Any:
+    """Build the effective agent config: defaults <- preset(env) <- ``config.agent_params``."""
+    _, config_class, preset = agent_parts(config.agent)
+    values = {**preset(problem_name(config.env)), **config.agent_params}
+    return build_dataclass(config_class, values, f"agent {config.agent!r}")
+
+
+def effective_env_options(config: TrainConfig) -> dict[str, Any]:
+    """Merge the agent module's ``problem_options(env)`` hook below ``config.env_options``.
+
+    An agent that needs a particular discretization (LoRa-VI's coarse state
+    grid, for example) defines ``problem_options(problem_name) -> dict`` in its
+    module; the user's ``env_options`` still win.
+    """
+    hook = getattr(_agent_module(config.agent), "problem_options", None)
+    defaults = dict(hook(problem_name(config.env))) if hook is not None else {}
+    return {**defaults, **config.env_options}
+
+
+def to_jsonable(value: Any) -> Any:
+    """Convert dataclasses, tuples and numpy scalars to plain JSON values."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_jsonable(v) for v in value]
+    if hasattr(value, "item") and callable(value.item):
+        return value.item()
+    return value
+
+
+def effective_config(config: TrainConfig, agent_cfg: Any, env_options: Mapping) -> dict:
+    """Return the dict written to ``config.json``.
+
+    It is a `TrainConfig` with the full agent config and environment options
+    in place of the overrides, so that ``--config config.json`` reruns the run.
+    """
+    resolved = dataclasses.replace(
+        config, agent_params=to_jsonable(agent_cfg), env_options=to_jsonable(dict(env_options))
+    )
+    return to_jsonable(resolved)

@@ -1,0 +1,208 @@
+"""The continuous-action cart-pole of Rozada et al. (2024), used by the TEQL paper.
+
+It is not Gymnasium's ``CartPole-v1``: the action is a force ``30 a`` with
+``a`` in [-1, 1], the reward penalises the pole angle, its angular velocity and
+the effort, and an episode lasts at most 100 steps (registered
+``max_episode_steps``).
+
+Dynamics (Sutton-Barto cart-pole, explicit Euler, tau = 0.02 s)::
+
+    F      = 30 a
+    temp   = (F + m_p l theta_dot^2 sin theta) / (m_c + m_p)
+    th_acc = (g sin theta - cos theta temp) / (l (4/3 - m_p cos^2 theta / (m_c + m_p)))
+    x_acc  = temp - m_p l th_acc cos theta / (m_c + m_p)
+    x' = x + tau x_dot,  x_dot' = x_dot + tau x_acc,
+    theta' = theta + tau theta_dot,  theta_dot' = theta_dot + tau th_acc
+
+with g = 9.8, m_c = 1.0, m_p = 0.1, l = 0.5 (half the pole length). The episode
+terminates when |x'| > 2.4 or |theta'| > 12 degrees. The reward is computed
+from the new state::
+
+    r = 1 - theta'^2 - theta_dot'^2 - 10 a^2          (still alive)
+    r = -theta'^2 - 0.1 theta_dot'^2 - 10 a^2         (terminating step)
+
+References
+----------
+.. [1] S. Rozada, S. Paternain, A. G. Marques, "Tensor and matrix low-rank
+   value-function approximation in reinforcement learning", IEEE Transactions
+   on Signal Processing, 2024.
+.. [2] A. G. Barto, R. S. Sutton, C. W. Anderson, "Neuronlike adaptive elements
+   that can solve difficult learning control problems", IEEE SMC, 1983.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+from gymnasium.vector import AutoresetMode
+from numpy.typing import NDArray
+
+from rl.envs.vector import NumpyVectorEnv
+
+GRAVITY = 9.8
+MASS_CART = 1.0
+MASS_POLE = 0.1
+TOTAL_MASS = MASS_CART + MASS_POLE
+HALF_LENGTH = 0.5
+POLE_MASS_LENGTH = MASS_POLE * HALF_LENGTH
+FORCE_MAG = 30.0
+TAU = 0.02
+X_THRESHOLD = 2.4
+THETA_THRESHOLD = 12 * 2 * math.pi / 360
+RESET_BOUND = 0.05
+
+#: Bound on |theta_dot| (rad/s) assumed by `REWARD_BOUND`. Not a constraint of the dynamics:
+#: while alive |theta| <= 12 deg and |theta_acc| <= 48 rad/s^2, so a sweep across the allowed
+#: angle gives theta_dot^2 <= 2 * 48 * 0.42 (about 6.35^2); the largest values found over 10^6
+#: random bang-bang episodes are 6.42 (alive) and 7.33 (terminating step). See docs/environments.md.
+THETA_DOT_BOUND = 8.0
+#: R_max. Alive: r = 1 - theta^2 - theta_dot^2 - 10 a^2 in [-(9 + thr^2 + w^2), 1];
+#: terminating: |r| <= (thr + tau w)^2 + 0.1 w^2 + 10, smaller. About 73.04.
+REWARD_BOUND = max(
+    9.0 + THETA_THRESHOLD**2 + THETA_DOT_BOUND**2,
+    10.0 + (THETA_THRESHOLD + TAU * THETA_DOT_BOUND) ** 2 + 0.1 * THETA_DOT_BOUND**2,
+)
+
+_OBS_HIGH = np.array([2 * X_THRESHOLD, np.inf, 2 * THETA_THRESHOLD, np.inf])
+
+
+def cartpole_step(
+    state: NDArray[np.float64], action: NDArray[np.float64]
+) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.bool_]]:
+    """Advance a batch of cart-poles by one Euler step.
+
+    Parameters
+    ----------
+    state : ndarray, shape (B, 4)
+        Rows (x, x_dot, theta, theta_dot).
+    action : ndarray, shape (B, 1) or (B,)
+        Normalised force a in [-1, 1] (clipped).
+
+    Returns
+    -------
+    next_state : ndarray, shape (B, 4)
+    reward : ndarray of float64, shape (B,)
+    terminated : ndarray of bool, shape (B,)
+
+    References
+    ----------
+    Rozada et al. (2024), continuous cart-pole; see the module docstring.
+    """
+    a = np.minimum(np.maximum(action.reshape(-1), -1.0), 1.0)
+    x, x_dot, theta, theta_dot = state[:, 0], state[:, 1], state[:, 2], state[:, 3]
+    cos_t = np.cos(theta)
+    sin_t = np.sin(theta)
+    temp = (FORCE_MAG * a + POLE_MASS_LENGTH * theta_dot * theta_dot * sin_t) / TOTAL_MASS
+    theta_acc = (GRAVITY * sin_t - cos_t * temp) / (
+        HALF_LENGTH * (4.0 / 3.0 - MASS_POLE * cos_t * cos_t / TOTAL_MASS)
+    )
+    x_acc = temp - POLE_MASS_LENGTH * theta_acc * cos_t / TOTAL_MASS
+    next_state = np.empty_like(state)
+    next_state[:, 0] = x + TAU * x_dot
+    next_state[:, 1] = x_dot + TAU * x_acc
+    next_state[:, 2] = new_theta = theta + TAU * theta_dot
+    next_state[:, 3] = new_theta_dot = theta_dot + TAU * theta_acc
+    terminated = (np.abs(next_state[:, 0]) > X_THRESHOLD) | (np.abs(new_theta) > THETA_THRESHOLD)
+    theta_sq = new_theta * new_theta
+    theta_dot_sq = new_theta_dot * new_theta_dot
+    effort = 10.0 * a * a
+    if terminated.any():
+        alive = 1.0 - theta_sq - theta_dot_sq - effort
+        fallen = -theta_sq - 0.1 * theta_dot_sq - effort
+        reward = np.where(terminated, fallen, alive)
+    else:
+        reward = 1.0 - theta_sq - theta_dot_sq - effort
+    return next_state, reward, terminated
+
+
+def _observation_space() -> spaces.Box:
+    return spaces.Box(-_OBS_HIGH, _OBS_HIGH, dtype=np.float64)
+
+
+def _action_space() -> spaces.Box:
+    return spaces.Box(-1.0, 1.0, shape=(1,), dtype=np.float64)
+
+
+class ContinuousCartPole(gym.Env[NDArray[np.float64], NDArray[np.float64]]):
+    """Cart-pole with a continuous force, the reward of Rozada et al. and 100-step episodes.
+
+    Observation: float64 array (x, x_dot, theta, theta_dot). Action: float64
+    array of shape (1,) in [-1, 1], force 30 a. The initial state is uniform in
+    [-0.05, 0.05]^4. The per-step reward is a Python float; `reward_bound` is
+    an upper bound on its absolute value (see `docs/environments.md`).
+
+    References
+    ----------
+    .. [1] Rozada, Paternain, Marques, "Tensor and matrix low-rank value-function
+       approximation in reinforcement learning", IEEE TSP, 2024.
+    """
+
+    metadata: dict[str, Any] = {"render_modes": []}
+    reward_bound: float = REWARD_BOUND
+
+    def __init__(self) -> None:
+        self.observation_space = _observation_space()
+        self.action_space = _action_space()
+        self.state: NDArray[np.float64] | None = None
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[NDArray[np.float64], dict[str, Any]]:
+        """Draw the initial state uniformly in [-0.05, 0.05]^4."""
+        super().reset(seed=seed)
+        self.state = self.np_random.uniform(-RESET_BOUND, RESET_BOUND, size=(4,))
+        return self.state.copy(), {}
+
+    def step(
+        self, action: NDArray[np.float64]
+    ) -> tuple[NDArray[np.float64], float, bool, bool, dict[str, Any]]:
+        """Apply force 30 a for one step of 0.02 s; see `cartpole_step`."""
+        if self.state is None:
+            raise RuntimeError("Call reset() before step().")
+        action = np.asarray(action, dtype=np.float64).reshape(1, 1)
+        next_state, reward, terminated = cartpole_step(self.state[None, :], action)
+        self.state = next_state[0]
+        return self.state.copy(), float(reward[0]), bool(terminated[0]), False, {}
+
+
+class ContinuousCartPoleVector(NumpyVectorEnv):
+    """B copies of `ContinuousCartPole` stepped at once (the registered ``vector_entry_point``).
+
+    Parameters
+    ----------
+    num_envs : int
+        Number of copies.
+    max_episode_steps : int, default 100
+        Truncation horizon (the registered value).
+    autoreset_mode : AutoresetMode, default NEXT_STEP
+        ``NEXT_STEP`` or ``DISABLED``; see `rl.envs.vector`.
+
+    References
+    ----------
+    .. [1] Rozada, Paternain, Marques, IEEE TSP, 2024.
+    """
+
+    state_dim = 4
+    reward_bound: float = REWARD_BOUND
+
+    def __init__(
+        self,
+        num_envs: int = 1,
+        max_episode_steps: int | None = 100,
+        autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+    ) -> None:
+        super().__init__(
+            num_envs, max_episode_steps, autoreset_mode, _observation_space(), _action_space()
+        )
+
+    def _initial_state(self, rng: np.random.Generator) -> NDArray[np.float64]:
+        return rng.uniform(-RESET_BOUND, RESET_BOUND, size=(4,))
+
+    def _transition(
+        self, state: NDArray[np.float64], action: NDArray[np.float64]
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.bool_]]:
+        return cartpole_step(state, action)

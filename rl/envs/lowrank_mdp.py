@@ -1,0 +1,173 @@
+"""A random factored MDP whose transition and reward tensors have low CP rank.
+
+States are vectors ``s = (s_1, ..., s_{D_S})`` and actions ``a = (a_1, ...,
+a_{D_A})``; write ``i = (s, a)`` for the joint index with ``N = D_S + D_A``
+components. With ``r = rank``, the model is::
+
+    phi_k(s, a) = c prod_n g_n[i_n, k]                  k = 1..r, g > 0
+    mu_k(s')    = prod_n m_{n,k}[s'_n]                  k = 0..r, each m a distribution
+    P(s' | s, a) = (1 - sum_k phi_k(s, a)) mu_0(s') + sum_k phi_k(s, a) mu_k(s')
+    R(s, a)     = sum_k w_k prod_n h_n[i_n, k],         scaled so that max |R| = 1
+
+where ``c`` makes ``max_{s,a} sum_k phi_k = 1`` (a global constant, so each
+``phi_k`` stays rank one). P is a CP tensor of rank r + 1 over (s, a, s') and
+R has CP rank at most r, so
+
+    Q*(s, a) = R(s, a) + gamma <mu_0, V*> + gamma sum_k phi_k(s, a) <mu_k - mu_0, V*>
+
+has CP rank at most 2 r + 1 as a tensor over (s, a): the low-rank structure
+that TEQL assumes (Assumption 1 with B_R = 0 at rank 2r + 1). Sampling a step
+draws the latent k (0 with probability 1 - sum_k phi_k) and then each
+next-state component independently from ``m_{n,k}``. The reward is
+deterministic, the first state uniform, and the problem never terminates
+(100 steps per episode with ``gymnasium.make``).
+
+The model is drawn once from ``model_seed`` at construction; ``reset(seed=)``
+seeds only the trajectory.
+
+References
+----------
+.. [1] C. Jin, Z. Yang, Z. Wang, M. I. Jordan, "Provably efficient reinforcement
+   learning with linear function approximation", COLT 2020 (low-rank MDPs).
+.. [2] S. Rozada, S. Paternain, A. G. Marques, "Tensor and matrix low-rank
+   value-function approximation in reinforcement learning", IEEE TSP, 2024.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+from numpy.typing import NDArray
+
+from rl.envs.factored import FactoredMDP, sample_categorical
+
+
+def _check_dims(name: str, dims: Sequence[int]) -> tuple[int, ...]:
+    dims = tuple(dims)
+    if not dims or any(not isinstance(d, (int, np.integer)) or d < 1 for d in dims):
+        raise ValueError(
+            f"The '{name}' parameter must be a non-empty sequence of ints >= 1. "
+            f"Got {dims!r} instead."
+        )
+    return tuple(int(d) for d in dims)
+
+
+def _rank_one(factors: Sequence[NDArray[np.float64]], k: int) -> NDArray[np.float64]:
+    """Outer product of column k of each factor."""
+    out = np.ones(())
+    for factor in factors:
+        out = np.multiply.outer(out, factor[:, k])
+    return out
+
+
+class LowRankMDP(FactoredMDP):
+    """A seeded random MDP with rank-r factored transitions and rewards (exact model).
+
+    Parameters
+    ----------
+    state_dims : sequence of int, default (4, 4, 4)
+        Sizes of the state components.
+    action_dims : sequence of int, default (3, 3)
+        Sizes of the action components.
+    rank : int, default 2
+        Number r of latent transition and reward components; Q* has CP rank
+        at most 2 r + 1.
+    concentration : float, default 0.5
+        Dirichlet concentration of the next-state component laws (smaller is
+        more deterministic).
+    model_seed : int, default 0
+        Seed of the random model (fixed across episodes).
+    gamma : float, default 0.9
+        Default discount factor.
+
+    Attributes
+    ----------
+    reward_bound : float
+        1.0 (rewards are scaled to max |R| = 1).
+    """
+
+    reward_bound: float = 1.0
+
+    def __init__(
+        self,
+        state_dims: Sequence[int] = (4, 4, 4),
+        action_dims: Sequence[int] = (3, 3),
+        rank: int = 2,
+        concentration: float = 0.5,
+        model_seed: int = 0,
+        gamma: float = 0.9,
+    ) -> None:
+        state_dims = _check_dims("state_dims", state_dims)
+        action_dims = _check_dims("action_dims", action_dims)
+        if not isinstance(rank, (int, np.integer)) or rank < 1:
+            raise ValueError(f"The 'rank' parameter must be an int >= 1. Got {rank!r} instead.")
+        if not concentration > 0:
+            raise ValueError(
+                f"The 'concentration' parameter must be > 0. Got {concentration!r} instead."
+            )
+        super().__init__(state_dims, action_dims, gamma)
+        self.rank = int(rank)
+        self.concentration = float(concentration)
+        self.model_seed = model_seed
+        rng = np.random.default_rng(model_seed)
+        modes = self.state_dims + self.action_dims
+        self.mix_factors = [rng.uniform(0.1, 1.0, size=(d, self.rank)) for d in modes]
+        self.next_state_laws = [
+            rng.dirichlet(np.full(d, self.concentration), size=self.rank + 1) for d in state_dims
+        ]  # next_state_laws[n][k] = m_{n,k}, a distribution over component n
+        self.reward_factors = [rng.uniform(-1.0, 1.0, size=(d, self.rank)) for d in modes]
+        self.reward_weights = rng.uniform(0.5, 1.0, size=self.rank)
+        mix = sum(_rank_one(self.mix_factors, k) for k in range(self.rank))
+        self.mix_scale = 1.0 / float(mix.max())
+        raw = sum(w * _rank_one(self.reward_factors, k) for k, w in enumerate(self.reward_weights))
+        self.reward_scale = 1.0 / float(np.abs(raw).max())
+        self._law_cdf = [np.cumsum(law, axis=-1) for law in self.next_state_laws]
+
+    @property
+    def initial_distribution(self) -> NDArray[np.float64]:
+        """Uniform over all states."""
+        return np.full(self.state_dims, 1.0 / math.prod(self.state_dims))
+
+    def mixing_weights(self, state: NDArray[np.int64], action: NDArray[np.int64]) -> NDArray:
+        """phi_k(s, a) for k = 1..r, shape (r,)."""
+        index = tuple(state) + tuple(action)
+        weights = np.full(self.rank, self.mix_scale)
+        for factor, i in zip(self.mix_factors, index, strict=True):
+            weights = weights * factor[i]
+        return weights
+
+    def _sample(
+        self, state: NDArray[np.int64], action: NDArray[np.int64]
+    ) -> tuple[NDArray[np.int64], float]:
+        index = tuple(state) + tuple(action)
+        reward = self.reward_scale * float(
+            np.sum(
+                self.reward_weights
+                * np.prod([f[i] for f, i in zip(self.reward_factors, index, strict=True)], axis=0)
+            )
+        )
+        weights = self.mixing_weights(state, action)
+        u = self.np_random.random(1 + len(self.state_dims))
+        latent_cdf = np.cumsum(np.concatenate([[1.0 - weights.sum()], weights]))
+        latent = int(sample_categorical(latent_cdf, u[0]))
+        next_state = np.array(
+            [sample_categorical(cdf[latent], u[1 + n]) for n, cdf in enumerate(self._law_cdf)],
+            dtype=np.int64,
+        )
+        return next_state, reward
+
+    def _build_model(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        laws = [
+            _rank_one([law.T for law in self.next_state_laws], k) for k in range(self.rank + 1)
+        ]  # laws[k] = mu_k, shape state_dims
+        phis = [self.mix_scale * _rank_one(self.mix_factors, k) for k in range(self.rank)]
+        stay = 1.0 - sum(phis)
+        transition = np.multiply.outer(stay, laws[0])
+        for k in range(self.rank):
+            transition = transition + np.multiply.outer(phis[k], laws[k + 1])
+        reward = self.reward_scale * sum(
+            w * _rank_one(self.reward_factors, k) for k, w in enumerate(self.reward_weights)
+        )
+        return transition, reward

@@ -1,0 +1,185 @@
+"""The bounded pendulum of Rozada et al. (2024), used by the TEQL paper.
+
+Gymnasium's pendulum dynamics (g = 10, m = 1, l = 1, dt = 0.05, max speed 8,
+torque u in [-2, 2]) with three differences from ``Pendulum-v1``: the
+observation is (theta, theta_dot) rather than (cos, sin, theta_dot), the
+episode terminates when |theta| > pi/4 (the pendulum must stay near the top),
+and the initial state is close to upright, theta and theta_dot uniform in
+[0, 0.01). One step::
+
+    r           = 1 - (norm(theta)^2 + 0.1 theta_dot^2 + 0.1 u^2)    (state before the step)
+    theta_dot'  = theta_dot + (3 g / (2 l) sin theta + 3 / (m l^2) u) dt
+    theta'      = theta + theta_dot' dt                              (uses the new velocity)
+    theta_dot'  = clip(theta_dot', -8, 8)                            (clipped after theta moved)
+
+with norm(theta) = ((theta + pi) mod 2 pi) - pi in [-pi, pi). Episodes last at
+most 100 steps (registered ``max_episode_steps``).
+
+References
+----------
+.. [1] S. Rozada, S. Paternain, A. G. Marques, "Tensor and matrix low-rank
+   value-function approximation in reinforcement learning", IEEE Transactions
+   on Signal Processing, 2024.
+.. [2] Gymnasium ``Pendulum-v1`` (``gymnasium/envs/classic_control/pendulum.py``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+from gymnasium.vector import AutoresetMode
+from numpy.typing import NDArray
+
+from rl.envs.vector import NumpyVectorEnv
+
+GRAVITY = 10.0
+MASS = 1.0
+LENGTH = 1.0
+DT = 0.05
+MAX_SPEED = 8.0
+MAX_TORQUE = 2.0
+THETA_THRESHOLD = math.pi / 4
+RESET_HIGH = 0.01
+
+#: R_max: r = 1 - (theta^2 + 0.1 theta_dot^2 + 0.1 u^2) is computed from a state before a step,
+#: which is never terminal, so |theta| <= pi/4; |theta_dot| <= 8 and |u| <= 2 give
+#: r in [1 - (pi/4)^2 - 6.4 - 0.4, 1], hence |r| <= (pi/4)^2 + 5.8 (about 6.417).
+REWARD_BOUND = THETA_THRESHOLD**2 + 0.1 * MAX_SPEED**2 + 0.1 * MAX_TORQUE**2 - 1.0
+
+_OBS_HIGH = np.array([math.pi, MAX_SPEED])
+
+
+def angle_normalize(theta: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Wrap angles to [-pi, pi)."""
+    return ((theta + np.pi) % (2 * np.pi)) - np.pi
+
+
+def pendulum_step(
+    state: NDArray[np.float64], action: NDArray[np.float64]
+) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.bool_]]:
+    """Advance a batch of bounded pendulums by one step.
+
+    Parameters
+    ----------
+    state : ndarray, shape (B, 2)
+        Rows (theta, theta_dot).
+    action : ndarray, shape (B, 1) or (B,)
+        Torque u (clipped to [-2, 2]).
+
+    Returns
+    -------
+    next_state : ndarray, shape (B, 2)
+    reward : ndarray of float64, shape (B,)
+        Computed from the state before the step.
+    terminated : ndarray of bool, shape (B,)
+        |theta'| > pi/4.
+
+    References
+    ----------
+    Rozada et al. (2024), bounded pendulum; see the module docstring.
+    """
+    u = np.minimum(np.maximum(action.reshape(-1), -MAX_TORQUE), MAX_TORQUE)
+    theta, theta_dot = state[:, 0], state[:, 1]
+    reward = 1.0 - (angle_normalize(theta) ** 2 + 0.1 * theta_dot**2 + 0.1 * u**2)
+    new_theta_dot = (
+        theta_dot
+        + (3.0 * GRAVITY / (2.0 * LENGTH) * np.sin(theta) + 3.0 / (MASS * LENGTH**2) * u) * DT
+    )
+    next_state = np.empty_like(state)
+    next_state[:, 0] = new_theta = theta + new_theta_dot * DT
+    next_state[:, 1] = np.minimum(np.maximum(new_theta_dot, -MAX_SPEED), MAX_SPEED)
+    terminated = np.abs(new_theta) > THETA_THRESHOLD
+    return next_state, reward, terminated
+
+
+def _observation_space() -> spaces.Box:
+    return spaces.Box(-_OBS_HIGH, _OBS_HIGH, dtype=np.float64)
+
+
+def _action_space() -> spaces.Box:
+    return spaces.Box(-MAX_TORQUE, MAX_TORQUE, shape=(1,), dtype=np.float64)
+
+
+class BoundedPendulum(gym.Env[NDArray[np.float64], NDArray[np.float64]]):
+    """Pendulum kept near upright: observation (theta, theta_dot), termination at |theta| > pi/4.
+
+    Observation: float64 array (theta, theta_dot); theta stays within
+    pi/4 + 9.05 dt < pi before termination. Action: float64 array of shape
+    (1,) in [-2, 2]. The per-step reward is a Python float; `reward_bound`
+    bounds its absolute value.
+
+    References
+    ----------
+    .. [1] Rozada, Paternain, Marques, "Tensor and matrix low-rank value-function
+       approximation in reinforcement learning", IEEE TSP, 2024.
+    """
+
+    metadata: dict[str, Any] = {"render_modes": []}
+    reward_bound: float = REWARD_BOUND
+
+    def __init__(self) -> None:
+        self.observation_space = _observation_space()
+        self.action_space = _action_space()
+        self.state: NDArray[np.float64] | None = None
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[NDArray[np.float64], dict[str, Any]]:
+        """Draw theta and theta_dot uniformly in [0, 0.01)."""
+        super().reset(seed=seed)
+        self.state = self.np_random.uniform(0.0, RESET_HIGH, size=(2,))
+        return self.state.copy(), {}
+
+    def step(
+        self, action: NDArray[np.float64]
+    ) -> tuple[NDArray[np.float64], float, bool, bool, dict[str, Any]]:
+        """Apply torque u for dt = 0.05 s; see `pendulum_step`."""
+        if self.state is None:
+            raise RuntimeError("Call reset() before step().")
+        action = np.asarray(action, dtype=np.float64).reshape(1, 1)
+        next_state, reward, terminated = pendulum_step(self.state[None, :], action)
+        self.state = next_state[0]
+        return self.state.copy(), float(reward[0]), bool(terminated[0]), False, {}
+
+
+class BoundedPendulumVector(NumpyVectorEnv):
+    """B copies of `BoundedPendulum` stepped at once (the registered ``vector_entry_point``).
+
+    Parameters
+    ----------
+    num_envs : int
+        Number of copies.
+    max_episode_steps : int, default 100
+        Truncation horizon (the registered value).
+    autoreset_mode : AutoresetMode, default NEXT_STEP
+        ``NEXT_STEP`` or ``DISABLED``; see `rl.envs.vector`.
+
+    References
+    ----------
+    .. [1] Rozada, Paternain, Marques, IEEE TSP, 2024.
+    """
+
+    state_dim = 2
+    reward_bound: float = REWARD_BOUND
+
+    def __init__(
+        self,
+        num_envs: int = 1,
+        max_episode_steps: int | None = 100,
+        autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+    ) -> None:
+        super().__init__(
+            num_envs, max_episode_steps, autoreset_mode, _observation_space(), _action_space()
+        )
+
+    def _initial_state(self, rng: np.random.Generator) -> NDArray[np.float64]:
+        return rng.uniform(0.0, RESET_HIGH, size=(2,))
+
+    def _transition(
+        self, state: NDArray[np.float64], action: NDArray[np.float64]
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.bool_]]:
+        return pendulum_step(state, action)

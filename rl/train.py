@@ -1,0 +1,243 @@
+"""``python -m rl.train``: train an agent on a problem with B seeds in lockstep.
+
+Example::
+
+    python -m rl.train --env cartpole --agent teql --seeds 8 --episodes 2000 --out runs/teql
+
+writes ``metrics.csv`` (one row per seed and episode), ``config.json`` (rerun
+with ``--config runs/teql/config.json``), ``checkpoint.pkl`` and
+``learning_curve.png`` into ``--out``, and prints a summary table. Ctrl-C
+finishes the current episode, writes a checkpoint and exits with code 130;
+``--resume runs/teql`` continues. Bad configuration exits with code 2 and a
+message naming the key. See ``docs/training.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rl.config import ConfigError, TrainConfig, build_dataclass, load_config_file, parse_assignment
+from rl.runner import CONFIG_FILE, FIGURE_FILE, METRICS_FILE, EpisodeLog, RunResult, build, run
+
+_FLAGS = {  # command-line flag (argparse dest) -> TrainConfig field
+    "env": "env",
+    "agent": "agent",
+    "out": "out",
+    "seeds": "seeds",
+    "seed": "seed",
+    "episodes": "episodes",
+    "eval_every": "eval_every",
+    "eval_episodes": "eval_episodes",
+    "checkpoint_every": "checkpoint_every",
+}
+
+
+def make_parser() -> argparse.ArgumentParser:
+    """Return the argument parser of ``python -m rl.train``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m rl.train",
+        description="Train an agent on a factored problem with several seeds in lockstep.",
+    )
+    parser.add_argument(
+        "--env",
+        help="cartpole, pendulum, highway, inventory, lowrank or a "
+        "Gymnasium id such as rl/ContinuousCartPole-v0",
+    )
+    parser.add_argument(
+        "--agent", help="teql, teql-released, tlr, lora-vi, tabular, dqn, sac, random"
+    )
+    parser.add_argument("--seeds", type=int, help="number of replicas B (default 1)")
+    parser.add_argument("--seed", type=int, help="first seed; replica i uses seed + i (default 0)")
+    parser.add_argument("--episodes", type=int, help="training episodes per replica")
+    parser.add_argument(
+        "--eval-every",
+        type=int,
+        help="greedy evaluation after every k-th episode (default 10; 0 disables)",
+    )
+    parser.add_argument("--eval-episodes", type=int, help="greedy episodes per evaluation")
+    parser.add_argument("--checkpoint-every", type=int, help="checkpoint every n episodes")
+    parser.add_argument("--out", help="run directory")
+    parser.add_argument("--config", help="TOML or JSON file of TrainConfig fields")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override an agent parameter (repeatable); VALUE is read as JSON",
+    )
+    parser.add_argument(
+        "--env-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override an option of the problem factory (repeatable)",
+    )
+    parser.add_argument(
+        "--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR (--episodes may extend it)"
+    )
+    parser.add_argument(
+        "--overwrite", action="store_true", help="start afresh in a non-empty run directory"
+    )
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    parser.add_argument("--no-plot", action="store_true", help="do not draw the learning curve")
+    return parser
+
+
+def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    """Merge `TrainConfig` defaults <- ``--config`` file (or the resumed run's) <- flags.
+
+    Raises
+    ------
+    ConfigError
+        On unknown keys, wrong types or impossible values.
+    """
+    values: dict[str, Any] = {}
+    if args.resume:
+        if args.config:
+            raise ConfigError("Use either --resume or --config, not both.")
+        values = load_config_file(Path(args.resume) / CONFIG_FILE)
+        values["out"] = args.resume
+    elif args.config:
+        values = load_config_file(args.config)
+    for dest, field in _FLAGS.items():
+        if getattr(args, dest) is not None:
+            values[field] = getattr(args, dest)
+    if args.resume:
+        if args.out is not None and Path(args.out) != Path(args.resume):
+            raise ConfigError("The 'out' parameter cannot differ from --resume RUN_DIR.")
+        values["out"] = args.resume
+    for key, target in (("set", "agent_params"), ("env_option", "env_options")):
+        pairs = dict(parse_assignment(text) for text in getattr(args, key))
+        if pairs:
+            current = values.get(target, {})
+            if not isinstance(current, dict):
+                raise ConfigError(f"The '{target}' parameter must be a table of key = value.")
+            values[target] = {**current, **pairs}
+    return build_dataclass(TrainConfig, values, "the training config")
+
+
+def _progress_bar(config: TrainConfig, enabled: bool) -> Any:
+    from tqdm import tqdm
+
+    bar = tqdm(
+        total=config.episodes,
+        unit="ep",
+        disable=not enabled,
+        dynamic_ncols=True,
+        desc=f"{config.agent} on {config.env}",
+    )
+    state = {"greedy": float("nan")}
+
+    def update(log: EpisodeLog) -> None:
+        if not np.all(np.isnan(log.greedy_returns)):
+            state["greedy"] = float(np.nanmean(log.greedy_returns))
+        bar.update(log.episode - bar.n)
+        bar.set_postfix(
+            ret=f"{log.returns.mean():.2f}", greedy=f"{state['greedy']:.2f}", refresh=False
+        )
+
+    return bar, update
+
+
+def _format_summary(result: RunResult, config: TrainConfig) -> str:
+    from rl.metrics import milestone_summaries, read_metrics
+
+    table = read_metrics(result.run_dir / METRICS_FILE)
+    rows = [
+        (
+            "episodes",
+            "train mean ± std",
+            "train IQM [95% CI]",
+            "greedy episodes",
+            "greedy mean ± std",
+            "greedy IQM [95% CI]",
+        )
+    ]
+    for row in milestone_summaries(table, result.episodes_done):
+        cells = [f"{row.first}-{row.last}"]
+        for first, s in ((None, row.training), (row.greedy_first, row.greedy)):
+            if first is not None:
+                cells.append(f"{first}-{row.last}")
+            cells.append(f"{s.mean:.2f} ± {s.std:.2f}")
+            cells.append(f"{s.iqm:.2f} [{s.iqm_low:.2f}, {s.iqm_high:.2f}]")
+        rows.append(tuple(cells))
+    widths = [max(len(r[k]) for r in rows) for k in range(len(rows[0]))]
+    lines = ["  ".join(cell.rjust(w) for cell, w in zip(r, widths, strict=True)) for r in rows]
+    per_thousand = 1000 * result.wall_time / max(result.episodes_done, 1)
+    lines.append(
+        f"{config.seeds} seeds ({config.seed}..{config.seed + config.seeds - 1}), "
+        f"{result.episodes_done} episodes, wall time {result.wall_time:.1f} s "
+        f"({per_thousand:.1f} s per 1000 episodes), agent n_params {result.n_params} per replica"
+    )
+    return "\n".join(lines)
+
+
+def _plot(run_dir: Path) -> None:
+    from rl.plot import plot_runs
+
+    plot_runs([run_dir], run_dir / FIGURE_FILE)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command; return the exit code (0 done, 2 bad config, 130 interrupted)."""
+    args = make_parser().parse_args(argv)
+    try:
+        config = config_from_args(args)
+        runner, effective = build(config)
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\nInterrupted before training started; nothing written.", file=sys.stderr)
+        return 130
+    bar, update = _progress_bar(config, not args.no_progress)
+    try:
+        result = run(
+            runner,
+            config,
+            effective,
+            resume=bool(args.resume),
+            overwrite=args.overwrite,
+            progress=update,
+            handle_signals=True,
+        )
+    except (ConfigError, FileNotFoundError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except ValueError as error:  # a non-finite reward, a damaged metrics file
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(
+            f"\nAborted. The last periodic checkpoint in {config.out} remains valid; "
+            f"continue with: python -m rl.train --resume {config.out}",
+            file=sys.stderr,
+        )
+        return 130
+    finally:
+        bar.close()
+        runner.close()
+    if not args.no_plot:
+        _plot(result.run_dir)
+    if result.interrupted:
+        print(
+            f"Interrupted after episode {result.episodes_done}; checkpoint written. "
+            f"Continue with: python -m rl.train --resume {config.out}",
+            file=sys.stderr,
+        )
+        return 130
+    print(_format_summary(result, config))
+    print(
+        f"Wrote {result.run_dir}/{{{METRICS_FILE}, {CONFIG_FILE}, {FIGURE_FILE}, checkpoint.pkl}}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

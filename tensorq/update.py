@@ -1,0 +1,385 @@
+"""The single-entry block-coordinate-descent update of Algorithm 1.
+
+:func:`bcd_update` updates one entry per replica of an :class:`OnlineCP` in
+place. It gathers the N factor rows of each entry, runs the inner loops on
+those (B, R) rows with vectorized masks (no Python loop over replicas), and
+writes the rows back. Two variants:
+
+``"paper"`` (default)
+    Algorithm 1 with the loss of eq. (loss_function) and the gradient of eq.
+    (gradient): modes n = 1..N in order (Gauss-Seidel: mode n sees the rows
+    already updated for modes < n), up to I_max gradient steps per mode.
+``"released"``
+    The authors' released code: up to I_max sweeps, each moving every row at
+    once from the same pre-sweep rows (Jacobi) along g / ||g||, with the
+    regularizer entering as lambda / (N + epsilon). See ``docs/tensorq.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from tensorq._backend import ArrayOps
+from tensorq._validation import check_float, check_int, check_mask, check_vector
+from tensorq.bound import FactorBound
+from tensorq.cp import OnlineCP
+from tensorq.loss import cp_entry, frequency_weight
+
+Array = Any
+Clip = Callable[[Array], Array] | None
+
+VARIANTS = ("paper", "released")
+
+
+class UpdateResult(NamedTuple):
+    """Outcome of :func:`bcd_update`, one value per replica.
+
+    Attributes
+    ----------
+    before : array of shape (B,)
+        The entry Q_{t-1}(s_t, a_t) before the update.
+    after : array of shape (B,)
+        The entry Q_t(s_t, a_t) after the update; ``abs(after - before)`` is
+        the decomposition error Delta Q_t of eq. (decomp_error).
+    iterations : int array of shape (B,)
+        Inner row steps taken, summed over the N modes (at most N * I_max);
+        0 for masked replicas.
+    """
+
+    before: Array
+    after: Array
+    iterations: Array
+
+
+def _suffix_products(rows: list[Array]) -> list[Array | None]:
+    """``out[n] = prod_{m > n} rows[m]`` (None for the last mode)."""
+    out: list[Array | None] = [None] * len(rows)
+    for n in range(len(rows) - 2, -1, -1):
+        nxt = out[n + 1]
+        out[n] = rows[n + 1] if nxt is None else rows[n + 1] * nxt
+    return out
+
+
+def _times(a: Array | None, b: Array | None, like: Array) -> Array:
+    """Elementwise product where None means ones."""
+    if a is None and b is None:
+        return like * 0 + 1
+    if a is None or b is None:
+        return b if a is None else a
+    return a * b
+
+
+def paper_sweep(
+    rows: list[Array],
+    before: Array,
+    target: Array,
+    weight: Array,
+    step_size: Array,
+    tol: float,
+    max_inner: int,
+    clip: Clip,
+    ops: ArrayOps,
+) -> tuple[list[Array], Array]:
+    """Run Algorithm 1's loop over modes on gathered rows (the paper variant).
+
+    Parameters
+    ----------
+    rows : list of N arrays of shape (B, R)
+        Rows F_n(i_n, :) of the entries, one per replica; not modified.
+    before : array of shape (B,)
+        ``cp_entry(rows)``, the entries before the update.
+    target : array of shape (B,)
+        Targets q^target_t.
+    weight : array of shape (B,)
+        ``frequency_weight(visits, lam, eps)``.
+    step_size : array of shape (B,)
+        Step sizes alpha_t.
+    tol : float
+        Threshold tau on the change of the entry.
+    max_inner : int
+        Maximum inner iterations I_max per mode.
+    clip : callable or None
+        Applied to a row after every step on it.
+    ops : ArrayOps
+        Backend functions.
+
+    Returns
+    -------
+    new_rows : list of N arrays of shape (B, R)
+    iterations : int array of shape (B,)
+        Steps taken, summed over modes.
+
+    References
+    ----------
+    Algorithm 1; eq. (gradient); eq. (factor_update).
+    """
+    suffix = _suffix_products(rows)
+    prefix = None
+    new_rows = list(rows)
+    # alpha * dL/dQ = alpha * ((Q - target) - 2 w Q), eq. (gradient), as an affine map of Q.
+    slope = step_size * (1.0 - 2.0 * weight)
+    offset = step_size * target
+    entry = before
+    uniform_steps = 0  # steps taken by every replica
+    masked_steps = 0  # steps taken by replicas still active after a convergence test
+    for n in range(len(rows)):
+        direction = _times(prefix, suffix[n], rows[n])  # dQ / dF_n(i_n, :)
+        row = rows[n]
+        entry_prev = before  # Algorithm 1: "Set Q_prev = Q_{t-1}(s_t, a_t)"
+        active = None  # None: every replica is still stepping
+        for i in range(max_inner):
+            stepped = row - (slope * entry - offset)[:, None] * direction
+            if clip is not None:
+                stepped = clip(stepped)
+            stepped_entry = ops.rowdot(stepped, direction)
+            if active is None:
+                row, entry = stepped, stepped_entry
+                uniform_steps += 1
+            else:
+                row = ops.where(active[:, None], stepped, row)
+                entry = ops.where(active, stepped_entry, entry)
+                masked_steps = masked_steps + active
+            if i + 1 == max_inner or tol == 0.0:  # |change| < 0 never holds
+                continue
+            active = _still_moving(entry - entry_prev, tol, active, ops)
+            if active is False:
+                break
+            entry_prev = entry
+        new_rows[n] = row
+        prefix = row if prefix is None else prefix * row
+    return new_rows, _count(uniform_steps, masked_steps, before, ops)
+
+
+def released_sweep(
+    rows: list[Array],
+    before: Array,
+    target: Array,
+    weight: Array,
+    step_size: Array,
+    tol: float,
+    max_inner: int,
+    clip: Clip,
+    ops: ArrayOps,
+) -> tuple[list[Array], Array]:
+    """Run the authors' released update on gathered rows (the released variant).
+
+    Each sweep moves every row at once from the same pre-sweep rows:
+    ``row_n -= alpha * (-(target - Q) - w) * g_n / ||g_n||`` with g_n the
+    product of the other modes' rows and w = lambda / (N + epsilon); rows with
+    ||g_n|| = 0 do not move. Up to ``max_inner`` sweeps, stopping once the
+    entry moves less than ``tol`` in a sweep.
+
+    Parameters
+    ----------
+    rows, before, target, weight, step_size, tol, max_inner, clip, ops
+        As in :func:`paper_sweep`.
+
+    Returns
+    -------
+    new_rows : list of N arrays of shape (B, R)
+    iterations : int array of shape (B,)
+        N per sweep taken (one row step per mode and sweep).
+
+    References
+    ----------
+    Algorithm 1 as implemented in the authors' released code; see the table of
+    differences in ``docs/tensorq.md``.
+    """
+    n_modes = len(rows)
+    # alpha * (-(target - Q) - w), an affine map of Q.
+    offset = step_size * (target + weight)
+    entry = before
+    uniform_steps = 0
+    masked_steps = 0
+    active = None
+    for i in range(max_inner):
+        scale = step_size * entry - offset
+        suffix = _suffix_products(rows)
+        prefix = None
+        stepped_rows = []
+        for n in range(n_modes):
+            direction = _times(prefix, suffix[n], rows[n])
+            norm = ops.sqrt(ops.rowdot(direction, direction))
+            norm = ops.where(norm > 0, norm, 1.0)  # g = 0 gives a zero step
+            stepped = rows[n] - (scale / norm)[:, None] * direction
+            stepped_rows.append(stepped if clip is None else clip(stepped))
+            prefix = rows[n] if prefix is None else prefix * rows[n]
+        stepped_entry = cp_entry(stepped_rows)
+        moved = stepped_entry - entry
+        if active is None:
+            rows, entry = stepped_rows, stepped_entry
+            uniform_steps += n_modes
+        else:
+            rows = [
+                ops.where(active[:, None], s, r) for s, r in zip(stepped_rows, rows, strict=True)
+            ]
+            entry = ops.where(active, stepped_entry, entry)
+            masked_steps = masked_steps + n_modes * active
+        if i + 1 == max_inner or tol == 0.0:
+            continue
+        active = _still_moving(moved, tol, active, ops)
+        if active is False:
+            break
+    return rows, _count(uniform_steps, masked_steps, before, ops)
+
+
+def _still_moving(
+    change: Array, tol: float, active: Array | None, ops: ArrayOps
+) -> Array | None | bool:
+    """Replicas whose entry moved by at least ``tol``.
+
+    Returns None when all are still moving (no masking needed), False when none is.
+    """
+    moving = ops.abs(change) >= tol
+    if active is not None:
+        moving = active & moving
+    if not moving.any():
+        return False
+    if active is None and moving.all():
+        return None
+    return moving
+
+
+def _count(uniform_steps: int, masked_steps: Array | int, like: Array, ops: ArrayOps) -> Array:
+    """Per-replica step counts as a backend int array shaped like ``like``."""
+    base = ops.tensor(np.full(like.shape[0], uniform_steps, dtype=np.int64), dtype=ops.int64)
+    return base + masked_steps
+
+
+def bcd_update(
+    q: OnlineCP,
+    index: Any,
+    target: Any,
+    visits: Any,
+    *,
+    step_size: float | Any,
+    lam: float,
+    eps: float,
+    tol: float,
+    max_inner: int,
+    bound: FactorBound | None = None,
+    mask: Any = None,
+    variant: str = "paper",
+) -> UpdateResult:
+    """Update one entry per replica in place by block coordinate descent.
+
+    For each replica b, moves the rows F_n[b, index[b, n], :] (and nothing
+    else) to decrease the loss of eq. (loss_function) at that entry.
+    ``variant="paper"``: for n = 1..N in order, up to ``max_inner`` steps
+    F_n(i_n, :) -= alpha grad of eq. (gradient), each seeing the rows already
+    updated for earlier modes; the loop of mode n stops for a replica once the
+    entry moves by less than ``tol`` in a step, where, as Algorithm 1 is
+    written, the first comparison of every mode is against the entry before
+    the whole update. ``variant="released"``: see :func:`released_sweep`.
+
+    All inputs are checked before any factor is touched.
+
+    Parameters
+    ----------
+    q : OnlineCP
+        The tensor, updated in place.
+    index : int array of shape (B, N)
+        The entry (s_t, a_t) of each replica.
+    target : float or array of shape (B,)
+        Targets q^target_t(s_t, a_t), finite.
+    visits : float or array of shape (B,)
+        Visit counts N_{t-1}(s_t, a_t) *before* this visit (the caller
+        increments its counts after the update), finite and >= 0. The released
+        agent passes counts that already include the current visit.
+    step_size : float or array of shape (B,)
+        Step size alpha_t > 0, for example ``StepSchedule(alpha0, kappa)(t)``.
+    lam : float
+        Regularization strength lambda >= 0.
+    eps : float
+        Smoothing constant epsilon > 0.
+    tol : float
+        Threshold tau >= 0; 0 always takes ``max_inner`` steps per mode.
+    max_inner : int
+        Maximum inner iterations I_max >= 1 (per mode; sweeps for "released").
+    bound : FactorBound, optional
+        Clip each updated row to [-f_max, f_max] after every step.
+    mask : bool array of shape (B,), optional
+        True marks replicas to leave untouched (their ``before == after`` and
+        ``iterations == 0``).
+    variant : {"paper", "released"}, default="paper"
+        Algorithm 1 as written, or the authors' released update.
+
+    Returns
+    -------
+    UpdateResult
+        ``before``, ``after`` (shape (B,)) and ``iterations`` (int, shape (B,):
+        row steps taken summed over modes, ``k * N`` when ``tol=0`` and
+        ``max_inner=k``; for "released", N per sweep).
+
+    References
+    ----------
+    Algorithm 1; eq. (loss_function); eq. (gradient); eq. (factor_update);
+    Assumption 2 (``bound``).
+    """
+    tol, max_inner, lam, eps = _check_settings(tol, max_inner, lam, eps, bound, variant)
+    replicas, ops = q.replicas, q._ops
+    idx = q._backend_index(index, "index", len(q.factors))
+    target = check_vector(target, "target", replicas)
+    visits = check_vector(visits, "visits", replicas, minimum=0.0)
+    step_size = check_vector(step_size, "step_size", replicas, minimum=0.0, strict=True)
+    keep = None if mask is None else ~check_mask(mask, replicas)
+    # Every input is valid from here on: nothing below raises before the factors change.
+
+    ids = q._replica_ids
+    all_rows = None
+    if keep is not None:
+        all_rows = q._rows(idx, ids)
+        target, visits, step_size = (_subset(v, keep) for v in (target, visits, step_size))
+        keep = keep if ops.name == "numpy" else ops.tensor(keep)
+        ids, idx = ids[keep], idx[keep]
+    dtype = q.factors[0].dtype
+    if ops.name != "numpy" or dtype != np.float64:
+        target, visits, step_size = (
+            v if isinstance(v, float) else ops.tensor(v, dtype=dtype)
+            for v in (target, visits, step_size)
+        )
+
+    rows = q._rows(idx, ids) if all_rows is None else [r[keep] for r in all_rows]
+    sweep = paper_sweep if variant == "paper" else released_sweep
+    clip = None if bound is None else (lambda x: ops.clip(x, -bound.f_max, bound.f_max))
+    weight = frequency_weight(visits, lam, eps)
+    before = cp_entry(rows)
+    new_rows, iterations = sweep(rows, before, target, weight, step_size, tol, max_inner, clip, ops)
+    for n, factor in enumerate(q.factors):
+        factor[ids, idx[:, n]] = new_rows[n]
+
+    if all_rows is None:
+        return UpdateResult(before, cp_entry(new_rows), iterations)
+    before = cp_entry(all_rows)
+    after = ops.copy(before)
+    after[keep] = cp_entry(new_rows)
+    all_iterations = ops.tensor(np.zeros(replicas, dtype=np.int64), dtype=ops.int64)
+    all_iterations[keep] = iterations
+    return UpdateResult(before, after, all_iterations)
+
+
+def _subset(value: Array | float, keep: Array) -> Array | float:
+    return value if isinstance(value, float) else value[keep]
+
+
+def _check_settings(
+    tol: Any, max_inner: Any, lam: Any, eps: Any, bound: Any, variant: Any
+) -> tuple[float, int, float, float]:
+    """Check the scalar settings of :func:`bcd_update`."""
+    if variant not in VARIANTS:
+        raise ValueError(
+            f"The 'variant' parameter must be one of {VARIANTS}. Got {variant!r} instead."
+        )
+    if bound is not None and not isinstance(bound, FactorBound):
+        raise ValueError(
+            f"The 'bound' parameter must be a FactorBound or None. Got {bound!r} instead."
+        )
+    return (
+        check_float(tol, "tol"),
+        check_int(max_inner, "max_inner", 1),
+        check_float(lam, "lam"),
+        check_float(eps, "eps", positive=True),
+    )

@@ -1,0 +1,284 @@
+"""Tests of the DQN baseline: learning, determinism, replicas, checkpoints, parameter counts."""
+
+import copy
+import pickle
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from rl.agents.base import Transitions  # noqa: E402
+from rl.agents.dqn import DQN, DQNConfig, preset, released_preset  # noqa: E402
+from rl.problem import Problem  # noqa: E402
+from rl.seeding import replica_streams  # noqa: E402
+
+SMALL = dict(
+    hidden=16, learning_starts=20, batch_size=8, target_update_every=10, epsilon_decay=0.99
+)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def make_problem(state_dims, action_dims):
+    return Problem(
+        name="toy",
+        env_id="none",
+        env_kwargs={},
+        state_dims=tuple(state_dims),
+        action_dims=tuple(action_dims),
+        reward_bound=1.0,
+        encode=lambda obs: obs,
+        decode=lambda actions: actions,
+    )
+
+
+def streams(*seeds):
+    return [replica_streams(seed).agent for seed in seeds]
+
+
+def assert_tree_equal(a, b):
+    if isinstance(a, dict):
+        assert a.keys() == b.keys()
+        for key in a:
+            assert_tree_equal(a[key], b[key])
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b)
+        for x, y in zip(a, b, strict=True):
+            assert_tree_equal(x, y)
+    elif isinstance(a, np.ndarray):
+        np.testing.assert_array_equal(a, b)
+    elif isinstance(a, float) and np.isnan(a):
+        assert np.isnan(b)
+    else:
+        assert a == b
+
+
+def random_drive(agent, steps, seed, active_mask=None):
+    """Drive ``agent`` on random transitions of a (3, 4) x (3,) problem; return actions."""
+    rng = np.random.default_rng(seed)
+    b = agent.replicas
+    states = rng.integers(0, [3, 4], size=(b, 2))
+    taken = []
+    for t in range(steps):
+        active = np.ones(b, bool) if active_mask is None else active_mask(t)
+        actions = agent.act(states, active)
+        next_states = rng.integers(0, [3, 4], size=(b, 2))
+        rewards = rng.normal(size=b)
+        terminated = rng.random(b) < 0.1
+        agent.observe(Transitions(states, actions, rewards, next_states, terminated, active))
+        if t % 7 == 6:
+            agent.end_episode(active)
+        taken.append(np.where(active[:, None], actions, -1))
+        states = next_states
+    return np.stack(taken)
+
+
+def run_chain(agent, steps, length=6, horizon=15):
+    """Chain 0..length-1, action 1 moves right, reward 1 on reaching the end (terminal)."""
+    b = agent.replicas
+    active = np.ones(b, bool)
+    states = np.zeros((b, 1), np.int64)
+    clock = np.zeros(b, np.int64)
+    for _ in range(steps):
+        actions = agent.act(states, active)
+        next_states = np.clip(states + np.where(actions == 1, 1, -1), 0, length - 1)
+        terminated = next_states[:, 0] == length - 1
+        agent.observe(
+            Transitions(states, actions, terminated.astype(float), next_states, terminated, active)
+        )
+        clock += 1
+        done = terminated | (clock >= horizon)
+        if done.any():
+            agent.end_episode(done)
+        states = np.where(done[:, None], 0, next_states)
+        clock[done] = 0
+
+
+def test_learns_chain_better_than_random():
+    """After 1,500 steps the greedy policy walks right from every state (random: 1/32 chance)."""
+    length = 6
+    agent = DQN(
+        make_problem((length,), (2,)),
+        DQNConfig(hidden=32, learning_starts=100, epsilon_decay=0.995, epsilon_min=0.1, gamma=0.9),
+        streams(0),
+    )
+    run_chain(agent, 1500, length=length)
+    states = np.arange(length - 1)[:, None]
+    greedy = np.array([agent.greedy(s[None])[0, 0] for s in states])
+    np.testing.assert_array_equal(greedy, np.ones(length - 1))
+    # A uniformly random policy reaches the end within 15 steps far less often than always.
+    rng = np.random.default_rng(0)
+    walks = np.cumsum(np.where(rng.random((2000, 15)) < 0.5, 1, -1), axis=1)
+    assert (walks.max(axis=1) >= length - 1).mean() < 0.5
+
+
+def test_joint_actions_learn_bandit():
+    """D_A = 2: a contextual bandit over 2 x 3 joint actions; the greedy joint action is found."""
+    problem = make_problem((3,), (2, 3))
+    agent = DQN(problem, DQNConfig(**{**SMALL, "hidden": 32, "epsilon_decay": 0.995}), streams(1))
+    rng = np.random.default_rng(1)
+    best = np.array([[0, 2], [1, 0], [0, 1]])
+    active = np.ones(1, bool)
+    for _ in range(1200):
+        s = rng.integers(0, 3, size=(1, 1))
+        a = agent.act(s, active)
+        assert a.shape == (1, 2) and 0 <= a[0, 0] < 2 and 0 <= a[0, 1] < 3
+        reward = float(np.all(a[0] == best[s[0, 0]]))
+        agent.observe(Transitions(s, a, np.array([reward]), s, np.array([True]), active))
+    greedy = np.concatenate([agent.greedy(np.array([[s]])) for s in range(3)])
+    np.testing.assert_array_equal(greedy, best)
+
+
+def test_too_many_joint_actions_raise():
+    with pytest.raises(ValueError, match="max_joint_actions"):
+        DQN(make_problem((3,), (100, 100)), DQNConfig(), streams(0))
+
+
+def test_same_streams_same_numbers_and_different_seed_differs():
+    problem = make_problem((3, 4), (3,))
+    runs = []
+    for seed in (5, 5, 6):
+        agent = DQN(problem, DQNConfig(**SMALL), streams(seed))
+        runs.append((random_drive(agent, 80, seed=0), agent.state_dict()))
+    np.testing.assert_array_equal(runs[0][0], runs[1][0])
+    assert_tree_equal(runs[0][1], runs[1][1])
+    assert not np.array_equal(
+        runs[0][1]["replicas"][0]["q"]["0.weight"], runs[2][1]["replicas"][0]["q"]["0.weight"]
+    )
+
+
+def test_batched_equals_separate():
+    problem = make_problem((3, 4), (3,))
+    config = DQNConfig(**SMALL)
+    mask = lambda t: np.array([True, t % 3 != 0])  # noqa: E731
+    batched = DQN(problem, config, streams(1, 2))
+    actions = random_drive(batched, 90, seed=3, active_mask=mask)
+    # Replay the same inputs replica by replica: replica 0 every step, replica 1 when active.
+    for i in (0, 1):
+        alone = DQN(problem, config, streams(1 + i))
+        alone_actions = random_drive_single(alone, 90, seed=3, replica=i, mask=mask)
+        np.testing.assert_array_equal(actions[:, i], alone_actions)
+        assert_tree_equal(batched.state_dict()["replicas"][i], alone.state_dict()["replicas"][0])
+
+
+def random_drive_single(agent, steps, seed, replica, mask):
+    """Feed replica ``replica``'s rows of `random_drive`'s stream to a B = 1 agent."""
+    rng = np.random.default_rng(seed)
+    states = rng.integers(0, [3, 4], size=(2, 2))
+    taken = []
+    for t in range(steps):
+        active = mask(t)[replica : replica + 1]
+        actions = agent.act(states[replica : replica + 1], active)
+        next_states = rng.integers(0, [3, 4], size=(2, 2))
+        rewards = rng.normal(size=2)
+        terminated = rng.random(2) < 0.1
+        r = slice(replica, replica + 1)
+        agent.observe(
+            Transitions(states[r], actions, rewards[r], next_states[r], terminated[r], active)
+        )
+        if t % 7 == 6:
+            agent.end_episode(active)
+        taken.append(np.where(active[:, None], actions, -1)[0])
+        states = next_states
+    return np.stack(taken)
+
+
+def test_inactive_replica_untouched():
+    problem = make_problem((3, 4), (3,))
+    agent = DQN(problem, DQNConfig(**SMALL), streams(1, 2))
+    before = copy.deepcopy(agent.state_dict()["replicas"][1])
+    random_drive(agent, 60, seed=0, active_mask=lambda t: np.array([True, False]))
+    assert_tree_equal(agent.state_dict()["replicas"][1], before)
+
+
+def test_state_dict_round_trip_continues_identically():
+    problem = make_problem((3, 4), (3,))
+    config = DQNConfig(**SMALL)
+    agent = DQN(problem, config, streams(7, 8))
+    random_drive(agent, 50, seed=1)
+    saved = pickle.loads(pickle.dumps(agent.state_dict()))
+    restored = DQN(problem, config, streams(100, 101))
+    restored.load_state_dict(saved)
+    outputs = []
+    for a in (agent, restored):
+        actions = random_drive(a, 40, seed=2)
+        outputs.append((actions, a.metrics()["loss"], a.state_dict()))
+    np.testing.assert_array_equal(outputs[0][0], outputs[1][0])
+    np.testing.assert_array_equal(outputs[0][1], outputs[1][1])
+    assert np.all(np.isfinite(outputs[0][1]))
+    assert_tree_equal(outputs[0][2], outputs[1][2])
+
+
+def test_n_params_matches_appendix_formula():
+    assert DQN(make_problem((10,) * 4, (10,)), DQNConfig(hidden=46), streams(0)).n_params == 700
+    assert DQN(make_problem((20, 20), (10,)), DQNConfig(hidden=38), streams(0)).n_params == 504
+    agent = DQN(make_problem((20,) * 9, (5,)), DQNConfig(hidden=246), streams(0))
+    assert agent.n_params == 3695
+    counted = sum(p.numel() for p in agent._replicas[0].q.parameters())
+    assert counted == agent.n_params
+
+
+def test_presets_are_formula_nearest():
+    assert preset("cartpole")["hidden"] == 46
+    assert preset("pendulum")["hidden"] == 38
+    assert preset("highway")["hidden"] == 246
+    assert preset("unknown") == {}
+    assert released_preset("cartpole")["epsilon_schedule"] == "episode"
+    DQNConfig(**released_preset("highway"))
+
+
+def test_presets_agree_with_analysis_matcher():
+    params = pytest.importorskip("analysis.params")
+    widths = params.matched_widths()
+    for env in ("cartpole", "pendulum", "highway"):
+        assert preset(env)["hidden"] == widths[env, "dqn"]
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("hidden", 0),
+        ("gamma", 1.5),
+        ("learning_rate", 0.0),
+        ("batch_size", 2.5),
+        ("epsilon_decay", 0.0),
+        ("loss", "l1"),
+        ("input_scaling", "z"),
+        ("epsilon_schedule", "x"),
+    ],
+)
+def test_bad_config_names_field(field, value):
+    with pytest.raises(ValueError, match=f"'{field}'"):
+        DQNConfig(**{field: value})
+
+
+def test_bad_config_message_format():
+    with pytest.raises(ValueError, match=r"The 'hidden' parameter must be an int >= 1\. Got 0"):
+        DQNConfig(hidden=0)
+
+
+def test_episode_schedule_decays_per_episode_only():
+    agent = DQN(
+        make_problem((3, 4), (3,)),
+        DQNConfig(**{**SMALL, "epsilon_schedule": "episode", "epsilon_decay": 0.5}),
+        streams(0),
+    )
+    random_drive(agent, 14, seed=0)  # two end_episode calls
+    assert agent.metrics()["epsilon"][0] == pytest.approx(0.25)
+
+
+def test_input_scaling():
+    problem = make_problem((3, 5, 1), (2,))
+    unit = DQN(problem, DQNConfig(), streams(0)).codec.features(np.array([[2, 2, 0]]))
+    raw = DQN(problem, DQNConfig(input_scaling="raw"), streams(0)).codec.features(
+        np.array([[2, 2, 0]])
+    )
+    np.testing.assert_allclose(unit, [[1.0, 0.5, 0.0]])
+    np.testing.assert_allclose(raw, [[2.0, 2.0, 0.0]])

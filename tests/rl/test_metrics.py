@@ -1,0 +1,112 @@
+import numpy as np
+import pytest
+from scipy import stats
+
+from rl.metrics import (
+    COLUMNS,
+    MetricsWriter,
+    iqm,
+    milestone_summaries,
+    pivot,
+    read_metrics,
+    summarize,
+    window_scores,
+)
+
+
+def _write(path, rows):
+    writer = MetricsWriter(path)
+    for row in rows:
+        writer.write(*row)
+    writer.close()
+
+
+def test_roundtrip_is_exact_and_nan_for_missing_greedy(tmp_path):
+    path = tmp_path / "metrics.csv"
+    ret = 0.1 + 0.2  # not exactly representable in few digits
+    _write(path, [(0, 1, ret, 5, float("nan"), 0.5), (1, 1, -3.0, 7, 2.0 / 3.0, 0.5)])
+    assert path.read_text().splitlines()[0] == ",".join(COLUMNS)
+    table = read_metrics(path)
+    assert table["return"][0] == ret
+    assert np.isnan(table["greedy_return"][0])
+    assert table["greedy_return"][1] == 2.0 / 3.0
+    assert table["seed"].dtype == np.int64 and table["length"].tolist() == [5, 7]
+
+
+def test_truncate_then_append(tmp_path):
+    path = tmp_path / "metrics.csv"
+    writer = MetricsWriter(path)
+    writer.write(0, 1, 1.0, 1, float("nan"), 0.0)
+    length = writer.flush()
+    writer.write(0, 2, 2.0, 1, float("nan"), 0.0)
+    writer.close()
+    writer = MetricsWriter(path, truncate_to=length)
+    writer.write(0, 2, 9.0, 1, float("nan"), 0.0)
+    writer.close()
+    table = read_metrics(path)
+    assert table["episode"].tolist() == [1, 2]
+    assert table["return"].tolist() == [1.0, 9.0]
+
+
+def test_pivot_and_window_scores():
+    table = {
+        "seed": np.array([3, 4, 3, 4]),
+        "episode": np.array([1, 1, 2, 2]),
+        "return": np.array([1.0, 2.0, 3.0, 4.0]),
+        "greedy_return": np.array([np.nan, np.nan, 5.0, np.nan]),
+    }
+    episodes, values = pivot(table, "return")
+    assert episodes.tolist() == [1, 2]
+    np.testing.assert_array_equal(values, [[1.0, 3.0], [2.0, 4.0]])
+    np.testing.assert_array_equal(window_scores(table, "return", 1, 2), [2.0, 3.0])
+    scores = window_scores(table, "greedy_return", 1, 2)
+    assert scores[0] == 5.0 and np.isnan(scores[1])
+
+
+def test_summarize_matches_definitions():
+    scores = np.array([0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 100.0])
+    summary = summarize(scores)
+    assert summary.mean == pytest.approx(scores.mean())
+    assert summary.std == pytest.approx(scores.std(ddof=1))
+    assert summary.iqm == pytest.approx(stats.trim_mean(scores, 0.25)) == pytest.approx(3.5)
+    assert summary.iqm_low <= summary.iqm <= summary.iqm_high
+    assert summary.runs == 8
+    assert summarize(scores) == summary  # reproducible default stream
+    assert iqm(np.array([1.0, 2.0, 3.0, 4.0])) == pytest.approx(2.5)
+
+
+def test_summarize_edge_cases():
+    assert summarize(np.array([np.nan])).runs == 0
+    single = summarize(np.array([2.0]))
+    assert (single.mean, single.std, single.iqm) == (2.0, 0.0, 2.0)
+
+
+def test_milestones_cover_the_end_and_find_an_evaluation():
+    episodes = np.repeat(np.arange(1, 41), 2)
+    seeds = np.tile([0, 1], 40)
+    greedy = np.where(episodes % 10 == 0, 1.0, np.nan)
+    table = {
+        "seed": seeds,
+        "episode": episodes,
+        "return": episodes.astype(float),
+        "greedy_return": greedy,
+    }
+    rows = milestone_summaries(table)
+    assert [(r.first, r.last) for r in rows] == [(7, 10), (17, 20), (37, 40)]
+    assert rows[-1].training.mean == pytest.approx(np.mean([37, 38, 39, 40]))
+    assert rows[-1].greedy.mean == 1.0
+
+
+def test_iqm_equals_scipy_trim_mean():
+    rng = np.random.default_rng(3)
+    for size in (1, 2, 3, 4, 5, 7, 8, 30):
+        values = rng.normal(size=(4, size))
+        np.testing.assert_allclose(iqm(values, axis=1), stats.trim_mean(values, 0.25, axis=1))
+        assert iqm(values[0]) == pytest.approx(stats.trim_mean(values[0], 0.25))
+
+
+def test_refuses_to_resume_a_shortened_file(tmp_path):
+    path = tmp_path / "metrics.csv"
+    _write(path, [(0, 1, 1.0, 1, float("nan"), 0.0)])
+    with pytest.raises(ValueError, match="fewer than"):
+        MetricsWriter(path, truncate_to=10_000)

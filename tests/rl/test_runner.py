@@ -1,0 +1,246 @@
+import gymnasium
+import numpy as np
+import pytest
+
+import rl.runner as runner_module
+from rl.agents.random_agent import RandomAgent, RandomConfig
+from rl.checkpoint import load_checkpoint
+from rl.config import ConfigError, TrainConfig
+from rl.metrics import COLUMNS, read_metrics
+from rl.problem import Problem
+from rl.problems import make_problem
+from rl.runner import Runner, build, episode_seed, run, train
+from rl.seeding import spawn_replicas
+
+EXCEPT_WALL = [c for c in COLUMNS if c != "wall_time"]
+
+
+def _train(tmp_path, name, **fields):
+    values = {
+        "env": "cartpole",
+        "agent": "random",
+        "episodes": 12,
+        "seeds": 3,
+        "checkpoint_every": 5,
+        **fields,
+    }
+    config = TrainConfig(out=str(tmp_path / name), **values)
+    result = train(config)
+    return result, read_metrics(tmp_path / name / "metrics.csv")
+
+
+def _assert_same(a, b, columns=EXCEPT_WALL):
+    for column in columns:
+        np.testing.assert_array_equal(a[column], b[column], err_msg=column)
+
+
+def _rows_of(table, seed):
+    keep = table["seed"] == seed
+    return {column: values[keep] for column, values in table.items()}
+
+
+@pytest.mark.parametrize(("env", "agent"), [("cartpole", "random"), ("inventory", "tabular")])
+def test_same_seed_same_metrics_different_seed_differs(tmp_path, env, agent):
+    _, first = _train(tmp_path, "a", env=env, agent=agent)
+    _, again = _train(tmp_path, "b", env=env, agent=agent)
+    _, other = _train(tmp_path, "c", env=env, agent=agent, seed=5)
+    _assert_same(first, again)
+    assert not np.array_equal(first["return"], other["return"])
+
+
+@pytest.mark.parametrize(("env", "agent"), [("cartpole", "random"), ("inventory", "tabular")])
+def test_replicas_together_equal_each_alone(tmp_path, env, agent):
+    _, together = _train(tmp_path, "all", env=env, agent=agent, seed=4, seeds=3, eval_every=3)
+    for seed in (4, 5, 6):
+        _, alone = _train(
+            tmp_path, f"s{seed}", env=env, agent=agent, seed=seed, seeds=1, eval_every=3
+        )
+        _assert_same(_rows_of(together, seed), alone)
+
+
+def test_metrics_rows_and_columns(tmp_path):
+    result, table = _train(tmp_path, "run", seeds=2, episodes=7, seed=10)
+    header = (tmp_path / "run" / "metrics.csv").read_text().splitlines()[0]
+    assert header == ",".join(COLUMNS)
+    assert table["seed"].tolist() == [10, 11] * 7
+    assert table["episode"].tolist() == list(np.repeat(np.arange(1, 8), 2))
+    assert np.all((table["length"] >= 1) & (table["length"] <= 100))
+    assert np.all(np.diff(table["wall_time"]) >= 0)
+    assert (result.episodes_done, result.interrupted, result.n_params) == (7, False, 0)
+    assert load_checkpoint(tmp_path / "run" / "checkpoint.pkl").episode == 7
+
+
+def test_greedy_on_multiples_of_eval_every_and_training_unchanged(tmp_path):
+    config = {"env": "inventory", "agent": "tabular", "episodes": 25, "seeds": 2}
+    _, with_eval = _train(tmp_path, "eval", eval_every=10, eval_episodes=2, **config)
+    _, without = _train(tmp_path, "none", eval_every=0, **config)
+    evaluated = ~np.isnan(with_eval["greedy_return"])
+    assert np.array_equal(evaluated, with_eval["episode"] % 10 == 0)
+    assert evaluated.sum() == 2 * 2
+    assert np.all(np.isnan(without["greedy_return"]))
+    _assert_same(with_eval, without, ["seed", "episode", "return", "length"])
+
+
+def test_training_return_matches_a_plain_loop(tmp_path):
+    problem = make_problem("cartpole")
+    streams = spawn_replicas([3])
+    agent = RandomAgent(problem, RandomConfig(), [s.agent for s in streams])
+    env = gymnasium.make(problem.env_id, **problem.env_kwargs)
+    expected = []
+    for episode in (1, 2, 3):
+        obs, _ = env.reset(seed=episode_seed(streams[0].env_seed, episode))
+        total, done = 0.0, False
+        while not done:
+            states = problem.encode(obs[None])
+            action = problem.decode(agent.act(states, np.array([True])))[0]
+            obs, reward, terminated, truncated, _ = env.step(action)
+            total += reward
+            done = terminated or truncated
+        expected.append(total)
+    _, table = _train(tmp_path, "run", seed=3, seeds=1, episodes=3, eval_every=0)
+    np.testing.assert_allclose(table["return"], expected, rtol=1e-12)
+
+
+def test_interrupt_and_resume_equals_uninterrupted(tmp_path):
+    fields = {
+        "env": "inventory",
+        "agent": "tabular",
+        "seeds": 2,
+        "episodes": 12,
+        "checkpoint_every": 5,
+        "eval_every": 3,
+    }
+    _, straight = _train(tmp_path, "straight", **fields)
+    config = TrainConfig(out=str(tmp_path / "resumed"), **fields)
+    result = train(config, stop_after_episode=7)
+    assert result.interrupted and result.episodes_done == 7
+    assert load_checkpoint(tmp_path / "resumed" / "checkpoint.pkl").episode == 7
+    result = train(config, resume=True)
+    assert not result.interrupted and result.episodes_done == 12
+    _assert_same(read_metrics(tmp_path / "resumed" / "metrics.csv"), straight)
+
+
+def test_hard_abort_resumes_from_last_periodic_checkpoint(tmp_path, monkeypatch):
+    fields = {
+        "env": "inventory",
+        "agent": "tabular",
+        "seeds": 2,
+        "episodes": 12,
+        "checkpoint_every": 5,
+    }
+    _, straight = _train(tmp_path, "straight", **fields)
+    config = TrainConfig(out=str(tmp_path / "aborted"), **fields)
+    original = Runner.episode
+
+    def aborting(self, episode):
+        if episode == 9:
+            raise KeyboardInterrupt
+        return original(self, episode)
+
+    monkeypatch.setattr(Runner, "episode", aborting)
+    with pytest.raises(KeyboardInterrupt):
+        train(config)
+    monkeypatch.setattr(Runner, "episode", original)
+    assert read_metrics(tmp_path / "aborted" / "metrics.csv")["episode"].max() == 8
+    assert load_checkpoint(tmp_path / "aborted" / "checkpoint.pkl").episode == 5
+    train(config, resume=True)
+    _assert_same(read_metrics(tmp_path / "aborted" / "metrics.csv"), straight)
+
+
+def test_resume_may_extend_episodes_but_not_change_the_run(tmp_path):
+    fields = {"env": "cartpole", "agent": "random", "seeds": 2}
+    _, straight = _train(tmp_path, "straight", episodes=15, **fields)
+    train(TrainConfig(out=str(tmp_path / "ext"), episodes=10, **fields))
+    train(TrainConfig(out=str(tmp_path / "ext"), episodes=15, **fields), resume=True)
+    _assert_same(read_metrics(tmp_path / "ext" / "metrics.csv"), straight)
+    with pytest.raises(ConfigError, match="'seeds'"):
+        train(
+            TrainConfig(
+                out=str(tmp_path / "ext"), env="cartpole", agent="random", seeds=3, episodes=20
+            ),
+            resume=True,
+        )
+
+
+def test_refuses_non_empty_run_dir_unless_overwrite(tmp_path):
+    _train(tmp_path, "run", episodes=2)
+    with pytest.raises(ConfigError, match="not empty"):
+        _train(tmp_path, "run", episodes=2)
+    config = TrainConfig(out=str(tmp_path / "run"), env="cartpole", agent="random", episodes=3)
+    assert train(config, overwrite=True).episodes_done == 3
+    assert read_metrics(tmp_path / "run" / "metrics.csv")["episode"].max() == 3
+
+
+def test_progress_callback_sees_every_episode(tmp_path):
+    logs = []
+    config = TrainConfig(
+        out=str(tmp_path / "run"), env="cartpole", agent="random", seeds=2, episodes=4, eval_every=2
+    )
+    train(config, progress=logs.append)
+    assert [log.episode for log in logs] == [1, 2, 3, 4]
+    assert np.isnan(logs[0].greedy_returns).all() and not np.isnan(logs[1].greedy_returns).any()
+
+
+class _NanEnv(gymnasium.Env):
+    observation_space = gymnasium.spaces.Discrete(3)
+    action_space = gymnasium.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return 0, {}
+
+    def step(self, action):
+        self.t += 1
+        return self.t % 3, float("nan") if self.t == 2 else 1.0, False, self.t >= 5, {}
+
+
+def test_nan_reward_raises_naming_env_and_replica(tmp_path):
+    gymnasium.register("tests/NanEnv-v0", entry_point=_NanEnv)
+    problem = Problem(
+        "nan",
+        "tests/NanEnv-v0",
+        {},
+        (3,),
+        (2,),
+        1.0,
+        lambda obs: np.asarray(obs, dtype=np.int64).reshape(-1, 1),
+        lambda actions: actions[:, 0],
+    )
+    streams = spawn_replicas([7])
+    agent = RandomAgent(problem, RandomConfig(), [s.agent for s in streams])
+    runner = Runner(problem, agent, streams, eval_every=0)
+    config = TrainConfig(env="nan", agent="random", out=str(tmp_path / "run"), episodes=2)
+    with pytest.raises(ValueError, match=r"'tests/NanEnv-v0'.*replica 0 \(seed 7\)"):
+        run(runner, config, {})
+
+
+def test_build_rejects_unknown_env(tmp_path):
+    with pytest.raises(ConfigError, match="'env'"):
+        build(TrainConfig(env="nope", agent="random", out=str(tmp_path)))
+
+
+def test_episode_seed_is_a_pure_function():
+    assert episode_seed(11, 3) == episode_seed(11, 3)
+    assert len({episode_seed(11, e) for e in range(50)}) == 50
+    assert episode_seed(11, 3, 0) != episode_seed(11, 3, 1)
+    assert runner_module.RUN_FILES[0] == "metrics.csv"
+
+
+def test_random_agent_greedy_is_a_fixed_policy_and_state_roundtrips():
+    problem = make_problem("inventory")
+    streams = spawn_replicas([0, 1])
+    agent = RandomAgent(problem, RandomConfig(), [s.agent for s in streams])
+    states = np.array([[0, 1, 2], [1, 4, 0]])
+    first = agent.greedy(states)
+    assert np.array_equal(first, agent.greedy(states))
+    assert np.all((first >= 0) & (first < np.array(problem.action_dims)))
+    alone = RandomAgent(problem, RandomConfig(), [spawn_replicas([1])[0].agent])
+    assert np.array_equal(alone.greedy(states[1:]), first[1:])
+    saved = agent.state_dict()
+    drawn = agent.act(states, np.array([True, False]))
+    agent.load_state_dict(saved)
+    assert np.array_equal(agent.act(states, np.array([True, False])), drawn)
+    assert np.array_equal(drawn[1], [0, 0])
+    with pytest.raises(ValueError, match="'gamma'"):
+        RandomConfig(gamma=1.5)

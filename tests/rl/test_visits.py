@@ -1,0 +1,95 @@
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rl.agents.visits import DenseVisits, SparseVisits, make_visit_table
+
+
+def _random_ops(seed, replicas, n_states, n_actions, steps):
+    rng = np.random.default_rng(seed)
+    for _ in range(steps):
+        states = rng.integers(n_states, size=replicas)
+        actions = rng.integers(n_actions, size=replicas)
+        active = rng.random(replicas) < 0.7
+        values = rng.normal(size=replicas)
+        yield states, actions, active, values
+
+
+@given(
+    seed=st.integers(0, 2**16),
+    replicas=st.integers(1, 4),
+    n_states=st.integers(1, 30),
+    n_actions=st.integers(1, 6),
+)
+def test_sparse_equals_dense(seed, replicas, n_states, n_actions):
+    dense = DenseVisits(replicas, n_states, n_actions)
+    sparse = SparseVisits(replicas, n_states, n_actions, capacity=1)
+    for states, actions, active, values in _random_ops(seed, replicas, n_states, n_actions, 40):
+        for table in (dense, sparse):
+            table.increment(states, actions, active)
+            table.set_delta(states, actions, values, active)
+        probe = np.random.default_rng(seed + 1).integers(n_states, size=replicas)
+        d_rows, s_rows = dense.rows(probe), sparse.rows(probe)
+        np.testing.assert_array_equal(d_rows.counts, s_rows.counts)
+        np.testing.assert_array_equal(d_rows.delta, s_rows.delta)
+        np.testing.assert_array_equal(d_rows.totals, s_rows.totals)
+        np.testing.assert_array_equal(dense.counts(states, actions), sparse.counts(states, actions))
+
+
+def test_counts_and_totals_by_hand():
+    table = DenseVisits(replicas=2, n_states=3, n_actions=2)
+    on = np.array([True, True])
+    table.increment(np.array([0, 2]), np.array([1, 0]), on)
+    table.increment(np.array([0, 2]), np.array([1, 1]), np.array([True, False]))
+    rows = table.rows(np.array([0, 2]))
+    np.testing.assert_array_equal(rows.counts, [[0, 2], [1, 0]])
+    np.testing.assert_array_equal(rows.totals, [2, 1])
+
+
+def test_inactive_replicas_untouched():
+    table = SparseVisits(replicas=2, n_states=5, n_actions=3)
+    table.increment(np.array([1, 1]), np.array([2, 2]), np.array([False, True]))
+    table.set_delta(
+        np.array([1, 1]), np.array([2, 2]), np.array([5.0, 7.0]), np.array([False, True])
+    )
+    rows = table.rows(np.array([1, 1]))
+    np.testing.assert_array_equal(rows.counts, [[0, 0, 0], [0, 0, 1]])
+    np.testing.assert_array_equal(rows.delta, [[0, 0, 0], [0, 0, 7.0]])
+    assert table.visited == 1
+
+
+def test_sparse_memory_grows_with_visited_states_only():
+    highway_states = 20**9
+    table = make_visit_table(replicas=4, n_states=highway_states, n_actions=5)
+    assert isinstance(table, SparseVisits)
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        states = rng.integers(highway_states, size=4)
+        table.increment(states, rng.integers(5, size=4), np.ones(4, bool))
+    assert table.visited == 800
+    assert table.nbytes < 2048 * 5 * 16
+
+
+def test_sparse_state_dict_round_trip():
+    table = SparseVisits(replicas=2, n_states=50, n_actions=3)
+    for states, actions, active, values in _random_ops(3, 2, 50, 3, 30):
+        table.increment(states, actions, active)
+        table.set_delta(states, actions, values, active)
+    copy = SparseVisits(replicas=2, n_states=50, n_actions=3)
+    copy.load_state_dict(table.state_dict())
+    probe = np.arange(50)
+    for replica_states in (probe[:2], probe[10:12], probe[40:42]):
+        np.testing.assert_array_equal(
+            copy.rows(replica_states).counts, table.rows(replica_states).counts
+        )
+        np.testing.assert_array_equal(
+            copy.rows(replica_states).delta, table.rows(replica_states).delta
+        )
+
+
+def test_auto_storage_choice_and_bad_storage():
+    assert isinstance(make_visit_table(2, 100, 10), DenseVisits)
+    assert isinstance(make_visit_table(2, 100, 10, storage="sparse"), SparseVisits)
+    with pytest.raises(ValueError, match="'storage'"):
+        make_visit_table(2, 100, 10, storage="compressed")
