@@ -7,6 +7,8 @@ The public API:
   views.
 - :func:`bcd_update` and :class:`UpdateResult`: the single-entry update of
   Algorithm 1 (or the authors' released variant), vectorized over replicas.
+- :func:`normalized_step`: the TLR baseline's update (Rozada et al.), one
+  normalized-gradient step per mode, no regularization.
 - :class:`StepSchedule`: alpha_t = alpha_0 / (1 + kappa t).
 - :class:`FactorBound`: clipping of factor entries for bounded iterates
   (Assumption 2).
@@ -29,7 +31,7 @@ from tensorq.loss import (
     released_entry_derivative,
 )
 from tensorq.schedule import StepSchedule
-from tensorq.update import UpdateResult, bcd_update
+from tensorq.update import UpdateResult, bcd_update, normalized_step
 
 __all__ = [
     "FactorBound",
@@ -42,6 +44,7 @@ __all__ = [
     "frequency_weight",
     "loss",
     "loss_gradient",
+    "normalized_step",
     "other_modes_product",
     "released_entry_derivative",
 ]

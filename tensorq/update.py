@@ -326,28 +326,101 @@ def bcd_update(
     visits = check_vector(visits, "visits", replicas, minimum=0.0)
     step_size = check_vector(step_size, "step_size", replicas, minimum=0.0, strict=True)
     keep = None if mask is None else ~check_mask(mask, replicas)
-    # Every input is valid from here on: nothing below raises before the factors change.
+    sweep = paper_sweep if variant == "paper" else released_sweep
+    clip = None if bound is None else (lambda x: ops.clip(x, -bound.f_max, bound.f_max))
 
+    def run(rows: list[Array], before: Array, target: Array, visits: Array, step: Array) -> Any:
+        weight = frequency_weight(visits, lam, eps)
+        return sweep(rows, before, target, weight, step, tol, max_inner, clip, ops)
+
+    return _update_rows(q, idx, keep, (target, visits, step_size), run)
+
+
+def normalized_step(
+    q: OnlineCP, index: Any, target: Any, *, step_size: float | Any, mask: Any = None
+) -> UpdateResult:
+    """Take one normalized-gradient step per replica in place (TLR, Rozada et al.).
+
+    The error ``target - Q`` is computed once; then, for n = 1..N in order,
+    F_n(i_n, :) += alpha (target - Q) g_n / ||g_n||, with g_n the product of
+    the other modes' current rows (so later modes see the rows already moved);
+    rows with ||g_n|| = 0 do not move. No regularization, no inner loop.
+
+    Parameters
+    ----------
+    q : OnlineCP
+        The tensor, updated in place.
+    index : int array of shape (B, N)
+        The entry of each replica.
+    target : float or array of shape (B,)
+        Targets, finite.
+    step_size : float or array of shape (B,)
+        Step size alpha > 0.
+    mask : bool array of shape (B,), optional
+        True marks replicas to leave untouched.
+
+    Returns
+    -------
+    UpdateResult
+        ``before``, ``after`` and ``iterations`` (N, or 0 for masked replicas).
+
+    References
+    ----------
+    The baseline objective eq. (baseline_objective), optimized as in the TLR
+    code of Rozada et al. (2024) that TEQL extends (``docs/tensorq.md``).
+    """
+    replicas, ops = q.replicas, q._ops
+    idx = q._backend_index(index, "index", len(q.factors))
+    target = check_vector(target, "target", replicas)
+    step_size = check_vector(step_size, "step_size", replicas, minimum=0.0, strict=True)
+    keep = None if mask is None else ~check_mask(mask, replicas)
+
+    def run(rows: list[Array], before: Array, target: Array, step: Array) -> Any:
+        scale = step * (target - before)
+        suffix = _suffix_products(rows)
+        prefix = None
+        new_rows = []
+        for n, row in enumerate(rows):
+            direction = _times(prefix, suffix[n], row)
+            norm = ops.sqrt(ops.rowdot(direction, direction))
+            norm = ops.where(norm > 0, norm, 1.0)  # g = 0 gives a zero step
+            row = row + (scale / norm)[:, None] * direction
+            new_rows.append(row)
+            prefix = row if prefix is None else prefix * row
+        return new_rows, _count(len(rows), 0, before, ops)
+
+    return _update_rows(q, idx, keep, (target, step_size), run)
+
+
+def _update_rows(
+    q: OnlineCP,
+    idx: Array,
+    keep: np.ndarray | None,
+    vectors: tuple[Array | float, ...],
+    run: Callable[..., tuple[list[Array], Array]],
+) -> UpdateResult:
+    """Gather the indexed rows, ``run(rows, before, *vectors)``, scatter the new rows.
+
+    Every input has been checked by the caller: nothing here raises before the
+    factors change. ``keep`` (NumPy bool, or None for all) selects the replicas
+    to update; ``vectors`` are per-replica NumPy values or floats, converted to
+    the tensor's backend and dtype here.
+    """
+    ops = q._ops
     ids = q._replica_ids
     all_rows = None
     if keep is not None:
         all_rows = q._rows(idx, ids)
-        target, visits, step_size = (_subset(v, keep) for v in (target, visits, step_size))
+        vectors = tuple(_subset(v, keep) for v in vectors)
         keep = keep if ops.name == "numpy" else ops.tensor(keep)
         ids, idx = ids[keep], idx[keep]
     dtype = q.factors[0].dtype
     if ops.name != "numpy" or dtype != np.float64:
-        target, visits, step_size = (
-            v if isinstance(v, float) else ops.tensor(v, dtype=dtype)
-            for v in (target, visits, step_size)
-        )
+        vectors = tuple(v if isinstance(v, float) else ops.tensor(v, dtype=dtype) for v in vectors)
 
     rows = q._rows(idx, ids) if all_rows is None else [r[keep] for r in all_rows]
-    sweep = paper_sweep if variant == "paper" else released_sweep
-    clip = None if bound is None else (lambda x: ops.clip(x, -bound.f_max, bound.f_max))
-    weight = frequency_weight(visits, lam, eps)
     before = cp_entry(rows)
-    new_rows, iterations = sweep(rows, before, target, weight, step_size, tol, max_inner, clip, ops)
+    new_rows, iterations = run(rows, before, *vectors)
     for n, factor in enumerate(q.factors):
         factor[ids, idx[:, n]] = new_rows[n]
 
@@ -356,7 +429,7 @@ def bcd_update(
     before = cp_entry(all_rows)
     after = ops.copy(before)
     after[keep] = cp_entry(new_rows)
-    all_iterations = ops.tensor(np.zeros(replicas, dtype=np.int64), dtype=ops.int64)
+    all_iterations = ops.tensor(np.zeros(q.replicas, dtype=np.int64), dtype=ops.int64)
     all_iterations[keep] = iterations
     return UpdateResult(before, after, all_iterations)
 

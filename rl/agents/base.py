@@ -69,7 +69,7 @@ class Agent(abc.ABC):
         """Learn from one transition per active replica."""
 
     def end_episode(self, active: NDArray[np.bool_]) -> None:  # noqa: B027
-        """Hook called after every training episode of the active replicas (default: nothing)."""
+        """Run after every training episode of the active replicas (default: nothing)."""
 
     @property
     @abc.abstractmethod

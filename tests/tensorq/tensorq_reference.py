@@ -92,3 +92,18 @@ def released_update(factors, idx, target, visits, alpha, lam, eps, tol, max_inne
 def replica(q, b):
     """Copies of replica b's factors as 2-D numpy arrays."""
     return [np.array(f[b]) for f in q.factors]
+
+
+def tlr_update(factors, idx, target, alpha):
+    """TLR (Rozada et al.): error once, then each mode in order along g / ||g||."""
+    factors = [f.copy() for f in factors]
+    before = entry(factors, idx)
+    error = target - before
+    for n in range(len(factors)):
+        g = others(factors, idx, n)  # current rows: earlier modes already moved
+        norm = math.sqrt(sum(x * x for x in g))
+        if norm == 0:
+            continue
+        for r in range(len(g)):
+            factors[n][idx[n], r] += alpha * error * g[r] / norm
+    return factors, before, entry(factors, idx), len(factors)

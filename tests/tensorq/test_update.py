@@ -2,9 +2,9 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from tensorq_reference import paper_update, released_update, replica
+from tensorq_reference import paper_update, released_update, replica, tlr_update
 
-from tensorq import FactorBound, OnlineCP, UpdateResult, bcd_update
+from tensorq import FactorBound, OnlineCP, UpdateResult, bcd_update, normalized_step
 
 SETTINGS = {"lam": 1e-3, "eps": 1e-4}
 
@@ -329,3 +329,32 @@ def test_scalar_inputs_broadcast():
         **SETTINGS,
     )
     np.testing.assert_array_equal(a.after, b.after)
+
+
+@given(problems())
+def test_normalized_step_equals_tlr_reference(case):
+    q, index, target, _, step, _, _ = case
+    expected = [tlr_update(replica(q, b), index[b], target[b], step[b]) for b in range(q.replicas)]
+    res = normalized_step(q, index, target, step_size=step)
+    for b, (factors, before, after, steps) in enumerate(expected):
+        for got, want in zip(replica(q, b), factors, strict=True):
+            np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(res.before[b], before, rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(res.after[b], after, rtol=1e-10, atol=1e-12)
+        assert res.iterations[b] == steps
+
+
+def test_normalized_step_mask_and_validation():
+    q = OnlineCP.random((3, 4, 5), 2, replicas=3, rng=0)
+    index = np.array([[0, 1, 2], [1, 2, 3], [2, 3, 4]])
+    old = [f.copy() for f in q.factors]
+    with pytest.raises(ValueError, match="'target'"):
+        normalized_step(q, index, np.array([1.0, np.nan, 0.0]), step_size=0.1)
+    with pytest.raises(ValueError, match="'step_size'"):
+        normalized_step(q, index, np.ones(3), step_size=0.0)
+    for new, before in zip(q.factors, old, strict=True):
+        np.testing.assert_array_equal(new, before)
+    res = normalized_step(q, index, np.full(3, 2.0), step_size=0.1, mask=np.array([0, 1, 0], bool))
+    np.testing.assert_array_equal(res.iterations, [3, 0, 3])
+    assert res.before[1] == res.after[1]
+    assert (np.abs(res.after - 2.0) < np.abs(res.before - 2.0))[[0, 2]].all()
