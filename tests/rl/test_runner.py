@@ -48,7 +48,10 @@ def test_same_seed_same_metrics_different_seed_differs(tmp_path, env, agent):
     assert not np.array_equal(first["return"], other["return"])
 
 
-@pytest.mark.parametrize(("env", "agent"), [("cartpole", "random"), ("inventory", "tabular")])
+@pytest.mark.parametrize(
+    ("env", "agent"),
+    [("cartpole", "random"), ("inventory", "tabular"), ("cartpole", "teql"), ("cartpole", "tlr")],
+)
 def test_replicas_together_equal_each_alone(tmp_path, env, agent):
     _, together = _train(tmp_path, "all", env=env, agent=agent, seed=4, seeds=3, eval_every=3)
     for seed in (4, 5, 6):
@@ -101,10 +104,13 @@ def test_training_return_matches_a_plain_loop(tmp_path):
     np.testing.assert_allclose(table["return"], expected, rtol=1e-12)
 
 
-def test_interrupt_and_resume_equals_uninterrupted(tmp_path):
+@pytest.mark.parametrize(
+    ("env", "agent"), [("inventory", "tabular"), ("cartpole", "teql"), ("lowrank", "teql-released")]
+)
+def test_interrupt_and_resume_equals_uninterrupted(tmp_path, env, agent):
     fields = {
-        "env": "inventory",
-        "agent": "tabular",
+        "env": env,
+        "agent": agent,
         "seeds": 2,
         "episodes": 12,
         "checkpoint_every": 5,
