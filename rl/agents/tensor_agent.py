@@ -136,7 +136,15 @@ class TensorAgent(Agent):
         Algorithm 1, line 3 (the target uses the factors before the update).
         """
         bootstrap = self.action_values(next_states).max(axis=-1)
-        return rewards + self.config.gamma * np.where(terminated, 0.0, bootstrap)
+        targets = rewards + self.config.gamma * np.where(terminated, 0.0, bootstrap)
+        if not np.isfinite(targets).all():
+            replica = int(np.flatnonzero(~np.isfinite(targets))[0])
+            raise ValueError(
+                f"{type(self).__name__} diverged: the TD target of replica {replica} is "
+                f"{targets[replica]} (its Q-values overflowed). Use a smaller step size, a "
+                "smaller gamma, or bounded iterates."
+            )
+        return targets
 
     def count_step(self, batch: Transitions) -> None:
         """Advance the step counters and decay epsilon after a training step.

@@ -26,7 +26,7 @@ from numpy.typing import NDArray
 Storage = Literal["auto", "dense", "sparse"]
 
 #: Largest dense table (bytes, counts and errors together) that ``"auto"`` accepts.
-DENSE_LIMIT_BYTES = 64 * 2**20
+DENSE_LIMIT_BYTES = 8 * 2**20
 
 _BYTES_PER_ENTRY = 16  # int64 count + float64 error
 

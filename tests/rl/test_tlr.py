@@ -56,3 +56,15 @@ def test_bad_config_names_the_parameter():
         TLRConfig(alpha=0.0)
     with pytest.raises(ValueError, match="'epsilon_decay'"):
         TLRConfig(epsilon_decay=1.5)
+
+
+def test_divergence_is_reported_clearly():
+    problem = make_problem("lowrank")
+    agent = _agent(problem, gamma=0.9)
+    agent.q_.factors[0][...] = np.inf
+    batch = Transitions(
+        np.zeros((1, 3), np.int64), np.zeros((1, 2), np.int64), np.zeros(1),
+        np.zeros((1, 3), np.int64), np.array([False]), np.array([True]),
+    )  # fmt: skip
+    with pytest.raises(ValueError, match="TLR diverged: the TD target of replica 0"):
+        agent.observe(batch)

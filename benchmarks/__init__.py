@@ -1,0 +1,1 @@
+"""Speed benchmarks: ``python -m benchmarks`` runs them all (they are not tests)."""
