@@ -150,7 +150,7 @@ class UniformGrid:
         if self.rule == "centre":
             return self.low + (index + 0.5) * self._width
         single = self._last == 0
-        points = self.low + index * self._width
+        points = np.minimum(self.low + index * self._width, self.high)  # no ulp past high
         return np.where(single, 0.5 * (self.low + self.high), points)
 
     def __repr__(self) -> str:

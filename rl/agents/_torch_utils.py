@@ -3,7 +3,7 @@
 An MLP whose weights are drawn from a numpy stream, the parameter formula and
 matcher of the paper's appendix, a replay buffer with numpy storage, the map
 between index vectors and network inputs / joint actions, conversion of torch
-state to numpy trees for checkpoints, and uniform parameter validation.
+state to numpy trees for checkpoints.
 
 Nothing here touches torch's global random state: weights come from the
 replica's ``init`` generator and replay samples from its ``explore`` generator.
@@ -28,43 +28,6 @@ PAPER_BUDGETS: dict[str, tuple[int, int, int]] = {
     "pendulum": (2, 10, 500),
     "highway": (9, 5, 3700),
 }
-
-
-# ----------------------------------------------------------------------------- validation
-
-
-def check_int(name: str, value: Any, low: int) -> None:
-    """Raise ValueError unless ``value`` is an int >= ``low`` (bool is not an int here)."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise ValueError(f"The {name!r} parameter must be an int >= {low}. Got {value!r} instead.")
-
-
-def check_float(
-    name: str,
-    value: Any,
-    low: float,
-    high: float,
-    *,
-    low_open: bool = False,
-    high_open: bool = False,
-) -> None:
-    """Raise ValueError unless ``value`` is a real number in the stated interval."""
-    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
-    ok = ok and math.isfinite(value)
-    ok = ok and (value > low if low_open else value >= low)
-    ok = ok and (value < high if high_open else value <= high)
-    if not ok:
-        interval = f"{'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
-        raise ValueError(
-            f"The {name!r} parameter must be a float in {interval}. Got {value!r} instead."
-        )
-
-
-def check_choice(name: str, value: Any, choices: Sequence[str]) -> None:
-    """Raise ValueError unless ``value`` is one of ``choices``."""
-    if value not in choices:
-        options = ", ".join(repr(c) for c in choices)
-        raise ValueError(f"The {name!r} parameter must be one of {options}. Got {value!r} instead.")
 
 
 # ----------------------------------------------------------------------------- networks

@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from numpy.typing import NDArray
 
 from rl.agents import _torch_utils as tu
+from rl.agents._validation import check_choice, check_int, check_real
 from rl.agents.base import Agent, Transitions
 from rl.problem import Problem
 from rl.seeding import AgentRandom
@@ -75,17 +76,17 @@ class DQNConfig:
 
     def __post_init__(self) -> None:
         for name in ("hidden", "buffer_size", "batch_size", "target_update_every"):
-            tu.check_int(name, getattr(self, name), 1)
-        tu.check_int("learning_starts", self.learning_starts, 0)
-        tu.check_int("max_joint_actions", self.max_joint_actions, 1)
-        tu.check_float("gamma", self.gamma, 0.0, 1.0)
-        tu.check_float("learning_rate", self.learning_rate, 0.0, np.inf, low_open=True)
-        tu.check_float("epsilon_start", self.epsilon_start, 0.0, 1.0)
-        tu.check_float("epsilon_decay", self.epsilon_decay, 0.0, 1.0, low_open=True)
-        tu.check_float("epsilon_min", self.epsilon_min, 0.0, 1.0)
-        tu.check_choice("epsilon_schedule", self.epsilon_schedule, SCHEDULES)
-        tu.check_choice("loss", self.loss, LOSSES)
-        tu.check_choice("input_scaling", self.input_scaling, tu.INPUT_SCALINGS)
+            check_int(name, getattr(self, name), 1)
+        check_int("learning_starts", self.learning_starts, 0)
+        check_int("max_joint_actions", self.max_joint_actions, 1)
+        check_real("gamma", self.gamma, 0.0, 1.0)
+        check_real("learning_rate", self.learning_rate, 0.0, np.inf, low_open=True)
+        check_real("epsilon_start", self.epsilon_start, 0.0, 1.0)
+        check_real("epsilon_decay", self.epsilon_decay, 0.0, 1.0, low_open=True)
+        check_real("epsilon_min", self.epsilon_min, 0.0, 1.0)
+        check_choice("epsilon_schedule", self.epsilon_schedule, SCHEDULES)
+        check_choice("loss", self.loss, LOSSES)
+        check_choice("input_scaling", self.input_scaling, tu.INPUT_SCALINGS)
 
 
 def preset(problem_name: str) -> dict[str, Any]:

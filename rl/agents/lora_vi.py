@@ -51,16 +51,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from rl.agents._explore import (
-    check_choice,
-    check_epsilon_schedule,
-    check_int,
-    check_real,
     decay_epsilon,
     epsilon_greedy,
     generator_states,
     greedy_indices,
     set_generator_states,
 )
+from rl.agents._validation import check_choice, check_epsilon_schedule, check_int, check_real
 from rl.agents.base import Agent, Transitions
 from rl.agents.cur import (
     ANCHOR_RULES,

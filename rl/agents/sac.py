@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from numpy.typing import NDArray
 
 from rl.agents import _torch_utils as tu
+from rl.agents._validation import check_choice, check_int, check_real
 from rl.agents.base import Agent, Transitions
 from rl.problem import Problem
 from rl.seeding import AgentRandom
@@ -67,19 +68,19 @@ class DiscreteSACConfig:
 
     def __post_init__(self) -> None:
         for name in ("hidden", "buffer_size", "batch_size"):
-            tu.check_int(name, getattr(self, name), 1)
-        tu.check_int("learning_starts", self.learning_starts, 0)
-        tu.check_int("max_joint_actions", self.max_joint_actions, 1)
-        tu.check_float("gamma", self.gamma, 0.0, 1.0)
-        tu.check_float("learning_rate", self.learning_rate, 0.0, np.inf, low_open=True)
-        tu.check_float("tau", self.tau, 0.0, 1.0, low_open=True)
-        tu.check_float("alpha", self.alpha, 0.0, np.inf, low_open=True)
+            check_int(name, getattr(self, name), 1)
+        check_int("learning_starts", self.learning_starts, 0)
+        check_int("max_joint_actions", self.max_joint_actions, 1)
+        check_real("gamma", self.gamma, 0.0, 1.0)
+        check_real("learning_rate", self.learning_rate, 0.0, np.inf, low_open=True)
+        check_real("tau", self.tau, 0.0, 1.0, low_open=True)
+        check_real("alpha", self.alpha, 0.0, np.inf, low_open=True)
         if not isinstance(self.autotune, bool):
             raise ValueError(
                 f"The 'autotune' parameter must be a bool. Got {self.autotune!r} instead."
             )
-        tu.check_float("target_entropy_scale", self.target_entropy_scale, 0.0, 1.0)
-        tu.check_choice("input_scaling", self.input_scaling, tu.INPUT_SCALINGS)
+        check_real("target_entropy_scale", self.target_entropy_scale, 0.0, 1.0)
+        check_choice("input_scaling", self.input_scaling, tu.INPUT_SCALINGS)
 
 
 def preset(problem_name: str) -> dict[str, Any]:

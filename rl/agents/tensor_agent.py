@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from rl.agents._explore import check_epsilon_schedule, check_int, check_real, decay_epsilon
+from rl.agents._explore import decay_epsilon
+from rl.agents._validation import check_epsilon_schedule, check_int, check_real
 from rl.agents.base import Agent, Transitions
 from rl.problem import Problem
 from rl.seeding import AgentRandom

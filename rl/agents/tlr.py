@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from rl.agents._explore import check_real, epsilon_greedy
+from rl.agents._explore import epsilon_greedy
+from rl.agents._validation import check_real
 from rl.agents.base import Transitions
 from rl.agents.tensor_agent import TensorAgent, TensorAgentConfig
 from tensorq import normalized_step

@@ -26,15 +26,12 @@ References
 from __future__ import annotations
 
 import math
-from typing import Any
 
-import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
-from gymnasium.vector import AutoresetMode
 from numpy.typing import NDArray
 
-from rl.envs.vector import NumpyVectorEnv
+from rl.envs.batched import BatchedEnv, BatchedVectorEnv, StepResult
 
 GRAVITY = 10.0
 MASS = 1.0
@@ -96,15 +93,7 @@ def pendulum_step(
     return next_state, reward, terminated
 
 
-def _observation_space() -> spaces.Box:
-    return spaces.Box(-_OBS_HIGH, _OBS_HIGH, dtype=np.float64)
-
-
-def _action_space() -> spaces.Box:
-    return spaces.Box(-MAX_TORQUE, MAX_TORQUE, shape=(1,), dtype=np.float64)
-
-
-class BoundedPendulum(gym.Env[NDArray[np.float64], NDArray[np.float64]]):
+class BoundedPendulum(BatchedEnv):
     """Pendulum kept near upright: observation (theta, theta_dot), termination at |theta| > pi/4.
 
     Observation: float64 array (theta, theta_dot); theta stays within
@@ -118,68 +107,37 @@ class BoundedPendulum(gym.Env[NDArray[np.float64], NDArray[np.float64]]):
        approximation in reinforcement learning", IEEE TSP, 2024.
     """
 
-    metadata: dict[str, Any] = {"render_modes": []}
     reward_bound: float = REWARD_BOUND
 
-    def __init__(self) -> None:
-        self.observation_space = _observation_space()
-        self.action_space = _action_space()
-        self.state: NDArray[np.float64] | None = None
+    @staticmethod
+    def _observation_space() -> spaces.Box:
+        return spaces.Box(-_OBS_HIGH, _OBS_HIGH, dtype=np.float64)
 
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[NDArray[np.float64], dict[str, Any]]:
+    @staticmethod
+    def _action_space() -> spaces.Box:
+        return spaces.Box(-MAX_TORQUE, MAX_TORQUE, shape=(1,), dtype=np.float64)
+
+    @staticmethod
+    def _initial_state(rng: np.random.Generator) -> NDArray[np.float64]:
         """Draw theta and theta_dot uniformly in [0, 0.01)."""
-        super().reset(seed=seed)
-        self.state = self.np_random.uniform(0.0, RESET_HIGH, size=(2,))
-        return self.state.copy(), {}
+        return rng.uniform(0.0, RESET_HIGH, size=(2,))
 
-    def step(
-        self, action: NDArray[np.float64]
-    ) -> tuple[NDArray[np.float64], float, bool, bool, dict[str, Any]]:
+    @staticmethod
+    def _transition(state: NDArray[np.float64], action: NDArray[np.float64]) -> StepResult:
         """Apply torque u for dt = 0.05 s; see `pendulum_step`."""
-        if self.state is None:
-            raise RuntimeError("Call reset() before step().")
-        action = np.asarray(action, dtype=np.float64).reshape(1, 1)
-        next_state, reward, terminated = pendulum_step(self.state[None, :], action)
-        self.state = next_state[0]
-        return self.state.copy(), float(reward[0]), bool(terminated[0]), False, {}
+        return pendulum_step(state, action)
 
 
-class BoundedPendulumVector(NumpyVectorEnv):
+class BoundedPendulumVector(BatchedVectorEnv):
     """B copies of `BoundedPendulum` stepped at once (the registered ``vector_entry_point``).
 
-    Parameters
-    ----------
-    num_envs : int
-        Number of copies.
-    max_episode_steps : int, default 100
-        Truncation horizon (the registered value).
-    autoreset_mode : AutoresetMode, default NEXT_STEP
-        ``NEXT_STEP`` or ``DISABLED``; see `rl.envs.vector`.
+    Constructor parameters as in `BatchedVectorEnv`.
 
     References
     ----------
     .. [1] Rozada, Paternain, Marques, IEEE TSP, 2024.
     """
 
+    single_env = BoundedPendulum
     state_dim = 2
     reward_bound: float = REWARD_BOUND
-
-    def __init__(
-        self,
-        num_envs: int = 1,
-        max_episode_steps: int | None = 100,
-        autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
-    ) -> None:
-        super().__init__(
-            num_envs, max_episode_steps, autoreset_mode, _observation_space(), _action_space()
-        )
-
-    def _initial_state(self, rng: np.random.Generator) -> NDArray[np.float64]:
-        return rng.uniform(0.0, RESET_HIGH, size=(2,))
-
-    def _transition(
-        self, state: NDArray[np.float64], action: NDArray[np.float64]
-    ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.bool_]]:
-        return pendulum_step(state, action)

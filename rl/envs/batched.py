@@ -1,0 +1,123 @@
+"""Small physical systems whose dynamics are one batched step function.
+
+A subclass of `BatchedEnv` supplies four pure pieces (the two spaces, the
+initial-state sampler and the batched step function ``(state, action) ->
+(next_state, reward, terminated)`` on (B, ...) arrays); `BatchedEnv` makes it a
+single Gymnasium environment that steps a batch of one, and a subclass of
+`BatchedVectorEnv` naming it as ``single_env`` makes B copies stepped at once
+(see `rl.envs.vector`). Both run the same step function on the same draws from
+``np_random``, so copy ``i`` of the vector environment equals the single
+environment bit for bit.
+
+Used by `rl.envs.cartpole` and `rl.envs.pendulum`.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+from gymnasium.vector import AutoresetMode
+from numpy.typing import NDArray
+
+from rl.envs.vector import NumpyVectorEnv
+
+StepResult = tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.bool_]]
+
+
+class BatchedEnv(gym.Env[NDArray[np.float64], NDArray[np.float64]], abc.ABC):
+    """A single environment stepped through its batched step function.
+
+    Observations are float64 copies of the state; actions are float64 arrays.
+    The per-step reward is a Python float; `reward_bound` bounds its absolute
+    value.
+    """
+
+    metadata: dict[str, Any] = {"render_modes": []}
+    reward_bound: float
+
+    def __init__(self) -> None:
+        self.observation_space = self._observation_space()
+        self.action_space = self._action_space()
+        self.state: NDArray[np.float64] | None = None
+
+    # ----------------------------------------------------------------- hooks
+    @staticmethod
+    @abc.abstractmethod
+    def _observation_space() -> spaces.Box:
+        """Return a fresh observation space of one copy."""
+
+    @staticmethod
+    @abc.abstractmethod
+    def _action_space() -> spaces.Box:
+        """Return a fresh action space of one copy."""
+
+    @staticmethod
+    @abc.abstractmethod
+    def _initial_state(rng: np.random.Generator) -> NDArray[np.float64]:
+        """Draw one initial state from ``rng``."""
+
+    @staticmethod
+    @abc.abstractmethod
+    def _transition(state: NDArray[np.float64], action: NDArray[np.float64]) -> StepResult:
+        """Batched dynamics: (next_state, reward, terminated) for every row."""
+
+    # -------------------------------------------------------------- interface
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[NDArray[np.float64], dict[str, Any]]:
+        """Draw the initial state from ``np_random`` (see `_initial_state`)."""
+        super().reset(seed=seed)
+        self.state = self._initial_state(self.np_random)
+        return self.state.copy(), {}
+
+    def step(
+        self, action: NDArray[np.float64]
+    ) -> tuple[NDArray[np.float64], float, bool, bool, dict[str, Any]]:
+        """Apply ``action`` for one step as a batch of one (see `_transition`)."""
+        if self.state is None:
+            raise RuntimeError("Call reset() before step().")
+        action = np.asarray(action, dtype=np.float64).reshape(1, 1)
+        next_state, reward, terminated = self._transition(self.state[None, :], action)
+        self.state = next_state[0]
+        return self.state.copy(), float(reward[0]), bool(terminated[0]), False, {}
+
+
+class BatchedVectorEnv(NumpyVectorEnv):
+    """B copies of the `BatchedEnv` named by ``single_env``, stepped at once.
+
+    Parameters
+    ----------
+    num_envs : int
+        Number of copies.
+    max_episode_steps : int, default 100
+        Truncation horizon (the registered value of both `rl.envs.cartpole` and
+        `rl.envs.pendulum`).
+    autoreset_mode : AutoresetMode, default NEXT_STEP
+        ``NEXT_STEP`` or ``DISABLED``; see `rl.envs.vector`.
+    """
+
+    single_env: type[BatchedEnv]
+
+    def __init__(
+        self,
+        num_envs: int = 1,
+        max_episode_steps: int | None = 100,
+        autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+    ) -> None:
+        super().__init__(
+            num_envs,
+            max_episode_steps,
+            autoreset_mode,
+            self.single_env._observation_space(),
+            self.single_env._action_space(),
+        )
+
+    def _initial_state(self, rng: np.random.Generator) -> NDArray[np.float64]:
+        return self.single_env._initial_state(rng)
+
+    def _transition(self, state: NDArray[np.float64], action: NDArray[np.float64]) -> StepResult:
+        return self.single_env._transition(state, action)
