@@ -28,8 +28,9 @@ import torch.nn.functional as F
 from numpy.typing import NDArray
 
 from rl.agents import _torch_utils as tu
+from rl.agents._torch_agent import ReplicatedTorchAgent, optimizer_step
 from rl.agents._validation import check_choice, check_int, check_real
-from rl.agents.base import Agent, Transitions
+from rl.agents.base import Transitions
 from rl.problem import Problem
 from rl.seeding import AgentRandom
 
@@ -171,7 +172,7 @@ class _Replica:
         tu.set_rng_state(self.explore, state["explore_rng"])
 
 
-class DQN(Agent):
+class DQN(ReplicatedTorchAgent):
     """Deep Q-learning with experience replay and a target network, B independent replicas.
 
     Parameters
@@ -196,25 +197,21 @@ class DQN(Agent):
     Nature 518, 2015.
     """
 
+    config_type = DQNConfig
+    name = "dqn"
+    config: DQNConfig
+
     def __init__(self, problem: Problem, config: DQNConfig, streams: Sequence[AgentRandom]) -> None:
-        if not isinstance(config, DQNConfig):
-            raise TypeError(f"config must be a DQNConfig. Got {type(config).__name__} instead.")
-        if len(streams) < 1:
-            raise ValueError("The 'streams' parameter must hold at least one AgentRandom.")
-        self.problem = problem
-        self.config = config
-        self.codec = tu.IndexCodec(
-            problem.state_dims, problem.action_dims, config.input_scaling, config.max_joint_actions
-        )
-        self.replicas = len(streams)
-        self._replicas = [_Replica(self.codec, config, s) for s in streams]
+        super().__init__(problem, config, streams)
         self._loss_fn = F.smooth_l1_loss if config.loss == "huber" else F.mse_loss
 
-    # ------------------------------------------------------------------ acting
+    def _make_replica(self, streams: AgentRandom) -> _Replica:
+        return _Replica(self.codec, self.config, streams)
 
-    def _argmax(self, replica: _Replica, features: NDArray[np.float32]) -> int:
-        with torch.inference_mode():
-            return int(replica.q(torch.from_numpy(features[None])).argmax())
+    def _greedy_network(self, replica: _Replica) -> torch.nn.Module:
+        return replica.q
+
+    # ------------------------------------------------------------------ acting
 
     def act(self, states: NDArray[np.int64], active: NDArray[np.bool_]) -> NDArray[np.int64]:
         """Epsilon-greedy joint actions of the active replicas, shape (B, D_A)."""
@@ -228,31 +225,15 @@ class DQN(Agent):
                 joint[i] = self._argmax(replica, features[i])
         return self.codec.unravel(joint)
 
-    def greedy(self, states: NDArray[np.int64]) -> NDArray[np.int64]:
-        """Argmax of the online network for every replica, shape (B, D_A); first index wins ties."""
-        features = self.codec.features(states)
-        joint = [self._argmax(replica, features[i]) for i, replica in enumerate(self._replicas)]
-        return self.codec.unravel(np.asarray(joint, dtype=np.int64))
-
     # ------------------------------------------------------------------ learning
 
     def observe(self, batch: Transitions) -> None:
         """Store each active replica's transition, then one gradient step after warm-up."""
-        joint = self.codec.ravel(batch.actions)
         config = self.config
-        for i in np.flatnonzero(batch.active):
-            replica = self._replicas[i]
-            replica.buffer.add(
-                batch.states[i],
-                joint[i],
-                batch.rewards[i],
-                batch.next_states[i],
-                batch.terminated[i],
-            )
-            replica.steps += 1
+        for replica in self._store(batch):
             if config.epsilon_schedule == "step":
                 replica.epsilon = max(config.epsilon_min, replica.epsilon * config.epsilon_decay)
-            if replica.steps >= config.learning_starts and replica.buffer.size >= config.batch_size:
+            if self._ready(replica):
                 replica.loss = self._train_step(replica)
             if replica.steps % config.target_update_every == 0:
                 replica.sync_target()
@@ -269,20 +250,19 @@ class DQN(Agent):
             targets = torch.from_numpy(sample.rewards) + self.config.gamma * not_done * next_values
         values = replica.q(states).gather(1, actions[:, None]).squeeze(1)
         loss = self._loss_fn(values, targets)
-        replica.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        replica.optimizer.step()
+        optimizer_step(replica.optimizer, loss)
         return float(loss.item())
 
     def end_episode(self, active: NDArray[np.bool_]) -> None:
         """Count the episode; decay epsilon here when ``epsilon_schedule == "episode"``."""
+        super().end_episode(active)
+        if self.config.epsilon_schedule != "episode":
+            return
         for i in np.flatnonzero(active):
             replica = self._replicas[i]
-            replica.episodes += 1
-            if self.config.epsilon_schedule == "episode":
-                replica.epsilon = max(
-                    self.config.epsilon_min, replica.epsilon * self.config.epsilon_decay
-                )
+            replica.epsilon = max(
+                self.config.epsilon_min, replica.epsilon * self.config.epsilon_decay
+            )
 
     # ------------------------------------------------------------------ introspection
 
@@ -302,15 +282,3 @@ class DQN(Agent):
             "loss": np.array([r.loss for r in self._replicas]),
             "epsilon": np.array([r.epsilon for r in self._replicas]),
         }
-
-    def state_dict(self) -> dict[str, Any]:
-        """Return networks, target, Adam state, replay, counters and RNG states per replica."""
-        return {"agent": "dqn", "replicas": [r.state_dict() for r in self._replicas]}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore what `state_dict` returned (same number of replicas and config)."""
-        saved = state["replicas"]
-        if len(saved) != self.replicas:
-            raise ValueError(f"State holds {len(saved)} replicas; this agent has {self.replicas}.")
-        for replica, replica_state in zip(self._replicas, saved, strict=True):
-            replica.load_state_dict(replica_state)

@@ -28,8 +28,9 @@ import torch.nn.functional as F
 from numpy.typing import NDArray
 
 from rl.agents import _torch_utils as tu
+from rl.agents._torch_agent import ReplicatedTorchAgent, optimizer_step
 from rl.agents._validation import check_choice, check_int, check_real
-from rl.agents.base import Agent, Transitions
+from rl.agents.base import Transitions
 from rl.problem import Problem
 from rl.seeding import AgentRandom
 
@@ -156,12 +157,6 @@ def temperature_loss(
     return -(log_alpha * gap).mean()
 
 
-def _step(optimizer: torch.optim.Optimizer, loss: torch.Tensor) -> None:
-    optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    optimizer.step()
-
-
 class _Replica:
     """Actor, critics, targets, temperature, optimizers, buffer, streams of one replica."""
 
@@ -223,7 +218,7 @@ class _Replica:
         tu.set_rng_state(self.explore, state["explore_rng"])
 
 
-class DiscreteSAC(Agent):
+class DiscreteSAC(ReplicatedTorchAgent):
     """Discrete soft actor-critic with twin critics and learned temperature, B replicas.
 
     Parameters
@@ -260,29 +255,23 @@ class DiscreteSAC(Agent):
     arXiv:1910.07207, 2019.
     """
 
+    config_type = DiscreteSACConfig
+    name = "sac"
+    config: DiscreteSACConfig
+
     def __init__(
         self, problem: Problem, config: DiscreteSACConfig, streams: Sequence[AgentRandom]
     ) -> None:
-        if not isinstance(config, DiscreteSACConfig):
-            raise TypeError(
-                f"config must be a DiscreteSACConfig. Got {type(config).__name__} instead."
-            )
-        if len(streams) < 1:
-            raise ValueError("The 'streams' parameter must hold at least one AgentRandom.")
-        self.problem = problem
-        self.config = config
-        self.codec = tu.IndexCodec(
-            problem.state_dims, problem.action_dims, config.input_scaling, config.max_joint_actions
-        )
+        super().__init__(problem, config, streams)
         self.target_entropy = config.target_entropy_scale * math.log(self.codec.n_actions)
-        self.replicas = len(streams)
-        self._replicas = [_Replica(self.codec, config, s) for s in streams]
+
+    def _make_replica(self, streams: AgentRandom) -> _Replica:
+        return _Replica(self.codec, self.config, streams)
+
+    def _greedy_network(self, replica: _Replica) -> torch.nn.Module:
+        return replica.actor
 
     # ------------------------------------------------------------------ acting
-
-    def _logits(self, replica: _Replica, features: NDArray[np.float32]) -> torch.Tensor:
-        with torch.inference_mode():
-            return replica.actor(torch.from_numpy(features[None]))[0]
 
     def act(self, states: NDArray[np.int64], active: NDArray[np.bool_]) -> NDArray[np.int64]:
         """Joint actions sampled from each active replica's policy, shape (B, D_A)."""
@@ -290,38 +279,19 @@ class DiscreteSAC(Agent):
         joint = np.zeros(self.replicas, dtype=np.int64)
         for i in np.flatnonzero(active):
             replica = self._replicas[i]
-            probs = torch.softmax(self._logits(replica, features[i]).double(), dim=0).numpy()
+            logits = self._forward(replica.actor, features[i])
+            probs = torch.softmax(logits.double(), dim=0).numpy()
             cumulative = np.cumsum(probs)
             u = replica.explore.random() * cumulative[-1]
             joint[i] = min(int(np.searchsorted(cumulative, u, side="right")), len(probs) - 1)
         return self.codec.unravel(joint)
 
-    def greedy(self, states: NDArray[np.int64]) -> NDArray[np.int64]:
-        """Most probable action of every replica's policy, shape (B, D_A); first index wins ties."""
-        features = self.codec.features(states)
-        joint = [
-            int(self._logits(replica, features[i]).argmax())
-            for i, replica in enumerate(self._replicas)
-        ]
-        return self.codec.unravel(np.asarray(joint, dtype=np.int64))
-
     # ------------------------------------------------------------------ learning
 
     def observe(self, batch: Transitions) -> None:
         """Store each active replica's transition, then one SAC update after warm-up."""
-        joint = self.codec.ravel(batch.actions)
-        config = self.config
-        for i in np.flatnonzero(batch.active):
-            replica = self._replicas[i]
-            replica.buffer.add(
-                batch.states[i],
-                joint[i],
-                batch.rewards[i],
-                batch.next_states[i],
-                batch.terminated[i],
-            )
-            replica.steps += 1
-            if replica.steps >= config.learning_starts and replica.buffer.size >= config.batch_size:
+        for replica in self._store(batch):
+            if self._ready(replica):
                 self._train_step(replica)
 
     def _train_step(self, replica: _Replica) -> None:
@@ -348,29 +318,24 @@ class DiscreteSAC(Agent):
         critic_loss = critic_loss + F.mse_loss(
             replica.q2(states).gather(1, actions).squeeze(1), targets
         )
-        _step(replica.critic_optimizer, critic_loss)
+        optimizer_step(replica.critic_optimizer, critic_loss)
 
         log_pi = F.log_softmax(replica.actor(states), dim=1)
         with torch.no_grad():
             min_q = torch.min(replica.q1(states), replica.q2(states))
         actor_loss = policy_loss(log_pi, min_q, alpha)
-        _step(replica.actor_optimizer, actor_loss)
+        optimizer_step(replica.actor_optimizer, actor_loss)
 
         replica.losses["critic_loss"] = critic_loss.item()
         replica.losses["actor_loss"] = actor_loss.item()
         if self.config.autotune:
             alpha_loss = temperature_loss(replica.log_alpha, log_pi.detach(), self.target_entropy)
-            _step(replica.alpha_optimizer, alpha_loss)
+            optimizer_step(replica.alpha_optimizer, alpha_loss)
             replica.losses["alpha_loss"] = alpha_loss.item()
 
         with torch.no_grad():
             for target, online in replica.pairs:
                 target.lerp_(online, self.config.tau)
-
-    def end_episode(self, active: NDArray[np.bool_]) -> None:
-        """Count the episode of each active replica."""
-        for i in np.flatnonzero(active):
-            self._replicas[i].episodes += 1
 
     # ------------------------------------------------------------------ introspection
 
@@ -393,15 +358,3 @@ class DiscreteSAC(Agent):
         }
         out["alpha"] = np.array([float(r.log_alpha.detach().exp()) for r in self._replicas])
         return out
-
-    def state_dict(self) -> dict[str, Any]:
-        """Return networks, targets, temperature, Adam states, replay, counters, RNG states."""
-        return {"agent": "sac", "replicas": [r.state_dict() for r in self._replicas]}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore what `state_dict` returned (same number of replicas and config)."""
-        saved = state["replicas"]
-        if len(saved) != self.replicas:
-            raise ValueError(f"State holds {len(saved)} replicas; this agent has {self.replicas}.")
-        for replica, replica_state in zip(self._replicas, saved, strict=True):
-            replica.load_state_dict(replica_state)

@@ -80,3 +80,25 @@ def run_chain(agent, steps, length=6, horizon=15):
             agent.end_episode(done)
         states = np.where(done[:, None], 0, next_states)
         clock[done] = 0
+
+
+def random_drive_single(agent, steps, seed, replica, mask):
+    """Feed replica ``replica``'s rows of `random_drive`'s stream to a B = 1 agent."""
+    rng = np.random.default_rng(seed)
+    states = rng.integers(0, [3, 4], size=(2, 2))
+    taken = []
+    for t in range(steps):
+        active = mask(t)[replica : replica + 1]
+        actions = agent.act(states[replica : replica + 1], active)
+        next_states = rng.integers(0, [3, 4], size=(2, 2))
+        rewards = rng.normal(size=2)
+        terminated = rng.random(2) < 0.1
+        r = slice(replica, replica + 1)
+        agent.observe(
+            Transitions(states[r], actions, rewards[r], next_states[r], terminated[r], active)
+        )
+        if t % 7 == 6:
+            agent.end_episode(active)
+        taken.append(np.where(active[:, None], actions, -1)[0])
+        states = next_states
+    return np.stack(taken)

@@ -1,17 +1,14 @@
-"""Tests of the DQN baseline: learning, determinism, replicas, checkpoints, parameter counts."""
-
-import copy
-import pickle
+"""Tests of the DQN baseline: learning, parameter counts, presets, config (see also
+test_deep_replicas.py for determinism, replicas and checkpoints)."""
 
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
+pytest.importorskip("torch")
 
 from rl.agents.base import Transitions  # noqa: E402
 from rl.agents.dqn import DQN, DQNConfig, preset, released_preset  # noqa: E402
 from tests.rl.agent_drivers import (  # noqa: E402
-    assert_tree_equal,
     make_problem,
     random_drive,
     run_chain,
@@ -23,12 +20,7 @@ SMALL = dict(
 )
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
 
 def test_learns_chain_better_than_random():
@@ -71,81 +63,6 @@ def test_too_many_joint_actions_raise():
         DQN(make_problem((3,), (100, 100)), DQNConfig(), streams(0))
 
 
-def test_same_streams_same_numbers_and_different_seed_differs():
-    problem = make_problem((3, 4), (3,))
-    runs = []
-    for seed in (5, 5, 6):
-        agent = DQN(problem, DQNConfig(**SMALL), streams(seed))
-        runs.append((random_drive(agent, 80, seed=0), agent.state_dict()))
-    np.testing.assert_array_equal(runs[0][0], runs[1][0])
-    assert_tree_equal(runs[0][1], runs[1][1])
-    assert not np.array_equal(
-        runs[0][1]["replicas"][0]["q"]["0.weight"], runs[2][1]["replicas"][0]["q"]["0.weight"]
-    )
-
-
-def test_batched_equals_separate():
-    problem = make_problem((3, 4), (3,))
-    config = DQNConfig(**SMALL)
-    mask = lambda t: np.array([True, t % 3 != 0])  # noqa: E731
-    batched = DQN(problem, config, streams(1, 2))
-    actions = random_drive(batched, 90, seed=3, active_mask=mask)
-    # Replay the same inputs replica by replica: replica 0 every step, replica 1 when active.
-    for i in (0, 1):
-        alone = DQN(problem, config, streams(1 + i))
-        alone_actions = random_drive_single(alone, 90, seed=3, replica=i, mask=mask)
-        np.testing.assert_array_equal(actions[:, i], alone_actions)
-        assert_tree_equal(batched.state_dict()["replicas"][i], alone.state_dict()["replicas"][0])
-
-
-def random_drive_single(agent, steps, seed, replica, mask):
-    """Feed replica ``replica``'s rows of `random_drive`'s stream to a B = 1 agent."""
-    rng = np.random.default_rng(seed)
-    states = rng.integers(0, [3, 4], size=(2, 2))
-    taken = []
-    for t in range(steps):
-        active = mask(t)[replica : replica + 1]
-        actions = agent.act(states[replica : replica + 1], active)
-        next_states = rng.integers(0, [3, 4], size=(2, 2))
-        rewards = rng.normal(size=2)
-        terminated = rng.random(2) < 0.1
-        r = slice(replica, replica + 1)
-        agent.observe(
-            Transitions(states[r], actions, rewards[r], next_states[r], terminated[r], active)
-        )
-        if t % 7 == 6:
-            agent.end_episode(active)
-        taken.append(np.where(active[:, None], actions, -1)[0])
-        states = next_states
-    return np.stack(taken)
-
-
-def test_inactive_replica_untouched():
-    problem = make_problem((3, 4), (3,))
-    agent = DQN(problem, DQNConfig(**SMALL), streams(1, 2))
-    before = copy.deepcopy(agent.state_dict()["replicas"][1])
-    random_drive(agent, 60, seed=0, active_mask=lambda t: np.array([True, False]))
-    assert_tree_equal(agent.state_dict()["replicas"][1], before)
-
-
-def test_state_dict_round_trip_continues_identically():
-    problem = make_problem((3, 4), (3,))
-    config = DQNConfig(**SMALL)
-    agent = DQN(problem, config, streams(7, 8))
-    random_drive(agent, 50, seed=1)
-    saved = pickle.loads(pickle.dumps(agent.state_dict()))
-    restored = DQN(problem, config, streams(100, 101))
-    restored.load_state_dict(saved)
-    outputs = []
-    for a in (agent, restored):
-        actions = random_drive(a, 40, seed=2)
-        outputs.append((actions, a.metrics()["loss"], a.state_dict()))
-    np.testing.assert_array_equal(outputs[0][0], outputs[1][0])
-    np.testing.assert_array_equal(outputs[0][1], outputs[1][1])
-    assert np.all(np.isfinite(outputs[0][1]))
-    assert_tree_equal(outputs[0][2], outputs[1][2])
-
-
 def test_n_params_matches_appendix_formula():
     assert DQN(make_problem((10,) * 4, (10,)), DQNConfig(hidden=46), streams(0)).n_params == 700
     assert DQN(make_problem((20, 20), (10,)), DQNConfig(hidden=38), streams(0)).n_params == 504
@@ -162,13 +79,6 @@ def test_presets_are_formula_nearest():
     assert preset("unknown") == {}
     assert released_preset("cartpole")["epsilon_schedule"] == "episode"
     DQNConfig(**released_preset("highway"))
-
-
-def test_presets_agree_with_analysis_matcher():
-    params = pytest.importorskip("analysis.params")
-    widths = params.matched_widths()
-    for env in ("cartpole", "pendulum", "highway"):
-        assert preset(env)["hidden"] == widths[env, "dqn"]
 
 
 @pytest.mark.parametrize(

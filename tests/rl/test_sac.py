@@ -1,7 +1,5 @@
-"""Tests of discrete SAC: learning, determinism, replicas, checkpoints, losses, parameter counts."""
-
-import copy
-import pickle
+"""Tests of discrete SAC: learning, losses, parameter counts, presets, config (see also
+test_deep_replicas.py for determinism, replicas and checkpoints)."""
 
 import numpy as np
 import pytest
@@ -19,7 +17,6 @@ from rl.agents.sac import (  # noqa: E402
     temperature_loss,
 )
 from tests.rl.agent_drivers import (  # noqa: E402
-    assert_tree_equal,
     make_problem,
     random_drive,
     run_chain,
@@ -29,12 +26,7 @@ from tests.rl.agent_drivers import (  # noqa: E402
 SMALL = dict(hidden=16, learning_starts=20, batch_size=8)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
 
 def test_learns_chain_better_than_random():
@@ -79,82 +71,6 @@ def test_too_many_joint_actions_raise():
         DiscreteSAC(make_problem((3,), (100, 100)), DiscreteSACConfig(), streams(0))
 
 
-def test_same_streams_same_numbers_and_different_seed_differs():
-    problem = make_problem((3, 4), (3,))
-    runs = []
-    for seed in (5, 5, 6):
-        agent = DiscreteSAC(problem, DiscreteSACConfig(**SMALL), streams(seed))
-        runs.append((random_drive(agent, 80, seed=0), agent.state_dict()))
-    np.testing.assert_array_equal(runs[0][0], runs[1][0])
-    assert_tree_equal(runs[0][1], runs[1][1])
-    assert not np.array_equal(
-        runs[0][1]["replicas"][0]["actor"]["0.weight"],
-        runs[2][1]["replicas"][0]["actor"]["0.weight"],
-    )
-
-
-def test_batched_equals_separate():
-    problem = make_problem((3, 4), (3,))
-    config = DiscreteSACConfig(**SMALL)
-    mask = lambda t: np.array([True, t % 3 != 0])  # noqa: E731
-    batched = DiscreteSAC(problem, config, streams(1, 2))
-    actions = random_drive(batched, 90, seed=3, active_mask=mask)
-    # Replay the same inputs replica by replica: replica 0 every step, replica 1 when active.
-    for i in (0, 1):
-        alone = DiscreteSAC(problem, config, streams(1 + i))
-        alone_actions = random_drive_single(alone, 90, seed=3, replica=i, mask=mask)
-        np.testing.assert_array_equal(actions[:, i], alone_actions)
-        assert_tree_equal(batched.state_dict()["replicas"][i], alone.state_dict()["replicas"][0])
-
-
-def random_drive_single(agent, steps, seed, replica, mask):
-    """Feed replica ``replica``'s rows of `random_drive`'s stream to a B = 1 agent."""
-    rng = np.random.default_rng(seed)
-    states = rng.integers(0, [3, 4], size=(2, 2))
-    taken = []
-    for t in range(steps):
-        active = mask(t)[replica : replica + 1]
-        actions = agent.act(states[replica : replica + 1], active)
-        next_states = rng.integers(0, [3, 4], size=(2, 2))
-        rewards = rng.normal(size=2)
-        terminated = rng.random(2) < 0.1
-        r = slice(replica, replica + 1)
-        agent.observe(
-            Transitions(states[r], actions, rewards[r], next_states[r], terminated[r], active)
-        )
-        if t % 7 == 6:
-            agent.end_episode(active)
-        taken.append(np.where(active[:, None], actions, -1)[0])
-        states = next_states
-    return np.stack(taken)
-
-
-def test_inactive_replica_untouched():
-    problem = make_problem((3, 4), (3,))
-    agent = DiscreteSAC(problem, DiscreteSACConfig(**SMALL), streams(1, 2))
-    before = copy.deepcopy(agent.state_dict()["replicas"][1])
-    random_drive(agent, 60, seed=0, active_mask=lambda t: np.array([True, False]))
-    assert_tree_equal(agent.state_dict()["replicas"][1], before)
-
-
-def test_state_dict_round_trip_continues_identically():
-    problem = make_problem((3, 4), (3,))
-    config = DiscreteSACConfig(**SMALL)
-    agent = DiscreteSAC(problem, config, streams(7, 8))
-    random_drive(agent, 50, seed=1)
-    saved = pickle.loads(pickle.dumps(agent.state_dict()))
-    restored = DiscreteSAC(problem, config, streams(100, 101))
-    restored.load_state_dict(saved)
-    outputs = []
-    for a in (agent, restored):
-        actions = random_drive(a, 40, seed=2)
-        outputs.append((actions, a.metrics()["critic_loss"], a.state_dict()))
-    np.testing.assert_array_equal(outputs[0][0], outputs[1][0])
-    np.testing.assert_array_equal(outputs[0][1], outputs[1][1])
-    assert np.all(np.isfinite(outputs[0][1]))
-    assert_tree_equal(outputs[0][2], outputs[1][2])
-
-
 def test_n_params_matches_appendix_formula():
     cartpole = make_problem((10,) * 4, (10,))
     assert DiscreteSAC(cartpole, DiscreteSACConfig(hidden=15), streams(0)).n_params == 706
@@ -176,13 +92,6 @@ def test_presets_are_formula_nearest():
     assert preset("unknown") == {}
     assert released_preset("pendulum")["hidden"] == 13
     DiscreteSACConfig(**released_preset("highway"))
-
-
-def test_presets_agree_with_analysis_matcher():
-    params = pytest.importorskip("analysis.params")
-    widths = params.matched_widths()
-    for env in ("cartpole", "pendulum", "highway"):
-        assert preset(env)["hidden"] == widths[env, "sac"]
 
 
 @pytest.mark.parametrize(
