@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from rl.agents._explore import generator_states, set_generator_states
 from rl.agents.base import Agent, Transitions
 from rl.problem import Problem
 from rl.seeding import AgentRandom
@@ -112,12 +113,11 @@ class RandomAgent(Agent):
     def state_dict(self) -> dict[str, Any]:
         """Bit-generator states of the explore streams and the greedy keys."""
         return {
-            "explore": [s.explore.bit_generator.state for s in self.streams],
+            "explore": generator_states([s.explore for s in self.streams]),
             "greedy_keys": self.greedy_keys_.copy(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what `state_dict` returned."""
-        for stream, saved in zip(self.streams, state["explore"], strict=True):
-            stream.explore.bit_generator.state = saved
+        set_generator_states([s.explore for s in self.streams], state["explore"])
         self.greedy_keys_ = np.asarray(state["greedy_keys"], dtype=np.uint64).copy()

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from rl.agents._explore import decay_epsilon
+from rl.agents._explore import decay_epsilon, generator_states, set_generator_states
 from rl.agents._validation import check_epsilon_schedule, check_int, check_real
 from rl.agents.base import Agent, Transitions
 from rl.problem import Problem
@@ -164,7 +164,7 @@ class TensorAgent(Agent):
             "factors": [np.array(f, copy=True) for f in self.q_.factors],
             "steps": self.steps_.copy(),
             "epsilon": self.epsilon_.copy(),
-            "rngs": [rng.bit_generator.state for rng in self._rngs],
+            "rngs": generator_states(self._rngs),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -173,5 +173,4 @@ class TensorAgent(Agent):
             factor[...] = saved
         self.steps_[...] = state["steps"]
         self.epsilon_[...] = state["epsilon"]
-        for rng, saved in zip(self._rngs, state["rngs"], strict=True):
-            rng.bit_generator.state = saved
+        set_generator_states(self._rngs, state["rngs"])
