@@ -1,8 +1,8 @@
-"""Epsilon-greedy action selection shared by the value-table agents.
+"""Action selection shared by the agents: argmax with random tie-breaking, epsilon-greedy.
 
-Used by `rl.agents.tabular.TabularQ` and `rl.agents.lora_vi.LoRaVI`; any agent
-that picks actions epsilon-greedily from a (B, |A|) array of action values may
-reuse it. Everything here works on flat action indices (one joint action per
+Used by TabularQ, LoRa-VI, TLR and TEQL (whose EUGE scores go through the same
+tie-breaking argmax); any agent that picks actions from a (B, |A|) array of
+scores may reuse it. Everything here works on flat action indices (one joint action per
 column); agents convert to and from index vectors with ``numpy.ravel_multi_index``
 and ``numpy.unravel_index``.
 
@@ -28,6 +28,36 @@ def greedy_indices(action_values: NDArray[np.float64]) -> NDArray[np.int64]:
         Action values of one state per replica.
     """
     return np.argmax(action_values, axis=1).astype(np.int64)
+
+
+def argmax_random_ties(
+    action_values: NDArray[np.float64],
+    generators: Sequence[np.random.Generator],
+    active: NDArray[np.bool_],
+) -> NDArray[np.int64]:
+    """Row-wise argmax with ties broken uniformly by each replica's generator.
+
+    Parameters
+    ----------
+    action_values : ndarray of float, shape (B, A)
+    generators : sequence of numpy.random.Generator, length B
+        Replica b draws once from ``generators[b]``, and only when its row has
+        several maximisers and it is active, so inactive replicas draw nothing.
+    active : ndarray of bool, shape (B,)
+
+    Returns
+    -------
+    ndarray of int64, shape (B,)
+        The chosen column per replica (the first maximiser for inactive replicas).
+    """
+    choice = greedy_indices(action_values)
+    best = np.take_along_axis(action_values, choice[:, None], axis=1)
+    is_best = action_values == best
+    tied = active & (is_best.sum(axis=1) > 1)
+    for b in np.flatnonzero(tied).tolist():
+        candidates = np.flatnonzero(is_best[b])
+        choice[b] = candidates[generators[b].integers(candidates.size)]
+    return choice
 
 
 def epsilon_greedy(
@@ -64,18 +94,16 @@ def epsilon_greedy(
     .. [1] Sutton, R. S. and Barto, A. G. "Reinforcement Learning: An
        Introduction", 2nd ed., Section 2.2 (epsilon-greedy action selection).
     """
-    actions = greedy_indices(action_values)
+    explored = np.zeros(len(action_values), dtype=bool)
+    random_actions = np.zeros(len(action_values), dtype=np.int64)
     n_actions = action_values.shape[1]
     for b in np.flatnonzero(active):
         rng = generators[b]
         if rng.random() < epsilon[b]:
-            actions[b] = rng.integers(n_actions)
-            continue
-        row = action_values[b]
-        ties = np.flatnonzero(row == row[actions[b]])
-        if ties.size > 1:
-            actions[b] = ties[rng.integers(ties.size)]
-    return actions
+            explored[b] = True
+            random_actions[b] = rng.integers(n_actions)
+    greedy = argmax_random_ties(action_values, generators, active & ~explored)
+    return np.where(explored, random_actions, greedy)
 
 
 def decay_epsilon(

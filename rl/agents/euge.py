@@ -2,14 +2,12 @@
 
 EU_t(s, a) = Q_{t-1}(s, a) + c (Delta Q_{t-1}(s, a) + sqrt(log N_total(s) / (N(s, a) + 1)))
 
-and the action is argmax_a EU_t(s, a), ties broken at random. Everything here
-is vectorized over B replicas; each replica draws its tie-break randomness from
-its own generator, and only when it actually has a tie.
+and the action is argmax_a EU_t(s, a), ties broken at random by
+`rl.agents._explore.argmax_random_ties`. Everything here is vectorized over B
+replicas.
 """
 
 from __future__ import annotations
-
-from collections.abc import Sequence
 
 import numpy as np
 from numpy.typing import NDArray
@@ -49,33 +47,3 @@ def euge_scores(
     log_total = np.log(np.maximum(totals, 1))
     bonus = delta + np.sqrt(log_total / (counts + 1))
     return action_values + c * bonus
-
-
-def argmax_random_ties(
-    scores: NDArray[np.float64],
-    rngs: Sequence[np.random.Generator],
-    active: NDArray[np.bool_],
-) -> NDArray[np.int64]:
-    """Row-wise argmax with ties broken uniformly by each replica's generator.
-
-    Parameters
-    ----------
-    scores : ndarray, shape (B, |A|)
-    rngs : sequence of numpy.random.Generator
-        One generator per replica; replica i draws only when its row has a tie
-        and it is active, so inactive replicas consume no randomness.
-    active : ndarray of bool, shape (B,)
-
-    Returns
-    -------
-    ndarray of int64, shape (B,)
-        The chosen column per replica (the first maximum for inactive replicas).
-    """
-    best = scores.max(axis=-1, keepdims=True)
-    is_best = scores == best
-    choice = is_best.argmax(axis=-1)
-    tied = active & (is_best.sum(axis=-1) > 1)
-    for replica in np.flatnonzero(tied).tolist():
-        candidates = np.flatnonzero(is_best[replica])
-        choice[replica] = candidates[rngs[replica].integers(len(candidates))]
-    return choice

@@ -27,10 +27,10 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from rl.agents._explore import epsilon_greedy
+from rl.agents._explore import argmax_random_ties, epsilon_greedy
 from rl.agents._validation import check_choice, check_int, check_real
 from rl.agents.base import Transitions
-from rl.agents.euge import argmax_random_ties, euge_scores
+from rl.agents.euge import euge_scores
 from rl.agents.tensor_agent import TensorAgent, TensorAgentConfig
 from rl.agents.visits import Storage, make_visit_table
 from rl.problem import Problem
