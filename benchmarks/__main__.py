@@ -1,21 +1,62 @@
-"""Run every benchmark in turn and print their tables."""
+"""Run the benchmarks: ``python -m benchmarks [NAME ...] [--quick] [--json DIR]``.
 
+Every benchmark module has a ``main(argv)`` with flags of its own; this entry
+point runs the selected ones in turn (all by default) and passes each the flags
+that ``--quick`` (a tiny run, used by the test suite) and ``--json`` imply.
+"""
+
+from __future__ import annotations
+
+import argparse
 import importlib
 import importlib.util
-import sys
+from pathlib import Path
 
-MODULES = ["bench_tensorq", "bench_envs", "bench_agents", "bench_deep"]
+MODULES = {
+    "tensorq": "bench_tensorq",
+    "envs": "bench_envs",
+    "agents": "bench_agents",
+    "deep": "bench_deep",
+    "step": "bench_step",
+    "analysis": "bench_analysis",
+    "paper_scale": "bench_paper_scale",
+}
+QUICK = {
+    "tensorq": ["--number", "20"],
+    "envs": ["--steps", "200", "--num-envs", "4", "--no-highway"],
+    "agents": ["--episodes", "2", "--replicas", "4"],
+    "deep": ["--number", "3"],
+    "step": ["--seconds", "0.05", "--replicas", "1", "4", "--agents", "teql-released", "--inline"],
+    "analysis": ["--quick"],
+    "paper_scale": ["--seeds", "4", "--episodes", "3"],
+}
+WRITES_JSON = ("step",)
 
 
-def main() -> None:
-    """Run each benchmark module's ``main`` (the torch one only when torch is installed)."""
-    sys.argv = sys.argv[:1]
-    for name in MODULES:
-        if name == "bench_deep" and importlib.util.find_spec("torch") is None:
+def build_parser() -> argparse.ArgumentParser:
+    """Return the command-line parser of ``python -m benchmarks``."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
+    parser.add_argument("names", nargs="*", choices=[[], *MODULES], help="benchmarks to run")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes (a smoke test)")
+    parser.add_argument("--json", metavar="DIR", help="write NAME.json tables into DIR")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run each selected benchmark module's ``main`` (torch ones only when torch is installed)."""
+    args = build_parser().parse_args(argv)
+    for name in args.names or list(MODULES):
+        if name == "deep" and importlib.util.find_spec("torch") is None:
             continue
-        print(f"\n== {name}")
-        importlib.import_module(f"benchmarks.{name}").main()
+        module = importlib.import_module(f"benchmarks.{MODULES[name]}")
+        flags = list(QUICK[name]) if args.quick else []
+        if args.json and name in WRITES_JSON:
+            Path(args.json).mkdir(parents=True, exist_ok=True)
+            flags += ["--json", str(Path(args.json) / f"{name}.json")]
+        print(f"\n== {name}", flush=True)
+        module.main(flags)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

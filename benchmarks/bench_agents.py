@@ -29,23 +29,22 @@ def microseconds_per_step(agent: str, replicas: int, episodes: int) -> float:
         env="cartpole", agent=agent, seeds=replicas, eval_every=0, out="unused", episodes=episodes
     )
     runner, _ = build(config)
-    runner.train_episode(1)
+    runner.episode(1)  # warm-up
     steps = 0
     start = time.perf_counter()
-    for episode in range(2, episodes + 2):
-        _, lengths = runner.train_episode(episode)
-        steps += int(np.sum(lengths))
+    for result in runner.episodes(1, episodes + 1):
+        steps += int(np.sum(result.lengths))
     elapsed = time.perf_counter() - start
     runner.close()
     return 1e6 * elapsed / steps
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     """Print a table of microseconds per replica-step, B = 1 and larger B."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--episodes", type=int, default=20, help="timed episodes per agent")
     parser.add_argument("--replicas", type=int, default=100, help="the large B")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     agents = list(TENSOR_AGENTS + OTHER_AGENTS)
     if importlib.util.find_spec("torch") is not None:
         agents += TORCH_AGENTS

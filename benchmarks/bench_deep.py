@@ -10,6 +10,7 @@ Reports the best of 5 repeats (the least disturbed by other processes).
 
 from __future__ import annotations
 
+import argparse
 import timeit
 
 import numpy as np
@@ -20,7 +21,7 @@ from rl.agents.dqn import DQN, DQNConfig
 from rl.agents.dqn import preset as dqn_preset
 from rl.agents.sac import DiscreteSAC, DiscreteSACConfig
 from rl.agents.sac import preset as sac_preset
-from rl.problem import Problem
+from rl.problems import Problem
 from rl.seeding import replica_streams
 
 STATE_DIMS = (10, 10, 10, 10)
@@ -77,7 +78,10 @@ def time_agent(agent, replicas: int, number: int) -> dict[str, float]:
     return result
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--number", type=int, default=300, help="calls per timing repeat")
+    args = parser.parse_args(argv)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -85,7 +89,7 @@ def main() -> None:
         print(f"{'agent':<6} {'B':>3} {'params':>7} {'act+observe':>12} {'act':>8} {'greedy':>8}")
         for replicas in (1, 8):
             for name, agent in make_agents(replicas).items():
-                t = time_agent(agent, replicas, number=300)
+                t = time_agent(agent, replicas, number=args.number)
                 print(
                     f"{name:<6} {replicas:>3} {agent.n_params:>7} {t['step']:>12.0f} "
                     f"{t['act']:>8.0f} {t['greedy']:>8.0f}"

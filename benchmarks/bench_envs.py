@@ -15,8 +15,7 @@ import time
 
 import gymnasium as gym
 
-import rl  # noqa: F401
-from rl.envs import ENV_IDS
+from rl.problems import ENVIRONMENTS
 
 
 def single_rate(env_id: str, steps: int) -> float:
@@ -43,24 +42,25 @@ def vector_rate(env_id: str, num_envs: int, steps: int) -> float:
     return steps * num_envs / (time.perf_counter() - start)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--steps", type=int, default=5000, help="steps per measurement")
     parser.add_argument("--num-envs", type=int, default=100, help="vector copies B")
     parser.add_argument("--no-highway", action="store_true", help="skip rl/Highway-v0")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     has_highway = importlib.util.find_spec("highway_env") is not None
     print(
         f"{'environment':28s} {'single steps/s':>15s} {'B=' + str(args.num_envs) + ' steps/s':>16s}"
     )
-    for env_id in ENV_IDS:
+    for entry in ENVIRONMENTS.values():
+        env_id = entry.env_id
         steps = args.steps
         if env_id == "rl/Highway-v0":
             if args.no_highway or not has_highway:
                 continue
             steps = max(20, args.steps // 100)  # about 13 ms per step
         single = single_rate(env_id, steps)
-        vector_steps = max(2, steps // args.num_envs) if ENV_IDS[env_id][1] is None else steps
+        vector_steps = max(2, steps // args.num_envs) if not entry.vectorized else steps
         vector = vector_rate(env_id, args.num_envs, vector_steps)
         print(f"{env_id:28s} {single:15,.0f} {vector:16,.0f}")
 

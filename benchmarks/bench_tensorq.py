@@ -10,6 +10,7 @@ and tau = 0 with I_max = 5 (every step taken).
 
 from __future__ import annotations
 
+import argparse
 import time
 import timeit
 
@@ -53,8 +54,11 @@ def time_update(
     return best / number * 1e6
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     """Print a table of microseconds per update."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--number", type=int, default=2000, help="NumPy calls per repeat")
+    args = parser.parse_args(argv)
     print(f"shape {SHAPE}, rank {RANK}; best of 5 repeats, CPU microseconds per call")
     header = ("backend", "B", "variant", "I_max", "tau", "us/update", "us/replica")
     print("{:8} {:>4} {:9} {:>5} {:>5} {:>10} {:>11}".format(*header))
@@ -62,7 +66,7 @@ def main() -> None:
     runs += [("pytorch", 100, v) for v in ("paper", "released")]
     for backend, replicas, variant in runs:
         for max_inner, tol in SETTINGS:
-            number = 2000 if backend == "numpy" else 200
+            number = args.number if backend == "numpy" else max(1, args.number // 10)
             us = time_update(backend, replicas, variant, max_inner, tol, number)
             print(
                 f"{backend:8} {replicas:>4} {variant:9} {max_inner:>5} {tol:>5} "

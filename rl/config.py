@@ -2,11 +2,14 @@
 
 Values are merged in this order, later ones winning:
 
-* run settings: `TrainConfig` defaults <- config file <- command-line flags;
-* agent hyperparameters: the agent config's defaults <- the agent's
-  ``preset(problem_name)`` <- the file's ``agent_params`` <- ``--set key=value``;
-* environment options: the agent module's ``problem_options(problem_name)``
-  (if it defines one) <- the file's ``env_options`` <- ``--env-option``.
+* run settings: `TrainConfig` defaults <- ``--preset`` (environment, agent,
+  reading) <- config file <- command-line flags;
+* agent hyperparameters: the agent config's defaults <- the reading's
+  overrides for the problem (`rl.presets.READINGS`) <- the problem's own
+  discount (exact-model problems: ``gamma``) <- the file's ``agent_params``
+  <- ``--set key=value``;
+* environment options: the reading's problem options (`rl.presets`) <- the
+  file's ``env_options`` <- ``--env-option``.
 
 Every mapping is checked against the fields of the frozen dataclass it is
 meant for: unknown keys, wrong types and impossible values raise `ConfigError`
@@ -25,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rl.validation import MAX_REPLICAS, check_int
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on Python 3.10 only
@@ -42,11 +47,13 @@ class TrainConfig:
     env: str
     """Problem name (cartpole, pendulum, highway, inventory, lowrank) or a full Gymnasium id."""
     agent: str
-    """Agent name from `rl.agents.registry.AGENTS` (teql, teql-released, tlr, ..., random)."""
+    """Agent name from `rl.agents.registry.AGENTS` (teql, tlr, ..., random) or an alias
+    (``teql-released`` = teql with reading released); stored as the agent's name."""
     out: str
-    """Run directory: metrics.csv, config.json, checkpoint.pkl and learning_curve.png go here."""
+    """Run directory: metrics.csv, config.json, checkpoint.npz and learning_curve.png go here."""
     seeds: int = 1
-    """Number of replicas B trained in lockstep; replica i uses seed ``seed + i``."""
+    """Number of replicas B trained in lockstep (1 to `rl.validation.MAX_REPLICAS`);
+    replica i uses seed ``seed + i``."""
     seed: int = 0
     """First integer seed (>= 0)."""
     episodes: int = 1000
@@ -61,26 +68,51 @@ class TrainConfig:
     env_options: dict = field(default_factory=dict)
     """Keyword options of `rl.problems.make_problem` (index_rule, state_bins, action_bins, ...)."""
     agent_params: dict = field(default_factory=dict)
-    """Overrides of the agent's config fields, applied on top of the agent's preset."""
+    """Overrides of the agent's config fields, applied on top of the reading's settings."""
+    reading: str | None = None
+    """Which settings the agent starts from (`rl.presets.READINGS`): ``paper`` (the
+    paper's text and tables; the default) or ``released`` (the authors' released code);
+    an alias such as ``teql-released`` implies its reading."""
 
     def __post_init__(self) -> None:
         for name in ("env", "agent", "out"):
             if not getattr(self, name):
                 raise ConfigError(f"The '{name}' parameter must be a non-empty string.")
-        minimum = {
-            "seeds": 1,
-            "seed": 0,
-            "episodes": 1,
-            "eval_every": 0,
-            "eval_episodes": 1,
-            "checkpoint_every": 1,
+        self._resolve_reading()
+        bounds = {
+            "seeds": (1, MAX_REPLICAS),
+            "seed": (0, None),
+            "episodes": (1, None),
+            "eval_every": (0, None),
+            "eval_episodes": (1, None),
+            "checkpoint_every": (1, None),
         }
-        for name, low in minimum.items():
-            value = getattr(self, name)
-            if value < low:
-                raise ConfigError(
-                    f"The '{name}' parameter must be an int >= {low}. Got {value!r} instead."
-                )
+        for name, (low, high) in bounds.items():
+            try:
+                check_int(name, getattr(self, name), low, high)
+            except ValueError as error:
+                raise ConfigError(str(error)) from None
+
+    def _resolve_reading(self) -> None:
+        """Replace an alias by (agent, reading) and check that the agent has the reading."""
+        from rl import presets
+        from rl.agents.registry import AGENTS, canonical
+
+        agent, implied = canonical(self.agent)
+        reading = self.reading
+        if implied is not None and reading not in (None, implied):
+            raise ConfigError(
+                f"The 'reading' parameter {reading!r} conflicts with agent {self.agent!r}, "
+                f"which means reading {implied!r}."
+            )
+        reading = reading or implied or "paper"
+        if agent in AGENTS:  # an unknown agent is reported when it is looked up
+            try:
+                presets.reading(agent, reading)
+            except ValueError as error:
+                raise ConfigError(str(error)) from None
+        object.__setattr__(self, "agent", agent)
+        object.__setattr__(self, "reading", reading)
 
 
 def _type_name(hint: Any) -> str:
@@ -245,64 +277,121 @@ def parse_assignment(text: str) -> tuple[str, Any]:
     return key, value
 
 
-def _agent_module(agent: str) -> types.ModuleType:
-    from rl.agents.registry import agent_module
-
-    try:
-        return agent_module(agent)
-    except ValueError as error:
-        raise ConfigError(f"The 'agent' parameter is invalid: {error}") from None
-    except ImportError as error:
-        raise ConfigError(f"Agent {agent!r} is not available here: {error}") from None
-
-
-def agent_parts(agent: str) -> tuple[type, type, Any]:
-    """Return (agent class, config class, preset function) of a registered agent.
+def agent_spec(agent: str) -> Any:
+    """Return the `rl.presets.AgentSpec` of a registered agent (or alias).
 
     Raises
     ------
     ConfigError
         If the name is unknown or the agent's module cannot be imported.
     """
-    from rl.agents.registry import AGENTS
+    from rl.agents.registry import agent_spec as lookup
 
-    module = _agent_module(agent)
-    entry = AGENTS[agent]
+    try:
+        return lookup(agent)
+    except ValueError as error:
+        raise ConfigError(f"The 'agent' parameter is invalid: {error}") from None
+    except ImportError as error:
+        raise ConfigError(f"Agent {agent!r} is not available here: {error}") from None
+
+
+def resolve_agent(config: TrainConfig) -> Any:
+    """Resolve, once per run, the agent's classes and its reading on ``config.env``.
+
+    Returns
+    -------
+    rl.presets.ResolvedAgent
+        Agent class, config class, the reading's config overrides and problem options.
+    """
+    spec = agent_spec(config.agent)
+    try:
+        return spec.resolve(config.reading, problem_name(config.env))
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+
+
+def agent_parts(agent: str) -> tuple[type, type, Any]:
+    """Return (agent class, config class, paper-reading overrides function) of an agent.
+
+    Raises
+    ------
+    ConfigError
+        If the name is unknown or the agent's module cannot be imported.
+    """
+    spec = agent_spec(agent)
+    reading = TrainConfig(env="-", agent=agent, out="-").reading
     return (
-        getattr(module, entry.agent),
-        getattr(module, entry.config),
-        getattr(module, entry.preset),
+        spec.agent_class,
+        spec.config_class,
+        lambda problem: spec.readings[reading].agent_params(problem),
     )
 
 
 def problem_name(env: str) -> str:
     """Return the short problem name of ``env`` (``rl/ContinuousCartPole-v0`` -> ``cartpole``).
 
-    Presets and ``problem_options`` hooks are keyed by short names; an id that
-    has none is returned unchanged.
+    Readings are keyed by short names; an id that has none is returned unchanged.
     """
-    from rl.problems import PROBLEMS
+    from rl.problems import ENVIRONMENTS
 
-    return next((name for name, env_id in PROBLEMS.items() if env_id == env), env)
-
-
-def agent_config(config: TrainConfig) -> Any:
-    """Build the effective agent config: defaults <- preset(env) <- ``config.agent_params``."""
-    _, config_class, preset = agent_parts(config.agent)
-    values = {**preset(problem_name(config.env)), **config.agent_params}
-    return build_dataclass(config_class, values, f"agent {config.agent!r}")
+    return next((name for name, entry in ENVIRONMENTS.items() if entry.env_id == env), env)
 
 
-def effective_env_options(config: TrainConfig) -> dict[str, Any]:
-    """Merge the agent module's ``problem_options(env)`` hook below ``config.env_options``.
+def agent_config(config: TrainConfig, discount: float | None = None, resolved: Any = None) -> Any:
+    """Build the effective agent config.
+
+    Agent defaults <- the reading's overrides for the problem <- ``{"gamma":
+    discount}`` (the problem's own discount, if it defines one) <-
+    ``config.agent_params`` (the config file's, then ``--set``).
+
+    Parameters
+    ----------
+    config : TrainConfig
+    discount : float, optional
+        The problem's discount (`rl.problems.Problem.discount`); applied when
+        the agent's config has a ``gamma`` field.
+    resolved : rl.presets.ResolvedAgent, optional
+        The result of `resolve_agent`, if already computed.
+    """
+    resolved = resolved or resolve_agent(config)
+    values = dict(resolved.agent_params)
+    fields = {f.name for f in dataclasses.fields(resolved.config_class)}
+    if discount is not None and "gamma" in fields:
+        values["gamma"] = float(discount)
+    values.update(config.agent_params)
+    return build_dataclass(resolved.config_class, values, f"agent {config.agent!r}")
+
+
+def effective_env_options(config: TrainConfig, resolved: Any = None) -> dict[str, Any]:
+    """Merge the reading's problem options below ``config.env_options``.
 
     An agent that needs a particular discretization (LoRa-VI's coarse state
-    grid, for example) defines ``problem_options(problem_name) -> dict`` in its
-    module; the user's ``env_options`` still win.
+    grid, for example) gets it from its reading (`rl.presets.READINGS`); the
+    user's ``env_options`` still win.
     """
-    hook = getattr(_agent_module(config.agent), "problem_options", None)
-    defaults = dict(hook(problem_name(config.env))) if hook is not None else {}
-    return {**defaults, **config.env_options}
+    resolved = resolved or resolve_agent(config)
+    return {**resolved.env_options, **config.env_options}
+
+
+def preset_config(name: str, **fields: Any) -> TrainConfig:
+    """Return the `TrainConfig` of preset ``name`` with ``fields`` overriding it key by key.
+
+    ``preset_config("cartpole-teql-released", out="runs/x", seeds=8)`` is
+    ``--preset cartpole-teql-released --out runs/x --seeds 8``.
+
+    Raises
+    ------
+    ConfigError
+        For an unknown preset or an invalid field.
+    """
+    from rl import presets
+
+    try:
+        chosen = presets.preset(name)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+    values = {"env": chosen.env, "agent": chosen.agent, "reading": chosen.reading, **fields}
+    return build_dataclass(TrainConfig, values, "the training config")
 
 
 def to_jsonable(value: Any) -> Any:

@@ -16,6 +16,12 @@ Under both rules out-of-range inputs are clipped to the first or last bin and
 ``index(value(i)) == i``. `DiscreteGrid` is the identity map for spaces that
 are already discrete. `PRESETS` holds the paper's grids.
 
+`UniformGrid.index` and `UniformGrid.value` run as two small compiled kernels
+(`uniform_index`, `uniform_value`): the runner encodes observations and
+decodes actions at every step, and at B = 1 a chain of NumPy calls would cost
+more than the arithmetic. They compute exactly the NumPy formulas above
+(``tests/rl/test_discretize.py`` keeps those as the reference).
+
 References
 ----------
 .. [1] S. Rozada, S. Paternain, A. G. Marques, "Tensor and matrix low-rank
@@ -26,13 +32,74 @@ References
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 from numpy.typing import ArrayLike, NDArray
 
 RULES = ("centre", "endpoint")
+
+
+@njit(cache=True)
+def uniform_index(
+    x: NDArray[np.float64],
+    low: NDArray[np.float64],
+    scale: NDArray[np.float64],
+    last: NDArray[np.int64],
+    centre: bool,
+) -> NDArray[np.int64]:
+    """Return the bin indices of the rows of ``x`` (N, D): ``(x - low) scale`` floored or rounded.
+
+    ``centre`` selects ``floor`` (the centre rule) or round-half-to-even
+    (``numpy.rint``, the endpoint rule); NaN maps to bin 0 and +-inf to the
+    last or first bin, as ``clip(nan_to_num(raw), 0, last)`` does.
+    """
+    n_rows, n_dims = x.shape
+    out = np.empty((n_rows, n_dims), dtype=np.int64)
+    for i in range(n_rows):
+        for j in range(n_dims):
+            scaled = (x[i, j] - low[j]) * scale[j]
+            raw = np.floor(scaled) if centre else np.rint(scaled)
+            if math.isnan(raw) or raw <= 0.0:
+                out[i, j] = 0
+            elif raw >= last[j]:
+                out[i, j] = last[j]
+            else:
+                out[i, j] = int(raw)
+    return out
+
+
+@njit(cache=True)
+def uniform_value(
+    index: NDArray[np.int64],
+    low: NDArray[np.float64],
+    high: NDArray[np.float64],
+    width: NDArray[np.float64],
+    last: NDArray[np.int64],
+    centre: bool,
+) -> tuple[NDArray[np.float64], bool]:
+    """Return the points of the index rows (N, D) and whether all indices were in range.
+
+    Centre rule: ``low + (i + 1/2) width``. Endpoint rule: ``min(low + i width,
+    high)``, or the middle of the interval when the dimension has one bin.
+    """
+    n_rows, n_dims = index.shape
+    out = np.empty((n_rows, n_dims))
+    for i in range(n_rows):
+        for j in range(n_dims):
+            k = index[i, j]
+            if k < 0 or k > last[j]:
+                return out, False
+            if centre:
+                out[i, j] = low[j] + (k + 0.5) * width[j]
+            elif last[j] == 0:
+                out[i, j] = 0.5 * (low[j] + high[j])
+            else:
+                out[i, j] = min(low[j] + k * width[j], high[j])
+    return out, True
 
 
 class UniformGrid:
@@ -91,6 +158,7 @@ class UniformGrid:
         self.rule = rule
         self.dims: tuple[int, ...] = tuple(int(b) for b in self.bins)
         self._last = self.bins - 1
+        self._centre = rule == "centre"
         if rule == "centre":
             self._scale = self.bins / (high_arr - low_arr)
             self._width = (high_arr - low_arr) / self.bins
@@ -124,9 +192,9 @@ class UniformGrid:
         """
         x = np.asarray(x, dtype=np.float64)
         self._check(x, "x")
-        scaled = (x - self.low) * self._scale
-        raw = np.floor(scaled) if self.rule == "centre" else np.rint(scaled)
-        return np.clip(np.nan_to_num(raw), 0, self._last).astype(np.int64)
+        rows = x.reshape(-1, self.ndim)
+        out = uniform_index(rows, self.low, self._scale, self._last, self._centre)
+        return out.reshape(x.shape)
 
     def value(self, index: ArrayLike) -> NDArray[np.float64]:
         """Map bin indices to representative points (bin centres or grid points).
@@ -141,17 +209,15 @@ class UniformGrid:
         """
         index = np.asarray(index)
         self._check(index, "index")
-        if (
-            not np.issubdtype(index.dtype, np.integer)
-            or np.any(index < 0)
-            or np.any(index > self._last)
-        ):
+        valid = np.issubdtype(index.dtype, np.integer)
+        if valid:
+            rows = index.reshape(-1, self.ndim).astype(np.int64, copy=False)
+            values, valid = uniform_value(
+                rows, self.low, self.high, self._width, self._last, self._centre
+            )
+        if not valid:
             raise ValueError(f"The 'index' parameter must be ints in [0, bins). Got {index!r}.")
-        if self.rule == "centre":
-            return self.low + (index + 0.5) * self._width
-        single = self._last == 0
-        points = np.minimum(self.low + index * self._width, self.high)  # no ulp past high
-        return np.where(single, 0.5 * (self.low + self.high), points)
+        return values.reshape(index.shape)  # the endpoint rule never goes an ulp past high
 
     def __repr__(self) -> str:
         return (

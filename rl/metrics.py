@@ -78,10 +78,12 @@ class MetricsWriter:
         return self._handle.tell()
 
     def close(self) -> None:
-        """Flush and close the file."""
+        """Flush and close the file (closed even if the flush fails, for example on a full disk)."""
         if not self._handle.closed:
-            self.flush()
-            self._handle.close()
+            try:
+                self.flush()
+            finally:
+                self._handle.close()
 
 
 def read_metrics(path: str | os.PathLike) -> dict[str, NDArray]:

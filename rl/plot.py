@@ -124,8 +124,8 @@ def plot_runs(
     return out
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``python -m rl.plot``; return the exit code."""
+def build_parser() -> argparse.ArgumentParser:
+    """Return the argument parser of ``python -m rl.plot``."""
     parser = argparse.ArgumentParser(
         prog="python -m rl.plot", description="Plot learning curves of training runs."
     )
@@ -134,6 +134,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--smooth", type=int, help="moving-average window in points")
     parser.add_argument("--band", type=float, default=1.0, help="band half-width in std")
     parser.add_argument("--label", action="append", help="legend entry per run (repeatable)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``python -m rl.plot``; return the exit code."""
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.label and len(args.label) != len(args.run_dirs):
         parser.error("give one --label per RUN_DIR")

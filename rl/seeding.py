@@ -15,6 +15,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from rl.validation import check_int
+
 
 class AgentRandom(NamedTuple):
     """The two random streams an agent replica owns.
@@ -69,11 +71,10 @@ def replica_streams(seed: int) -> ReplicaStreams:
     ReplicaStreams
         Independent children of ``numpy.random.SeedSequence(seed)``.
     """
-    if not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"The 'seed' parameter must be an int >= 0. Got {seed!r} instead.")
-    env, init, explore, evaluation = np.random.SeedSequence(int(seed)).spawn(4)
+    seed = check_int("seed", seed, 0)
+    env, init, explore, evaluation = np.random.SeedSequence(seed).spawn(4)
     return ReplicaStreams(
-        seed=int(seed),
+        seed=seed,
         env_seed=_child_int(env),
         agent=AgentRandom(np.random.default_rng(init), np.random.default_rng(explore)),
         eval_seed=_child_int(evaluation),

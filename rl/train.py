@@ -5,11 +5,12 @@ Example::
     python -m rl.train --env cartpole --agent teql --seeds 8 --episodes 2000 --out runs/teql
 
 writes ``metrics.csv`` (one row per seed and episode), ``config.json`` (rerun
-with ``--config runs/teql/config.json``), ``checkpoint.pkl`` and
+with ``--config runs/teql/config.json``), ``checkpoint.npz`` and
 ``learning_curve.png`` into ``--out``, and prints a summary table. Ctrl-C
 finishes the current episode, writes a checkpoint and exits with code 130;
 ``--resume runs/teql`` continues. Bad configuration exits with code 2 and a
-message naming the key. See ``docs/training.md``.
+message naming the key, as does a refused checkpoint or a run directory that another
+run is using or that cannot be written. See ``docs/training.md``.
 """
 
 from __future__ import annotations
@@ -22,12 +23,24 @@ from typing import Any
 
 import numpy as np
 
+from rl.checkpoint import CheckpointError
 from rl.config import ConfigError, TrainConfig, build_dataclass, load_config_file, parse_assignment
-from rl.runner import CONFIG_FILE, FIGURE_FILE, METRICS_FILE, EpisodeLog, RunResult, build, run
+from rl.rundir import RunDirError
+from rl.runner import (
+    CHECKPOINT_FILE,
+    CONFIG_FILE,
+    FIGURE_FILE,
+    METRICS_FILE,
+    EpisodeLog,
+    RunResult,
+    build,
+    run,
+)
 
 _FLAGS = {  # command-line flag (argparse dest) -> TrainConfig field
     "env": "env",
     "agent": "agent",
+    "reading": "reading",
     "out": "out",
     "seeds": "seeds",
     "seed": "seed",
@@ -38,7 +51,7 @@ _FLAGS = {  # command-line flag (argparse dest) -> TrainConfig field
 }
 
 
-def make_parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser of ``python -m rl.train``."""
     parser = argparse.ArgumentParser(
         prog="python -m rl.train",
@@ -50,7 +63,20 @@ def make_parser() -> argparse.ArgumentParser:
         "Gymnasium id such as rl/ContinuousCartPole-v0",
     )
     parser.add_argument(
-        "--agent", help="teql, teql-released, tlr, lora-vi, tabular, dqn, sac, random"
+        "--agent", help="teql, tlr, lora-vi, tabular, dqn, sac, random (teql-released: an alias)"
+    )
+    parser.add_argument(
+        "--reading",
+        help="paper (default) or released: which settings the agent starts from (rl.presets)",
+    )
+    parser.add_argument(
+        "--preset",
+        metavar="NAME",
+        help="environment, agent and reading together, e.g. cartpole-teql-released; "
+        "other flags and the config file override it",
+    )
+    parser.add_argument(
+        "--list-presets", action="store_true", help="list the presets, one a line, and exit"
     )
     parser.add_argument("--seeds", type=int, help="number of replicas B (default 1)")
     parser.add_argument("--seed", type=int, help="first seed; replica i uses seed + i (default 0)")
@@ -90,7 +116,7 @@ def make_parser() -> argparse.ArgumentParser:
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
-    """Merge `TrainConfig` defaults <- ``--config`` file (or the resumed run's) <- flags.
+    """Merge `TrainConfig` defaults <- ``--preset`` <- config file (or the resumed run's) <- flags.
 
     Raises
     ------
@@ -99,12 +125,21 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     """
     values: dict[str, Any] = {}
     if args.resume:
-        if args.config:
-            raise ConfigError("Use either --resume or --config, not both.")
+        if args.config or args.preset:
+            raise ConfigError("Use either --resume or --config/--preset, not both.")
         values = load_config_file(Path(args.resume) / CONFIG_FILE)
         values["out"] = args.resume
-    elif args.config:
-        values = load_config_file(args.config)
+    else:
+        if args.preset:
+            from rl import presets
+
+            try:
+                chosen = presets.preset(args.preset)
+            except ValueError as error:
+                raise ConfigError(str(error)) from None
+            values = {"env": chosen.env, "agent": chosen.agent, "reading": chosen.reading}
+        if args.config:
+            values.update(load_config_file(args.config))
     for dest, field in _FLAGS.items():
         if getattr(args, dest) is not None:
             values[field] = getattr(args, dest)
@@ -123,18 +158,21 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
 
 
 def _progress_bar(config: TrainConfig, enabled: bool) -> Any:
+    """Return (close, update); the bar appears with the first episode, so a refusal is one line."""
     from tqdm import tqdm
 
-    bar = tqdm(
-        total=config.episodes,
-        unit="ep",
-        disable=not enabled,
-        dynamic_ncols=True,
-        desc=f"{config.agent} on {config.env}",
-    )
-    state = {"greedy": float("nan")}
+    state: dict[str, Any] = {"greedy": float("nan"), "bar": None}
 
     def update(log: EpisodeLog) -> None:
+        if state["bar"] is None:
+            state["bar"] = tqdm(
+                total=config.episodes,
+                unit="ep",
+                disable=not enabled,
+                dynamic_ncols=True,
+                desc=f"{config.agent} on {config.env}",
+            )
+        bar = state["bar"]
         if not np.all(np.isnan(log.greedy_returns)):
             state["greedy"] = float(np.nanmean(log.greedy_returns))
         bar.update(log.episode - bar.n)
@@ -142,7 +180,11 @@ def _progress_bar(config: TrainConfig, enabled: bool) -> Any:
             ret=f"{log.returns.mean():.2f}", greedy=f"{state['greedy']:.2f}", refresh=False
         )
 
-    return bar, update
+    def close() -> None:
+        if state["bar"] is not None:
+            state["bar"].close()
+
+    return close, update
 
 
 def _format_summary(result: RunResult, config: TrainConfig) -> str:
@@ -184,9 +226,22 @@ def _plot(run_dir: Path) -> None:
     plot_runs([run_dir], run_dir / FIGURE_FILE)
 
 
+make_parser = build_parser  # the former name
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command; return the exit code (0 done, 2 bad config, 130 interrupted)."""
-    args = make_parser().parse_args(argv)
+    """Run the command; return the exit code.
+
+    0 done; 1 a failure during training (a non-finite reward, a failed write);
+    2 bad configuration, a refused checkpoint, or a run directory in use or not
+    writable; 130 interrupted.
+    """
+    args = build_parser().parse_args(argv)
+    if args.list_presets:
+        from rl import presets
+
+        print("\n".join(presets.describe(entry) for entry in presets.presets().values()))
+        return 0
     try:
         config = config_from_args(args)
         runner, effective = build(config)
@@ -196,7 +251,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\nInterrupted before training started; nothing written.", file=sys.stderr)
         return 130
-    bar, update = _progress_bar(config, not args.no_progress)
+    close_bar, update = _progress_bar(config, not args.no_progress)
     try:
         result = run(
             runner,
@@ -207,10 +262,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             progress=update,
             handle_signals=True,
         )
-    except (ConfigError, FileNotFoundError) as error:
+    except (ConfigError, CheckpointError, RunDirError, FileNotFoundError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    except ValueError as error:  # a non-finite reward, a damaged metrics file
+    except (ValueError, OSError) as error:  # a non-finite reward, a damaged metrics file, disk full
         print(f"error: {error}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
@@ -221,7 +276,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 130
     finally:
-        bar.close()
+        close_bar()
         runner.close()
     if not args.no_plot:
         _plot(result.run_dir)
@@ -234,7 +289,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     print(_format_summary(result, config))
     print(
-        f"Wrote {result.run_dir}/{{{METRICS_FILE}, {CONFIG_FILE}, {FIGURE_FILE}, checkpoint.pkl}}"
+        f"Wrote {result.run_dir}/"
+        f"{{{METRICS_FILE}, {CONFIG_FILE}, {FIGURE_FILE}, {CHECKPOINT_FILE}}}"
     )
     return 0
 

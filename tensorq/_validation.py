@@ -1,8 +1,14 @@
 """Parameter checks with uniform, scikit-learn style error messages.
 
-Every check raises :class:`ValueError` whose message names the parameter, for
-example "The 'rank' parameter must be an int >= 1. Got 0 instead.". The checks
-work on NumPy copies of the inputs, so they run before any factor is touched.
+Every check takes the parameter's name first, then the value, and raises
+:class:`ValueError` whose message names the parameter, for example "The 'rank'
+parameter must be an int >= 1. Got 0 instead.". The checks work on NumPy
+copies of the inputs, so they run before any factor is touched.
+
+`rl.validation` holds the same checks, with the same argument order and
+wording, for the rest of the project; `tensorq` keeps this copy because it
+must not import `rl`. Values are checked once, where they enter (`OnlineCP`,
+`StepSchedule`, `FactorBound`); the per-step update checks only its targets.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ def _fail(name: str, requirement: str, got: Any) -> ValueError:
     return ValueError(f"The {name!r} parameter must be {requirement}. Got {got!r} instead.")
 
 
-def check_int(value: Any, name: str, minimum: int) -> int:
+def check_int(name: str, value: Any, minimum: int) -> int:
     """Return ``value`` as an int, checking ``value >= minimum``."""
     if type(value) is not int and (
         isinstance(value, bool) or not isinstance(value, numbers.Integral)
@@ -28,7 +34,7 @@ def check_int(value: Any, name: str, minimum: int) -> int:
     return int(value)
 
 
-def check_float(value: Any, name: str, *, positive: bool = False) -> float:
+def check_float(name: str, value: Any, *, positive: bool = False) -> float:
     """Return ``value`` as a finite float, ``> 0`` if ``positive`` else ``>= 0``."""
     requirement = "a finite float > 0" if positive else "a finite float >= 0"
     if type(value) is not float and (
@@ -50,7 +56,7 @@ def as_numpy(value: Any) -> np.ndarray:
     return np.asarray(value)
 
 
-def check_index(index: Any, name: str, dims: np.ndarray, replicas: int) -> np.ndarray:
+def check_index(name: str, index: Any, dims: np.ndarray, replicas: int) -> np.ndarray:
     """Check an integer index array of shape ``(replicas, len(dims))``.
 
     Parameters
@@ -83,7 +89,7 @@ def check_index(index: Any, name: str, dims: np.ndarray, replicas: int) -> np.nd
 
 
 def check_vector(
-    value: Any, name: str, replicas: int, *, minimum: float | None = None, strict: bool = False
+    name: str, value: Any, replicas: int, *, minimum: float | None = None, strict: bool = False
 ) -> np.ndarray | float:
     """Check a finite float per replica, given as a scalar or an array ``(replicas,)``.
 
@@ -131,13 +137,12 @@ def check_vector(
     return arr
 
 
-def check_mask(mask: Any, replicas: int) -> np.ndarray:
-    """Check a boolean mask of shape ``(replicas,)``."""
-    arr = as_numpy(mask)
-    if arr.dtype != np.bool_ or arr.shape != (replicas,):
-        raise _fail(
-            "mask",
-            f"a bool array of shape ({replicas},)",
-            f"{arr.dtype} array of shape {arr.shape}",
-        )
-    return arr
+def as_vector(value: Any, replicas: int) -> np.ndarray | float:
+    """Return a per-replica value as a float (a Python scalar broadcasts) or a float64 array.
+
+    A conversion, not a check: for values already checked where they entered.
+    """
+    if isinstance(value, (float, int)) and not isinstance(value, bool):
+        return float(value)
+    arr = as_numpy(value).astype(np.float64, copy=False)
+    return np.full(replicas, arr) if arr.ndim == 0 else arr

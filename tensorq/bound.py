@@ -43,7 +43,7 @@ class FactorBound:
     f_max: float
 
     def __post_init__(self) -> None:
-        check_float(self.f_max, "f_max", positive=True)
+        check_float("f_max", self.f_max, positive=True)
 
     @classmethod
     def from_value_bound(cls, v_max: float, rank: int, order: int) -> FactorBound:
@@ -68,9 +68,9 @@ class FactorBound:
         ----------
         Assumption 2; Proposition 2 (F_max).
         """
-        v_max = check_float(v_max, "v_max", positive=True)
-        rank = check_int(rank, "rank", 1)
-        order = check_int(order, "order", 1)
+        v_max = check_float("v_max", v_max, positive=True)
+        rank = check_int("rank", rank, 1)
+        order = check_int("order", order, 1)
         return cls((v_max / rank) ** (1.0 / order))
 
     def value_bound(self, rank: int, order: int) -> float:
@@ -87,7 +87,7 @@ class FactorBound:
         -------
         float
         """
-        return check_int(rank, "rank", 1) * self.f_max ** check_int(order, "order", 1)
+        return check_int("rank", rank, 1) * self.f_max ** check_int("order", order, 1)
 
     def clip(self, array: Any) -> Any:
         """Return ``array`` clipped elementwise to [-f_max, f_max].

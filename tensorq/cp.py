@@ -75,10 +75,10 @@ class OnlineCP:
                 "The 'factors' parameter must hold arrays with the same replicas B and rank R. "
                 f"Got shapes {shapes} instead."
             )
-        check_int(replicas, "replicas", 1)
-        check_int(rank, "rank", 1)
+        check_int("replicas", replicas, 1)
+        check_int("rank", rank, 1)
         for d in (s[1] for s in shapes):
-            check_int(d, "shape", 1)
+            check_int("shape", d, 1)
         self.factors = list(factors)
         self._ops: ArrayOps = ops_for_backend(names.pop())
         self._dims = np.array([s[1] for s in shapes])
@@ -119,10 +119,10 @@ class OnlineCP:
                 "The 'shape' parameter must be a non-empty sequence of ints. "
                 f"Got {shape!r} instead."
             )
-        dims = [check_int(d, "shape", 1) for d in shape]
-        rank = check_int(rank, "rank", 1)
-        replicas = check_int(replicas, "replicas", 1)
-        scale = check_float(scale, "scale", positive=True)
+        dims = [check_int("shape", d, 1) for d in shape]
+        rank = check_int("rank", rank, 1)
+        replicas = check_int("replicas", replicas, 1)
+        scale = check_float("scale", scale, positive=True)
         rng = np.random.default_rng(rng)
         ops = current_ops()
         factors = [
@@ -149,7 +149,7 @@ class OnlineCP:
         OnlineCP
             In the backend of ``cp``'s factors.
         """
-        replicas = check_int(replicas, "replicas", 1)
+        replicas = check_int("replicas", replicas, 1)
         weights, factors = cp
         if any(len(f.shape) != 2 for f in factors):
             shapes = [tuple(f.shape) for f in factors]
@@ -186,7 +186,7 @@ class OnlineCP:
         return self._ops.name
 
     def _backend_index(self, index: Any, name: str, modes: int) -> Array:
-        idx = check_index(index, name, self._dims[:modes], self.replicas)
+        idx = check_index(name, index, self._dims[:modes], self.replicas)
         if self._ops.name == "numpy":
             return idx
         return self._ops.tensor(idx, dtype=self._ops.int64)
@@ -294,7 +294,7 @@ class OnlineCP:
         ValueError
             If B * prod_n d_n exceeds ``max_size``.
         """
-        max_size = check_int(max_size, "max_size", 1)
+        max_size = check_int("max_size", max_size, 1)
         size = self.replicas * math.prod(self.shape)
         if size > max_size:
             raise ValueError(
@@ -318,7 +318,7 @@ class OnlineCP:
             Weights all ones; factor n is ``self.factors[n][replica]`` (no
             copy), so later updates show through.
         """
-        check_int(replica, "replica", 0)
+        check_int("replica", replica, 0)
         if replica >= self.replicas:
             raise ValueError(
                 f"The 'replica' parameter must be an int in [0, {self.replicas}). "

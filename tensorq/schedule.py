@@ -36,8 +36,8 @@ class StepSchedule:
     kappa: float
 
     def __post_init__(self) -> None:
-        check_float(self.alpha0, "alpha0", positive=True)
-        check_float(self.kappa, "kappa")
+        check_float("alpha0", self.alpha0, positive=True)
+        check_float("kappa", self.kappa)
 
     def __call__(self, t: ArrayLike) -> float | NDArray[np.float64]:
         """Return alpha_t for a time step or an array of time steps.

@@ -13,6 +13,11 @@ writes the rows back. Two variants:
     The authors' released code: up to I_max sweeps, each moving every row at
     once from the same pre-sweep rows (Jacobi) along g / ||g||, with the
     regularizer entering as lambda / (N + epsilon). See ``docs/tensorq.md``.
+``"stable"``
+    Algorithm 1's Gauss-Seidel loop over modes on the loss of eq.
+    (loss_function), each row step a normalized-LMS step that is a descent step
+    on that loss for any step size in (0, 2); see :func:`stable_sweep` and
+    ``docs/agents.md`` ("The stable reading").
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from tensorq._backend import ArrayOps
-from tensorq._validation import check_float, check_int, check_mask, check_vector
+from tensorq._validation import as_numpy, as_vector, check_vector
 from tensorq.bound import FactorBound
 from tensorq.cp import OnlineCP
 from tensorq.loss import cp_entry, frequency_weight
@@ -31,7 +36,8 @@ from tensorq.loss import cp_entry, frequency_weight
 Array = Any
 Clip = Callable[[Array], Array] | None
 
-VARIANTS = ("paper", "released")
+VARIANTS = ("paper", "released", "stable")
+SWEEPS = ("jacobi", "gauss-seidel")
 
 
 class UpdateResult(NamedTuple):
@@ -226,6 +232,97 @@ def released_sweep(
     return rows, _count(uniform_steps, masked_steps, before, ops)
 
 
+def stable_sweep(
+    rows: list[Array],
+    before: Array,
+    target: Array,
+    weight: Array,
+    step_size: Array,
+    tol: float,
+    max_inner: int,
+    clip: Clip,
+    ops: ArrayOps,
+) -> tuple[list[Array], Array]:
+    """Run Algorithm 1's loop over modes with normalized-LMS row steps (the stable variant).
+
+    The loss of eq. (loss_function) at the entry, L(Q) = 1/2 (y - Q)^2 - w Q^2
+    with w = lambda / (N + epsilon), is a convex quadratic in Q whenever
+    2 w < 1, minimized at Q* = y / (1 - 2 w). For n = 1..N in order
+    (Gauss-Seidel), up to ``max_inner`` times::
+
+        g_n = prod_{m != n} F_m(i_m, :)             (eq. (gradient)'s direction)
+        F_n(i_n, :) <- clip(F_n(i_n, :) - eta_t / ||g_n||^2 * dL/dQ * g_n)
+
+    with dL/dQ = (1 - 2 w) Q - y. Without clipping the entry moves to
+    Q - eta_t dL/dQ, so Q - Q* shrinks by the factor 1 - eta_t (1 - 2 w): the
+    loss decreases for every eta_t in (0, 2 / (1 - 2 w)), which contains (0, 2).
+    With clipping the step is a projected gradient step of step size
+    eta_t / ||g_n||^2 on a function whose gradient is (1 - 2 w) ||g_n||^2
+    Lipschitz, so it is a descent step for the same eta_t. Rows with
+    ||g_n|| = 0 do not move. The loop of mode n stops once the entry moves by
+    less than ``tol`` in a step.
+
+    Parameters
+    ----------
+    rows, before, target, weight, tol, max_inner, clip, ops
+        As in :func:`paper_sweep`; ``weight`` must satisfy 2 w < 1 for the
+        descent property (the stable TEQL reading passes the post-visit count,
+        N >= 1, and lambda < 1/2).
+    step_size : array of shape (B,)
+        Dimensionless step eta_t in (0, 2): the fraction of the distance to
+        Q* closed by one row step.
+
+    Returns
+    -------
+    new_rows : list of N arrays of shape (B, R)
+    iterations : int array of shape (B,)
+        Steps taken, summed over modes.
+
+    References
+    ----------
+    Algorithm 1; eq. (loss_function); eq. (gradient) (the direction g_n);
+    Assumption 2 (``clip``); Proposition 2 (with the normalized step the
+    proof's ||g_n||^2 <= R F_max^(2(N-1)) is replaced by 1).
+    """
+    suffix = _suffix_products(rows)
+    prefix = None
+    new_rows = list(rows)
+    # eta * dL/dQ = eta * ((1 - 2 w) Q - y), an affine map of Q.
+    slope = step_size * (1.0 - 2.0 * weight)
+    offset = step_size * target
+    entry = before
+    uniform_steps = 0
+    masked_steps = 0
+    for n in range(len(rows)):
+        direction = _times(prefix, suffix[n], rows[n])
+        squares = ops.rowdot(direction, direction)
+        inverse = ops.where(squares > 0, 1.0 / ops.where(squares > 0, squares, 1.0), 0.0)
+        row = rows[n]
+        entry_prev = before
+        active = None
+        for i in range(max_inner):
+            stepped = row - ((slope * entry - offset) * inverse)[:, None] * direction
+            if clip is not None:
+                stepped = clip(stepped)
+            stepped_entry = ops.rowdot(stepped, direction)
+            if active is None:
+                row, entry = stepped, stepped_entry
+                uniform_steps += 1
+            else:
+                row = ops.where(active[:, None], stepped, row)
+                entry = ops.where(active, stepped_entry, entry)
+                masked_steps = masked_steps + active
+            if i + 1 == max_inner or tol == 0.0:
+                continue
+            active = _still_moving(entry - entry_prev, tol, active, ops)
+            if active is False:
+                break
+            entry_prev = entry
+        new_rows[n] = row
+        prefix = row if prefix is None else prefix * row
+    return new_rows, _count(uniform_steps, masked_steps, before, ops)
+
+
 def _still_moving(
     change: Array, tol: float, active: Array | None, ops: ArrayOps
 ) -> Array | None | bool:
@@ -274,8 +371,16 @@ def bcd_update(
     entry moves by less than ``tol`` in a step, where, as Algorithm 1 is
     written, the first comparison of every mode is against the entry before
     the whole update. ``variant="released"``: see :func:`released_sweep`.
+    ``variant="stable"``: the same loop with normalized-LMS row steps, a
+    descent step on the loss for ``step_size`` in (0, 2) when
+    2 lambda / (visits + eps) < 1; see :func:`stable_sweep`.
 
-    All inputs are checked before any factor is touched.
+    Only the targets are checked here (they must be finite; nothing is
+    touched otherwise): this is the hot path. The settings are checked once
+    where they enter, by `StepSchedule` (the step sizes), `FactorBound` (the
+    bound) and the caller's configuration (``lam``, ``eps``, ``tol``,
+    ``max_inner``, for example `rl.agents.teql.TEQLConfig`); indices, visit
+    counts and the mask must satisfy the shapes and ranges documented below.
 
     Parameters
     ----------
@@ -304,8 +409,9 @@ def bcd_update(
     mask : bool array of shape (B,), optional
         True marks replicas to leave untouched (their ``before == after`` and
         ``iterations == 0``).
-    variant : {"paper", "released"}, default="paper"
-        Algorithm 1 as written, or the authors' released update.
+    variant : {"paper", "released", "stable"}, default="paper"
+        Algorithm 1 as written, the authors' released update, or Algorithm 1
+        with normalized-LMS row steps.
 
     Returns
     -------
@@ -319,14 +425,15 @@ def bcd_update(
     Algorithm 1; eq. (loss_function); eq. (gradient); eq. (factor_update);
     Assumption 2 (``bound``).
     """
-    tol, max_inner, lam, eps = _check_settings(tol, max_inner, lam, eps, bound, variant)
+    sweep = _VARIANT_SWEEPS.get(variant)
+    if sweep is None:
+        raise ValueError(
+            f"The 'variant' parameter must be one of {VARIANTS}. Got {variant!r} instead."
+        )
     replicas, ops = q.replicas, q._ops
-    idx = q._backend_index(index, "index", len(q.factors))
-    target = check_vector(target, "target", replicas)
-    visits = check_vector(visits, "visits", replicas, minimum=0.0)
-    step_size = check_vector(step_size, "step_size", replicas, minimum=0.0, strict=True)
-    keep = None if mask is None else ~check_mask(mask, replicas)
-    sweep = paper_sweep if variant == "paper" else released_sweep
+    target = check_vector("target", target, replicas)
+    idx, keep = _as_index(q, index), _keep(mask)
+    visits, step_size = as_vector(visits, replicas), as_vector(step_size, replicas)
     clip = None if bound is None else (lambda x: ops.clip(x, -bound.f_max, bound.f_max))
 
     def run(rows: list[Array], before: Array, target: Array, visits: Array, step: Array) -> Any:
@@ -337,14 +444,23 @@ def bcd_update(
 
 
 def normalized_step(
-    q: OnlineCP, index: Any, target: Any, *, step_size: float | Any, mask: Any = None
+    q: OnlineCP,
+    index: Any,
+    target: Any,
+    *,
+    step_size: float | Any,
+    mask: Any = None,
+    sweep: str = "jacobi",
 ) -> UpdateResult:
     """Take one normalized-gradient step per replica in place (TLR, Rozada et al.).
 
-    The error ``target - Q`` is computed once; then, for n = 1..N in order,
+    The error ``target - Q`` is computed once; then every touched row moves by
     F_n(i_n, :) += alpha (target - Q) g_n / ||g_n||, with g_n the product of
-    the other modes' current rows (so later modes see the rows already moved);
-    rows with ||g_n|| = 0 do not move. No regularization, no inner loop.
+    the other modes' rows; rows with ||g_n|| = 0 do not move. No
+    regularization, no inner loop. With ``sweep="jacobi"`` (the default, the
+    released TLR code) every g_n is taken from the pre-update rows, so all
+    rows move at once; with ``sweep="gauss-seidel"`` the modes move in order
+    and g_n uses the rows already moved for modes < n.
 
     Parameters
     ----------
@@ -358,6 +474,8 @@ def normalized_step(
         Step size alpha > 0.
     mask : bool array of shape (B,), optional
         True marks replicas to leave untouched.
+    sweep : {"jacobi", "gauss-seidel"}, default="jacobi"
+        Move every row from the pre-update rows (as released), or in mode order.
 
     Returns
     -------
@@ -370,10 +488,12 @@ def normalized_step(
     code of Rozada et al. (2024) that TEQL extends (``docs/tensorq.md``).
     """
     replicas, ops = q.replicas, q._ops
-    idx = q._backend_index(index, "index", len(q.factors))
-    target = check_vector(target, "target", replicas)
-    step_size = check_vector(step_size, "step_size", replicas, minimum=0.0, strict=True)
-    keep = None if mask is None else ~check_mask(mask, replicas)
+    target = check_vector("target", target, replicas)
+    idx, keep = _as_index(q, index), _keep(mask)
+    step_size = as_vector(step_size, replicas)
+    if sweep not in SWEEPS:
+        raise ValueError(f"The 'sweep' parameter must be one of {SWEEPS}. Got {sweep!r} instead.")
+    jacobi = sweep == "jacobi"
 
     def run(rows: list[Array], before: Array, target: Array, step: Array) -> Any:
         scale = step * (target - before)
@@ -384,9 +504,10 @@ def normalized_step(
             direction = _times(prefix, suffix[n], row)
             norm = ops.sqrt(ops.rowdot(direction, direction))
             norm = ops.where(norm > 0, norm, 1.0)  # g = 0 gives a zero step
-            row = row + (scale / norm)[:, None] * direction
-            new_rows.append(row)
-            prefix = row if prefix is None else prefix * row
+            moved = row + (scale / norm)[:, None] * direction
+            new_rows.append(moved)
+            seen = row if jacobi else moved  # the rows g_{n+1}, ... are taken from
+            prefix = seen if prefix is None else prefix * seen
         return new_rows, _count(len(rows), 0, before, ops)
 
     return _update_rows(q, idx, keep, (target, step_size), run)
@@ -438,21 +559,15 @@ def _subset(value: Array | float, keep: Array) -> Array | float:
     return value if isinstance(value, float) else value[keep]
 
 
-def _check_settings(
-    tol: Any, max_inner: Any, lam: Any, eps: Any, bound: Any, variant: Any
-) -> tuple[float, int, float, float]:
-    """Check the scalar settings of :func:`bcd_update`."""
-    if variant not in VARIANTS:
-        raise ValueError(
-            f"The 'variant' parameter must be one of {VARIANTS}. Got {variant!r} instead."
-        )
-    if bound is not None and not isinstance(bound, FactorBound):
-        raise ValueError(
-            f"The 'bound' parameter must be a FactorBound or None. Got {bound!r} instead."
-        )
-    return (
-        check_float(tol, "tol"),
-        check_int(max_inner, "max_inner", 1),
-        check_float(lam, "lam"),
-        check_float(eps, "eps", positive=True),
-    )
+_VARIANT_SWEEPS = {"paper": paper_sweep, "released": released_sweep, "stable": stable_sweep}
+
+
+def _as_index(q: OnlineCP, index: Any) -> Array:
+    """Return the (B, N) index as an int array of the tensor's backend (not range-checked)."""
+    idx = as_numpy(index)
+    return idx if q._ops.name == "numpy" else q._ops.tensor(idx, dtype=q._ops.int64)
+
+
+def _keep(mask: Any) -> np.ndarray | None:
+    """Replicas to update: the complement of ``mask`` (None when every replica updates)."""
+    return None if mask is None else ~as_numpy(mask).astype(bool, copy=False)

@@ -1,7 +1,7 @@
 """Agents: TEQL, TLR, LoRa-VI, tabular Q-learning, DQN and discrete SAC.
 
 Every agent implements `rl.agents.base.Agent` and works on integer index
-vectors of a `rl.problem.Problem`. ``DQN`` and ``DiscreteSAC`` need the
+vectors of a `rl.problems.Problem`. ``DQN`` and ``DiscreteSAC`` need the
 ``torch`` extra and are imported on first access, so that importing this
 package never imports PyTorch.
 """

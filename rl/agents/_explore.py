@@ -106,6 +106,66 @@ def epsilon_greedy(
     return np.where(explored, random_actions, greedy)
 
 
+def epsilon_greedy_continuous(
+    action_values: NDArray[np.float64],
+    epsilon: NDArray[np.float64],
+    active: NDArray[np.bool_],
+    generators: Sequence[np.random.Generator],
+    low: NDArray[np.float64],
+    high: NDArray[np.float64],
+    action_dims: Sequence[int],
+    drawn: NDArray[np.float64],
+    drawn_mask: NDArray[np.bool_],
+) -> NDArray[np.int64]:
+    """Epsilon-greedy whose random actions are continuous draws, as the released code's.
+
+    Like `epsilon_greedy`, but an exploring replica b draws each action
+    component k as ``a = low[k] + (high[k] - low[k]) * u``, ``u ~ U[0, 1)`` from
+    ``generators[b]`` (in place of one ``integers(|A|)`` draw), writes it to
+    ``drawn[b, k]`` and sets ``drawn_mask[b]``; the returned grid index is
+    ``rint((a - low) / (high - low) (d_k - 1))`` (endpoint rounding, so the edge
+    bins are half as wide as the others). Replicas that do not explore get
+    ``drawn_mask[b] = False``.
+
+    Parameters
+    ----------
+    action_values, epsilon, active, generators
+        As in `epsilon_greedy`.
+    low, high : ndarray of float, shape (D_A,)
+        The action interval of each component.
+    action_dims : sequence of int, length D_A
+        Bins of each action component (the joint index is their C-order ravel).
+    drawn : ndarray of float, shape (B, D_A)
+        Receives the drawn actions (in place).
+    drawn_mask : ndarray of bool, shape (B,)
+        Receives which replicas drew (in place).
+
+    Returns
+    -------
+    ndarray of int64, shape (B,)
+        Flat joint action indices.
+
+    References
+    ----------
+    REFERENCE-FACTS, "Random exploratory actions are continuous draws ...".
+    """
+    drawn_mask[:] = False
+    random_actions = np.zeros(len(action_values), dtype=np.int64)
+    for b in np.flatnonzero(active):
+        rng = generators[b]
+        if rng.random() < epsilon[b]:
+            drawn_mask[b] = True
+            flat = 0
+            for k, size in enumerate(action_dims):
+                value = low[k] + (high[k] - low[k]) * rng.random()
+                drawn[b, k] = value
+                index = np.rint((value - low[k]) / (high[k] - low[k]) * (size - 1))
+                flat = flat * size + int(min(max(index, 0.0), size - 1.0))
+            random_actions[b] = flat
+    greedy = argmax_random_ties(action_values, generators, active & ~drawn_mask)
+    return np.where(drawn_mask, random_actions, greedy)
+
+
 def decay_epsilon(
     epsilon: NDArray[np.float64], active: NDArray[np.bool_], decay: float, minimum: float
 ) -> None:

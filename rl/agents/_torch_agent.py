@@ -19,8 +19,9 @@ from torch import nn
 
 from rl.agents import _torch_utils as tu
 from rl.agents.base import Agent, Transitions
-from rl.problem import Problem
+from rl.problems import Problem
 from rl.seeding import AgentRandom
+from rl.validation import check_memory
 
 
 class Replica(Protocol):
@@ -40,7 +41,7 @@ class ReplicatedTorchAgent(Agent):
 
     Parameters
     ----------
-    problem : rl.problem.Problem
+    problem : rl.problems.Problem
         Supplies ``state_dims`` (network inputs) and ``action_dims`` (outputs:
         one per joint action).
     config : dataclass
@@ -64,7 +65,18 @@ class ReplicatedTorchAgent(Agent):
             problem.state_dims, problem.action_dims, config.input_scaling, config.max_joint_actions
         )
         self.replicas = len(streams)
+        self._check_memory(config)
         self._replicas = [self._make_replica(s) for s in streams]
+
+    def _check_memory(self, config: Any) -> None:
+        """Refuse sizes whose networks or replay buffers cannot fit in memory, before allocating."""
+        inputs, outputs = len(self.codec.state_dims), self.codec.n_actions
+        params = (inputs + 1) * config.hidden + (config.hidden + 1) * outputs
+        # float32 parameters of up to five networks, their gradients and Adam's two moments
+        check_memory("hidden", 4.0 * 20 * params * self.replicas, "the networks and optimizers")
+        transition = 2 * 8 * inputs + 16  # states, next states, action, reward, termination
+        buffers = float(config.buffer_size) * transition * self.replicas
+        check_memory("buffer_size", buffers, "the replay buffers")
 
     def _make_replica(self, streams: AgentRandom) -> Replica:
         raise NotImplementedError

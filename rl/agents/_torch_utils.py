@@ -1,7 +1,7 @@
 """Shared pieces of the PyTorch baselines (DQN, discrete SAC).
 
-An MLP whose weights are drawn from a numpy stream, the parameter formula and
-matcher of the paper's appendix, a replay buffer with numpy storage, the map
+An MLP whose weights are drawn from a numpy stream, the width matcher (the
+formulas live in `rl.param_formulas`), a replay buffer with numpy storage, the map
 between index vectors and network inputs / joint actions, conversion of torch
 state to numpy trees for checkpoints.
 
@@ -20,44 +20,22 @@ import torch
 from numpy.typing import NDArray
 from torch import nn
 
+from rl.param_formulas import match_width, mlp_params
+from rl.validation import check_joint_actions
+
 INPUT_SCALINGS = ("unit", "raw")
 
-#: (state components d_in, joint actions |A|, parameter budget) of the paper's environments.
-PAPER_BUDGETS: dict[str, tuple[int, int, int]] = {
-    "cartpole": (4, 10, 700),
-    "pendulum": (2, 10, 500),
-    "highway": (9, 5, 3700),
-}
-
-
 # ----------------------------------------------------------------------------- networks
-
-
-def mlp_params(n_in: int, hidden: int, n_out: int) -> int:
-    """Parameters of a one-hidden-layer MLP, P = d_in h + h + h d_out + d_out.
-
-    References
-    ----------
-    The paper's appendix "Parameter Matching Methodology", formula P_DQN.
-    """
-    return n_in * hidden + hidden + hidden * n_out + n_out
 
 
 def matched_hidden(n_in: int, n_out: int, budget: int, networks: int = 1, extra: int = 0) -> int:
     """Return the hidden width h whose parameter count is nearest ``budget``.
 
-    The count is ``networks * mlp_params(n_in, h, n_out) + extra``.
-
-    Ties go to the smaller width. ``networks=3, extra=1`` is the SAC formula
-    P_SAC = 3 P_network + 1 of the paper's appendix.
+    The count is ``networks * mlp_params(n_in, h, n_out) + extra``; ties go to
+    the smaller width (`rl.param_formulas.match_width`). ``networks=3, extra=1``
+    is the SAC formula P_SAC = 3 P_network + 1 of the paper's appendix.
     """
-    slope = networks * (n_in + 1 + n_out)
-    exact = (budget - extra - networks * n_out) / slope
-    candidates = {max(1, math.floor(exact)), max(1, math.ceil(exact))}
-    return min(
-        candidates,
-        key=lambda h: (abs(networks * mlp_params(n_in, h, n_out) + extra - budget), h),
-    )
+    return match_width(budget, lambda h: networks * mlp_params(n_in, h, n_out) + extra)
 
 
 def mlp(n_in: int, hidden: int, n_out: int, rng: np.random.Generator) -> nn.Sequential:
@@ -129,13 +107,10 @@ class IndexCodec:
     ) -> None:
         self.state_dims = tuple(int(d) for d in state_dims)
         self.action_dims = tuple(int(d) for d in action_dims)
-        self.n_actions = math.prod(self.action_dims)
-        if self.n_actions > max_joint_actions:
-            raise ValueError(
-                f"The joint action space has {self.n_actions} actions (action_dims "
-                f"{self.action_dims}), more than max_joint_actions={max_joint_actions}. "
-                "Raise 'max_joint_actions' if the network output really should be that wide."
-            )
+        # One network output per joint action, and an exact argmax over them.
+        self.n_actions = check_joint_actions(
+            "The network (one output per joint action)", self.action_dims, max_joint_actions
+        )
         if input_scaling == "unit":
             scale = [1.0 / (d - 1) if d > 1 else 0.0 for d in self.state_dims]
         else:

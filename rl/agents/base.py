@@ -1,7 +1,7 @@
 """The one protocol every agent implements, and the transition batch it learns from.
 
 All agents hold B independent replicas (one per seed) that advance in lockstep.
-States and actions are integer index vectors (see `rl.problem.Problem`):
+States and actions are integer index vectors (see `rl.problems.Problem`):
 ``states`` has shape (B, D_S), ``actions`` shape (B, D_A). A boolean
 ``active`` mask of shape (B,) says which replicas take part in a call; an
 inactive replica's state, random streams and outputs must be left exactly as
@@ -42,19 +42,79 @@ class Transitions(NamedTuple):
     active: NDArray[np.bool_]
 
 
+class ContinuousActions(NamedTuple):
+    """Actions to execute as continuous values instead of their bin's value.
+
+    The released code executes a random exploratory action as drawn from the
+    environment's action interval and credits it to the grid index of
+    endpoint rounding (REFERENCE-FACTS, "Random exploratory actions"). An
+    agent that does so sets `Agent.continuous_actions_` in `Agent.act`; the
+    runner then sends ``values[b]`` to the environment for every replica b in
+    ``mask`` and ``problem.decode(actions)`` for the others.
+
+    Attributes
+    ----------
+    mask : ndarray of bool, shape (B,)
+        Replicas whose last action is executed as ``values``.
+    values : ndarray of float, shape (B, D_A)
+        The drawn continuous actions (rows outside ``mask`` are meaningless).
+    """
+
+    mask: NDArray[np.bool_]
+    values: NDArray[np.float64]
+
+
 class Agent(abc.ABC):
     """Protocol shared by TEQL, TLR, LoRa-VI, DQN, discrete SAC and tabular Q-learning.
 
     Subclasses take ``(problem, config, streams)`` in their constructor:
-    ``problem`` a `rl.problem.Problem`, ``config`` the agent's frozen config
+    ``problem`` a `rl.problems.Problem`, ``config`` the agent's frozen config
     dataclass and ``streams`` a sequence of `rl.seeding.AgentRandom`, one per
     replica (its length is B).
+
+    Attributes
+    ----------
+    continuous_actions_ : ContinuousActions or None
+        Set by `act` where some replicas' actions are to be executed as
+        continuous values (see `ContinuousActions`); None: execute the bins.
     """
 
     replicas: int
+    continuous_actions_: ContinuousActions | None = None
+
+    def act(
+        self,
+        states: NDArray[np.int64],
+        active: NDArray[np.bool_],
+        greedy: NDArray[np.bool_] | None = None,
+    ) -> NDArray[np.int64]:
+        """Choose the actions of one lockstep step, shape (B, D_A).
+
+        Replicas in ``active & ~greedy`` are on a training episode and explore
+        (`explore`); replicas in ``greedy`` are on a greedy evaluation episode
+        and take `greedy` actions, drawing no randomness and advancing no
+        counter. Rows of inactive replicas are arbitrary valid indices.
+
+        Parameters
+        ----------
+        states : ndarray of int, shape (B, D_S)
+        active : ndarray of bool, shape (B,)
+            Replicas that step now.
+        greedy : ndarray of bool, shape (B,), optional
+            Replicas that act greedily (a subset of ``active``); None means none.
+
+        Notes
+        -----
+        This default calls `explore` and, when some replica is greedy, `greedy`
+        for all rows; an agent with a fused path (TEQL, TLR) overrides it.
+        """
+        if greedy is None or not greedy.any():
+            return self.explore(states, active)
+        actions = self.explore(states, active & ~greedy)
+        return np.where(greedy[:, None], self.greedy(states), actions)
 
     @abc.abstractmethod
-    def act(self, states: NDArray[np.int64], active: NDArray[np.bool_]) -> NDArray[np.int64]:
+    def explore(self, states: NDArray[np.int64], active: NDArray[np.bool_]) -> NDArray[np.int64]:
         """Choose exploratory training actions, shape (B, D_A), for the active replicas.
 
         Rows of inactive replicas are arbitrary valid indices and consume no randomness.

@@ -27,15 +27,13 @@ import torch
 import torch.nn.functional as F
 from numpy.typing import NDArray
 
+from rl import presets
 from rl.agents import _torch_utils as tu
 from rl.agents._torch_agent import ReplicatedTorchAgent, optimizer_step
-from rl.agents._validation import check_choice, check_int, check_real
 from rl.agents.base import Transitions
-from rl.problem import Problem
+from rl.problems import Problem
 from rl.seeding import AgentRandom
-
-#: Hidden widths of the authors' released code (not formula-nearest for Pendulum/Highway).
-RELEASED_HIDDEN = {"cartpole": 46, "pendulum": 39, "highway": 247}
+from rl.validation import check_choice, check_int, check_real
 
 LOSSES = ("huber", "mse")
 SCHEDULES = ("step", "episode")
@@ -100,10 +98,7 @@ def preset(problem_name: str) -> dict[str, Any]:
     ----------
     The paper's appendix "Parameter Matching Methodology", Table tab:param_all.
     """
-    if problem_name not in tu.PAPER_BUDGETS:
-        return {}
-    n_in, n_out, budget = tu.PAPER_BUDGETS[problem_name]
-    return {"hidden": tu.matched_hidden(n_in, n_out, budget), "gamma": 0.99}
+    return presets.reading("dqn", "paper").agent_params(problem_name)
 
 
 def released_preset(problem_name: str) -> dict[str, Any]:
@@ -112,18 +107,7 @@ def released_preset(problem_name: str) -> dict[str, Any]:
     Raw index inputs, MSE loss, per-episode epsilon decay 0.999999 (epsilon
     stays near 1), the released widths, and on Highway Adam 3e-4 with a 50k buffer.
     """
-    if problem_name not in RELEASED_HIDDEN:
-        return {}
-    overrides: dict[str, Any] = {
-        "hidden": RELEASED_HIDDEN[problem_name],
-        "loss": "mse",
-        "input_scaling": "raw",
-        "epsilon_schedule": "episode",
-        "epsilon_decay": 0.999999,
-    }
-    if problem_name == "highway":
-        overrides.update(learning_rate=3e-4, buffer_size=50_000)
-    return overrides
+    return presets.reading("dqn", "released").agent_params(problem_name)
 
 
 class _Replica:
@@ -177,7 +161,7 @@ class DQN(ReplicatedTorchAgent):
 
     Parameters
     ----------
-    problem : rl.problem.Problem
+    problem : rl.problems.Problem
         Supplies ``state_dims`` (network inputs, one per component) and
         ``action_dims`` (outputs: one per joint action).
     config : DQNConfig
@@ -213,7 +197,7 @@ class DQN(ReplicatedTorchAgent):
 
     # ------------------------------------------------------------------ acting
 
-    def act(self, states: NDArray[np.int64], active: NDArray[np.bool_]) -> NDArray[np.int64]:
+    def explore(self, states: NDArray[np.int64], active: NDArray[np.bool_]) -> NDArray[np.int64]:
         """Epsilon-greedy joint actions of the active replicas, shape (B, D_A)."""
         features = self.codec.features(states)
         joint = np.zeros(self.replicas, dtype=np.int64)
@@ -282,3 +266,7 @@ class DQN(ReplicatedTorchAgent):
             "loss": np.array([r.loss for r in self._replicas]),
             "epsilon": np.array([r.epsilon for r in self._replicas]),
         }
+
+
+SPEC = presets.AgentSpec("dqn", DQN, DQNConfig)
+"""What the runner needs of DQN; its readings are `rl.presets.READINGS["dqn"]`."""

@@ -31,7 +31,7 @@ One replica's life:
 The coarse state grid is a property of the problem, not of the agent's
 config: `problem_options` returns the paper's grid as a ``make_problem``
 option (CartPole 3 x 3 x 3 x 3, Pendulum 7 x 7), which the runner
-(`rl.config.effective_env_options`) passes to
+(through its reading in `rl.presets.READINGS`) passes to
 ``make_problem(name, state_bins=...)`` below the user's own ``env_options``;
 `preset` returns the matching K (9 and 10). The agent takes whatever grid the
 problem has. Problems with more than ``max_states`` states are refused: the
@@ -50,6 +50,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from rl import presets
 from rl.agents._explore import (
     decay_epsilon,
     epsilon_greedy,
@@ -57,7 +58,6 @@ from rl.agents._explore import (
     greedy_indices,
     set_generator_states,
 )
-from rl.agents._validation import check_choice, check_epsilon_schedule, check_int, check_real
 from rl.agents.base import Agent, Transitions
 from rl.agents.cur import (
     ANCHOR_RULES,
@@ -66,8 +66,17 @@ from rl.agents.cur import (
     leverage_scores,
     select_anchors,
 )
-from rl.problem import Problem
+from rl.problems import Problem
 from rl.seeding import AgentRandom
+from rl.validation import (
+    MAX_JOINT_ACTIONS,
+    check_choice,
+    check_epsilon_schedule,
+    check_int,
+    check_joint_actions,
+    check_memory,
+    check_real,
+)
 
 
 @dataclass(frozen=True)
@@ -102,6 +111,8 @@ class LoRaVIConfig:
     """Initial value of every skeleton entry."""
     max_states: int = 100_000
     """Largest |S| accepted (Q_hat is a dense |S| x |A| array per replica)."""
+    max_joint_actions: int = MAX_JOINT_ACTIONS
+    """Largest joint action count |A| = prod(action modes) searched exactly (the argmax)."""
 
     def __post_init__(self) -> None:
         check_int("anchors", self.anchors, 1)
@@ -119,10 +130,7 @@ class LoRaVIConfig:
             )
         check_real("initial_value", self.initial_value, -np.inf, np.inf)
         check_int("max_states", self.max_states, 1)
-
-
-_ANCHORS = {"cartpole": 9, "pendulum": 10}
-_STATE_BINS = {"cartpole": (3, 3, 3, 3), "pendulum": (7, 7)}
+        check_int("max_joint_actions", self.max_joint_actions, 1)
 
 
 def preset(problem_name: str) -> dict[str, Any]:
@@ -138,7 +146,7 @@ def preset(problem_name: str) -> dict[str, Any]:
     TEQL paper, Appendix "Parameter Matching Methodology", Table "Parameter
     configurations for all environments and methods".
     """
-    return {"anchors": _ANCHORS[problem_name]} if problem_name in _ANCHORS else {}
+    return presets.reading("lora-vi", "paper").agent_params(problem_name)
 
 
 def problem_options(problem_name: str) -> dict[str, Any]:
@@ -146,14 +154,14 @@ def problem_options(problem_name: str) -> dict[str, Any]:
 
     ``{"state_bins": (3, 3, 3, 3)}`` for CartPole, ``{"state_bins": (7, 7)}``
     for Pendulum, ``{}`` otherwise. The runner merges them below the user's
-    ``env_options`` (see `rl.config.effective_env_options`).
+    ``env_options`` (see `rl.presets`).
 
     References
     ----------
     TEQL paper, Appendix "Parameter Matching Methodology" ("only 3 buckets per
     state dimension" for CartPole, 7 for Pendulum).
     """
-    return {"state_bins": _STATE_BINS[problem_name]} if problem_name in _STATE_BINS else {}
+    return presets.reading("lora-vi", "paper").problem_options(problem_name)
 
 
 class LoRaVI(Agent):
@@ -161,7 +169,7 @@ class LoRaVI(Agent):
 
     Parameters
     ----------
-    problem : rl.problem.Problem
+    problem : rl.problems.Problem
         The (coarse) discretized problem.
     config : LoRaVIConfig
         Hyperparameters.
@@ -209,7 +217,7 @@ class LoRaVI(Agent):
         self.state_dims = tuple(int(d) for d in problem.state_dims)
         self.action_dims = tuple(int(d) for d in problem.action_dims)
         self.n_states = int(np.prod(self.state_dims, dtype=object))
-        self.n_actions = int(np.prod(self.action_dims, dtype=object))
+        self.n_actions = check_joint_actions("LoRa-VI", self.action_dims, config.max_joint_actions)
         if self.n_states > config.max_states:
             raise ValueError(
                 f"LoRa-VI needs a dense |S| x |A| matrix, but the state grid {self.state_dims} "
@@ -218,6 +226,8 @@ class LoRaVI(Agent):
                 "the paper deems LoRa-VI infeasible on Highway."
             )
         check_int("anchors", config.anchors, 1, min(self.n_states, self.n_actions))
+        matrix_bytes = 32.0 * self.replicas * self.n_states * self.n_actions
+        check_memory("max_states", matrix_bytes, "the |S| x |A| matrices (4 x float64 per replica)")
         bound = float(problem.reward_bound) / (1.0 - config.gamma)
         self.value_bound = bound if config.clip_values and np.isfinite(bound) else np.inf
 
@@ -267,7 +277,7 @@ class LoRaVI(Agent):
         return dense
 
     # -- protocol ------------------------------------------------------------
-    def act(self, states: NDArray[np.int64], active: NDArray[np.bool_]) -> NDArray[np.int64]:
+    def explore(self, states: NDArray[np.int64], active: NDArray[np.bool_]) -> NDArray[np.int64]:
         """Choose epsilon-greedy actions on Q_hat, shape (B, D_A)."""
         explore = [s.explore for s in self.streams]
         flat = epsilon_greedy(self.action_values(states), self.epsilon_, active, explore)
@@ -376,3 +386,7 @@ class LoRaVI(Agent):
         set_generator_states([s.init for s in self.streams], state["init_rng"])
         set_generator_states([s.explore for s in self.streams], state["explore_rng"])
         self._index_anchors()
+
+
+SPEC = presets.AgentSpec("lora-vi", LoRaVI, LoRaVIConfig)
+"""What the runner needs of LoRa-VI; its readings (with the coarse grids) are in `rl.presets`."""

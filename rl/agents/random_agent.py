@@ -23,9 +23,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from rl import presets
 from rl.agents._explore import generator_states, set_generator_states
 from rl.agents.base import Agent, Transitions
-from rl.problem import Problem
+from rl.problems import Problem
 from rl.seeding import AgentRandom
 
 
@@ -45,8 +46,7 @@ class RandomConfig:
 
 def preset(problem_name: str) -> dict[str, Any]:
     """Return no overrides: the random agent has no paper hyperparameters."""
-    del problem_name
-    return {}
+    return presets.reading("random", "paper").agent_params(problem_name)
 
 
 def _mix(values: NDArray[np.uint64]) -> NDArray[np.uint64]:
@@ -63,7 +63,7 @@ class RandomAgent(Agent):
 
     Parameters
     ----------
-    problem : rl.problem.Problem
+    problem : rl.problems.Problem
         Only ``action_dims`` is used.
     config : RandomConfig
         Unused apart from validation.
@@ -83,7 +83,7 @@ class RandomAgent(Agent):
             dtype=np.uint64,
         )
 
-    def act(self, states: NDArray[np.int64], active: NDArray[np.bool_]) -> NDArray[np.int64]:
+    def explore(self, states: NDArray[np.int64], active: NDArray[np.bool_]) -> NDArray[np.int64]:
         """Draw uniform actions (B, D_A) for the active replicas; zeros for the others."""
         actions = np.zeros((self.replicas, len(self.action_dims)), dtype=np.int64)
         for i in np.flatnonzero(active):
@@ -121,3 +121,7 @@ class RandomAgent(Agent):
         """Restore what `state_dict` returned."""
         set_generator_states([s.explore for s in self.streams], state["explore"])
         self.greedy_keys_ = np.asarray(state["greedy_keys"], dtype=np.uint64).copy()
+
+
+SPEC = presets.AgentSpec("random", RandomAgent, RandomConfig)
+"""What the runner needs of this agent; its readings are `rl.presets.READINGS["random"]`."""

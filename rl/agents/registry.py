@@ -1,51 +1,51 @@
 """Agent names for the CLI, resolved lazily so that PyTorch stays optional.
 
 Each entry names a module that defines an `rl.agents.base.Agent` subclass, its
-frozen config dataclass, and a preset function ``preset(problem_name) -> dict``
-with the paper's hyperparameters for that environment (overrides of the config
-defaults; empty where the paper gives none). An entry may name another preset
-function of the same module, so that one agent class can appear under two
-readings (``teql`` follows the paper's text, ``teql-released`` the authors'
-released code).
+frozen config dataclass and, in one object ``SPEC`` (an `rl.presets.AgentSpec`),
+what the runner needs of it: the two classes, and through `rl.presets.READINGS`
+its readings (config overrides and problem options per problem). ``ALIASES``
+keeps older names working: ``teql-released`` is TEQL with the released reading.
 """
 
 from __future__ import annotations
 
 import importlib
-from types import ModuleType
-from typing import NamedTuple
+from typing import Any
 
-
-class AgentEntry(NamedTuple):
-    """Where one agent lives: module path, agent class, config class, preset function."""
-
-    module: str
-    agent: str
-    config: str
-    preset: str = "preset"
-
-
-AGENTS: dict[str, AgentEntry] = {
-    "teql": AgentEntry("rl.agents.teql", "TEQL", "TEQLConfig"),
-    "teql-released": AgentEntry("rl.agents.teql", "TEQL", "TEQLConfig", "released_preset"),
-    "tlr": AgentEntry("rl.agents.tlr", "TLR", "TLRConfig"),
-    "lora-vi": AgentEntry("rl.agents.lora_vi", "LoRaVI", "LoRaVIConfig"),
-    "tabular": AgentEntry("rl.agents.tabular", "TabularQ", "TabularQConfig"),
-    "dqn": AgentEntry("rl.agents.dqn", "DQN", "DQNConfig"),
-    "sac": AgentEntry("rl.agents.sac", "DiscreteSAC", "DiscreteSACConfig"),
-    "random": AgentEntry("rl.agents.random_agent", "RandomAgent", "RandomConfig"),
+AGENTS: dict[str, str] = {
+    "teql": "rl.agents.teql",
+    "tlr": "rl.agents.tlr",
+    "lora-vi": "rl.agents.lora_vi",
+    "tabular": "rl.agents.tabular",
+    "dqn": "rl.agents.dqn",
+    "sac": "rl.agents.sac",
+    "random": "rl.agents.random_agent",
 }
+"""Registered agent name -> module that defines ``SPEC``."""
+
+ALIASES: dict[str, tuple[str, str]] = {"teql-released": ("teql", "released")}
+"""Alias -> (agent, reading)."""
 
 
-def agent_module(name: str) -> ModuleType:
-    """Import and return the module of the agent called ``name``.
+def canonical(name: str) -> tuple[str, str | None]:
+    """Return (agent, reading the alias implies or None) for a name or an alias."""
+    if name in ALIASES:
+        return ALIASES[name]
+    return name, None
+
+
+def agent_spec(name: str) -> Any:
+    """Import the module of the agent (or alias) ``name`` and return its ``SPEC``.
 
     Raises
     ------
     ValueError
-        If ``name`` is not a registered agent.
+        If ``name`` is neither a registered agent nor an alias.
+    ImportError
+        If the module needs an optional dependency that is missing (PyTorch).
     """
-    if name not in AGENTS:
-        known = ", ".join(sorted(AGENTS))
+    agent, _ = canonical(name)
+    if agent not in AGENTS:
+        known = ", ".join(sorted([*AGENTS, *ALIASES]))
         raise ValueError(f"Unknown agent {name!r}; choose one of: {known}.")
-    return importlib.import_module(AGENTS[name].module)
+    return importlib.import_module(AGENTS[agent]).SPEC

@@ -27,15 +27,13 @@ import torch
 import torch.nn.functional as F
 from numpy.typing import NDArray
 
+from rl import presets
 from rl.agents import _torch_utils as tu
 from rl.agents._torch_agent import ReplicatedTorchAgent, optimizer_step
-from rl.agents._validation import check_choice, check_int, check_real
 from rl.agents.base import Transitions
-from rl.problem import Problem
+from rl.problems import Problem
 from rl.seeding import AgentRandom
-
-#: Hidden widths of the authors' released code (not formula-nearest for Pendulum).
-RELEASED_HIDDEN = {"cartpole": 15, "pendulum": 13, "highway": 82}
+from rl.validation import check_choice, check_int, check_real
 
 
 @dataclass(frozen=True)
@@ -96,17 +94,12 @@ def preset(problem_name: str) -> dict[str, Any]:
     ----------
     The paper's appendix "Parameter Matching Methodology", Table tab:param_all.
     """
-    if problem_name not in tu.PAPER_BUDGETS:
-        return {}
-    n_in, n_out, budget = tu.PAPER_BUDGETS[problem_name]
-    return {"hidden": tu.matched_hidden(n_in, n_out, budget, networks=3, extra=1), "gamma": 0.99}
+    return presets.reading("sac", "paper").agent_params(problem_name)
 
 
 def released_preset(problem_name: str) -> dict[str, Any]:
     """Return overrides reproducing the authors' released SAC: widths, raw index inputs."""
-    if problem_name not in RELEASED_HIDDEN:
-        return {}
-    return {"hidden": RELEASED_HIDDEN[problem_name], "input_scaling": "raw"}
+    return presets.reading("sac", "released").agent_params(problem_name)
 
 
 def soft_bellman_targets(
@@ -223,7 +216,7 @@ class DiscreteSAC(ReplicatedTorchAgent):
 
     Parameters
     ----------
-    problem : rl.problem.Problem
+    problem : rl.problems.Problem
         Supplies ``state_dims`` (network inputs) and ``action_dims`` (outputs:
         one per joint action).
     config : DiscreteSACConfig
@@ -273,7 +266,7 @@ class DiscreteSAC(ReplicatedTorchAgent):
 
     # ------------------------------------------------------------------ acting
 
-    def act(self, states: NDArray[np.int64], active: NDArray[np.bool_]) -> NDArray[np.int64]:
+    def explore(self, states: NDArray[np.int64], active: NDArray[np.bool_]) -> NDArray[np.int64]:
         """Joint actions sampled from each active replica's policy, shape (B, D_A)."""
         features = self.codec.features(states)
         joint = np.zeros(self.replicas, dtype=np.int64)
@@ -358,3 +351,7 @@ class DiscreteSAC(ReplicatedTorchAgent):
         }
         out["alpha"] = np.array([float(r.log_alpha.detach().exp()) for r in self._replicas])
         return out
+
+
+SPEC = presets.AgentSpec("sac", DiscreteSAC, DiscreteSACConfig)
+"""What the runner needs of discrete SAC; its readings are `rl.presets.READINGS["sac"]`."""

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from rl import presets
 from rl.agents._explore import (
     decay_epsilon,
     epsilon_greedy,
@@ -28,10 +29,18 @@ from rl.agents._explore import (
     greedy_indices,
     set_generator_states,
 )
-from rl.agents._validation import check_choice, check_epsilon_schedule, check_int, check_real
 from rl.agents.base import Agent, Transitions
-from rl.problem import Problem
+from rl.problems import Problem
 from rl.seeding import AgentRandom
+from rl.validation import (
+    MAX_JOINT_ACTIONS,
+    check_choice,
+    check_epsilon_schedule,
+    check_int,
+    check_joint_actions,
+    check_memory,
+    check_real,
+)
 
 STEP_SIZE_RULES = ("constant", "inverse_visits")
 
@@ -56,6 +65,8 @@ class TabularQConfig:
     """Initial value of every table entry."""
     max_entries: int = 1_000_000
     """Largest |S| * |A| accepted (per replica); larger problems raise ValueError."""
+    max_joint_actions: int = MAX_JOINT_ACTIONS
+    """Largest joint action count |A| = prod(action modes) searched exactly (the argmax)."""
 
     def __post_init__(self) -> None:
         check_real("gamma", self.gamma, 0.0, 1.0, high_open=True)
@@ -64,6 +75,7 @@ class TabularQConfig:
         check_epsilon_schedule(self.epsilon_start, self.epsilon_decay, self.epsilon_min)
         check_real("initial_value", self.initial_value, -np.inf, np.inf)
         check_int("max_entries", self.max_entries, 1)
+        check_int("max_joint_actions", self.max_joint_actions, 1)
 
 
 def preset(problem_name: str) -> dict[str, Any]:
@@ -74,8 +86,7 @@ def preset(problem_name: str) -> dict[str, Any]:
     settings"). Note that CartPole's CP grid has 400,000 entries and fits the
     default ``max_entries``; Highway's 20^9 x 5 does not.
     """
-    del problem_name
-    return {}
+    return presets.reading("tabular", "paper").agent_params(problem_name)
 
 
 class TabularQ(Agent):
@@ -83,7 +94,7 @@ class TabularQ(Agent):
 
     Parameters
     ----------
-    problem : rl.problem.Problem
+    problem : rl.problems.Problem
         The discretized problem; only ``state_dims`` and ``action_dims`` are used.
     config : TabularQConfig
         Hyperparameters.
@@ -121,7 +132,9 @@ class TabularQ(Agent):
         self.state_dims = tuple(int(d) for d in problem.state_dims)
         self.action_dims = tuple(int(d) for d in problem.action_dims)
         self.n_states = int(np.prod(self.state_dims, dtype=object))
-        self.n_actions = int(np.prod(self.action_dims, dtype=object))
+        self.n_actions = check_joint_actions(
+            "Tabular Q-learning", self.action_dims, config.max_joint_actions
+        )
         entries = self.n_states * self.n_actions
         if entries > config.max_entries:
             raise ValueError(
@@ -130,6 +143,8 @@ class TabularQ(Agent):
                 f"{self.action_dims}), more than max_entries = {config.max_entries}. "
                 "Use a coarser grid or a low-rank agent, or raise 'max_entries'."
             )
+        table_bytes = 16.0 * self.replicas * entries
+        check_memory("max_entries", table_bytes, "the Q-table and visits (B x |S| x |A| x 16 B)")
         shape = (self.replicas, self.n_states, self.n_actions)
         self.q_table_ = np.full(shape, float(config.initial_value))
         self.visits_ = np.zeros(shape, dtype=np.int64)
@@ -154,7 +169,7 @@ class TabularQ(Agent):
         return self.q_table_.reshape((self.replicas, *self.state_dims, *self.action_dims))
 
     # -- protocol ------------------------------------------------------------
-    def act(self, states: NDArray[np.int64], active: NDArray[np.bool_]) -> NDArray[np.int64]:
+    def explore(self, states: NDArray[np.int64], active: NDArray[np.bool_]) -> NDArray[np.int64]:
         """Choose epsilon-greedy actions (B, D_A); ties broken by the explore stream."""
         explore = [s.explore for s in self.streams]
         flat = epsilon_greedy(self.action_values(states), self.epsilon_, active, explore)
@@ -216,3 +231,7 @@ class TabularQ(Agent):
         self.epsilon_ = np.asarray(state["epsilon"], dtype=np.float64).copy()
         set_generator_states([s.explore for s in self.streams], state["explore_rng"])
         set_generator_states([s.init for s in self.streams], state["init_rng"])
+
+
+SPEC = presets.AgentSpec("tabular", TabularQ, TabularQConfig)
+"""What the runner needs of this agent; its readings are `rl.presets.READINGS["tabular"]`."""

@@ -19,11 +19,27 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from rl.agents._explore import decay_epsilon, generator_states, set_generator_states
-from rl.agents._validation import check_epsilon_schedule, check_int, check_real
-from rl.agents.base import Agent, Transitions
-from rl.problem import Problem
+from rl.agents._explore import (
+    decay_epsilon,
+    epsilon_greedy,
+    epsilon_greedy_continuous,
+    generator_states,
+    set_generator_states,
+)
+from rl.agents._fast_path import CompiledStep, Engine, pack_factors, resolve_engine
+from rl.agents.base import Agent, ContinuousActions, Transitions
+from rl.problems import Problem
 from rl.seeding import AgentRandom
+from rl.validation import (
+    MAX_JOINT_ACTIONS,
+    MAX_RANK,
+    check_choice,
+    check_epsilon_schedule,
+    check_int,
+    check_joint_actions,
+    check_memory,
+    check_real,
+)
 from tensorq import OnlineCP
 
 
@@ -37,7 +53,7 @@ class TensorAgentConfig:
     """Discount factor gamma in (0, 1)."""
     init_scale: float = 1.0
     """Factors start i.i.d. uniform in [0, init_scale), as in the authors' code."""
-    max_joint_actions: int = 4096
+    max_joint_actions: int = MAX_JOINT_ACTIONS
     """Largest joint action count |A| = prod(action modes) that is enumerated exactly."""
     epsilon_start: float = 0.0
     """Initial probability of a uniformly random action (epsilon-greedy layer)."""
@@ -45,13 +61,27 @@ class TensorAgentConfig:
     """Multiplicative decay of epsilon after every non-terminal training step."""
     epsilon_min: float = 0.0
     """Epsilon never decays below this value."""
+    continuous_random_actions: bool = False
+    """Execute the epsilon layer's random actions as continuous draws from the problem's
+    action interval, credited to the grid index by endpoint rounding, as the released
+    code does (`rl.agents.base.ContinuousActions`); False: a random bin, executed at its
+    centre. Needs a continuous action interval (CartPole, Pendulum)."""
+    engine: Engine = "auto"
+    """``"compiled"``: the Numba kernels (`rl.agents._kernels`); ``"reference"``: the
+    NumPy/TensorLy path; ``"auto"``: compiled wherever it applies (NumPy float64 factors)."""
 
     def __post_init__(self) -> None:
-        check_int("rank", self.rank, 1)
+        check_int("rank", self.rank, 1, MAX_RANK)
         check_real("gamma", self.gamma, 0.0, 1.0, low_open=True, high_open=True)
         check_real("init_scale", self.init_scale, 0.0, math.inf, low_open=True)
         check_int("max_joint_actions", self.max_joint_actions, 1)
         check_epsilon_schedule(self.epsilon_start, self.epsilon_decay, self.epsilon_min)
+        check_choice("engine", self.engine, ("auto", "compiled", "reference"))
+        if not isinstance(self.continuous_random_actions, bool):
+            raise ValueError(
+                "The 'continuous_random_actions' parameter must be a bool. "
+                f"Got {self.continuous_random_actions!r} instead."
+            )
 
 
 class TensorAgent(Agent):
@@ -59,7 +89,7 @@ class TensorAgent(Agent):
 
     Parameters
     ----------
-    problem : rl.problem.Problem
+    problem : rl.problems.Problem
         Mode sizes of states and actions.
     config : TensorAgentConfig
         The agent's settings (stored unmodified).
@@ -79,17 +109,31 @@ class TensorAgent(Agent):
         self.config = config
         self.replicas = len(streams)
         self.n_states = math.prod(problem.state_dims)
-        self.n_actions = math.prod(problem.action_dims)
-        if self.n_actions > config.max_joint_actions:
-            raise ValueError(
-                f"The joint action space has {self.n_actions} actions "
-                f"(modes {problem.action_dims}), more than max_joint_actions="
-                f"{config.max_joint_actions}; raise the limit to enumerate them all."
-            )
+        self.n_actions = check_joint_actions(
+            type(self).__name__, problem.action_dims, config.max_joint_actions
+        )
+        factor_bytes = 8.0 * self.replicas * sum(problem.shape) * config.rank
+        check_memory("rank", factor_bytes, "the CP factors (B x sum(d_n) x R float64)")
         self._rngs = [stream.explore for stream in streams]
+        self.action_interval_: tuple[NDArray[np.float64], NDArray[np.float64]] | None = None
+        if config.continuous_random_actions:
+            interval = getattr(problem, "action_interval", None)
+            if interval is None:
+                raise ValueError(
+                    "The 'continuous_random_actions' parameter needs a problem with a "
+                    f"continuous action interval (cartpole, pendulum); {problem.name!r} has none."
+                )
+            low, high = (np.asarray(bound, dtype=np.float64) for bound in interval)
+            self.action_interval_ = (low, high)
+            self.continuous_actions_ = ContinuousActions(
+                np.zeros(self.replicas, dtype=bool),
+                np.zeros((self.replicas, len(problem.action_dims))),
+            )
         self.q_ = OnlineCP(self._initial_factors(streams))
         self.steps_ = np.zeros(self.replicas, dtype=np.int64)
         self.epsilon_ = np.full(self.replicas, float(config.epsilon_start))
+        self.engine_ = resolve_engine(config.engine, self.q_.factors)
+        self._compiled: CompiledStep | None = None  # built on first use by `compiled_step`
 
     def _initial_factors(self, streams: Sequence[AgentRandom]) -> list[NDArray[np.float64]]:
         shape, rank, scale = self.problem.shape, self.config.rank, self.config.init_scale
@@ -97,7 +141,50 @@ class TensorAgent(Agent):
             [stream.init.uniform(0.0, scale, size=(size, rank)) for size in shape]
             for stream in streams
         ]
-        return [np.stack([factors[mode] for factors in per_replica]) for mode in range(len(shape))]
+        modes = range(len(shape))
+        stacked = [np.stack([factors[mode] for factors in per_replica]) for mode in modes]
+        return pack_factors(stacked)  # views of one array, which the compiled kernels read
+
+    def compiled_step(self) -> CompiledStep | None:
+        """Return the compiled engine of this agent, or None on the reference path."""
+        if self.engine_ != "compiled":
+            return None
+        if self._compiled is None:
+            self._compiled = self._build_compiled_step()
+        return self._compiled
+
+    def _build_compiled_step(self) -> CompiledStep:
+        raise NotImplementedError
+
+    def act(
+        self,
+        states: NDArray[np.int64],
+        active: NDArray[np.bool_],
+        greedy: NDArray[np.bool_] | None = None,
+    ) -> NDArray[np.int64]:
+        """Explore where ``active & ~greedy``, act greedily where ``greedy`` (see `Agent.act`).
+
+        On the compiled engine one kernel call does both, with the reference's draws.
+        """
+        compiled = self.compiled_step()
+        if compiled is None:
+            if self.continuous_actions_ is not None:
+                self.continuous_actions_.mask[:] = False  # `explore` sets the replicas that draw
+            return super().act(states, active, greedy)
+        return compiled.act(states, active, greedy)
+
+    def _epsilon_greedy(
+        self, scores: NDArray[np.float64], active: NDArray[np.bool_]
+    ) -> NDArray[np.int64]:
+        """Epsilon-greedy on ``scores`` (B, |A|), with continuous random actions if configured."""
+        if self.action_interval_ is None or self.continuous_actions_ is None:
+            return epsilon_greedy(scores, self.epsilon_, active, self._rngs)
+        low, high = self.action_interval_
+        drawn = self.continuous_actions_
+        return epsilon_greedy_continuous(
+            scores, self.epsilon_, active, self._rngs, low, high, self.problem.action_dims,
+            drawn.values, drawn.mask,
+        )  # fmt: skip
 
     @property
     def n_params(self) -> int:
@@ -122,6 +209,9 @@ class TensorAgent(Agent):
 
     def greedy(self, states: NDArray[np.int64]) -> NDArray[np.int64]:
         """Argmax_a Q(s, a) per replica (first maximum on ties; no randomness)."""
+        compiled = self.compiled_step()
+        if compiled is not None:
+            return compiled.greedy(states)
         return self.action_vectors(self.action_values(states).argmax(axis=-1))
 
     def targets(
@@ -140,12 +230,15 @@ class TensorAgent(Agent):
         targets = rewards + self.config.gamma * np.where(terminated, 0.0, bootstrap)
         if not np.isfinite(targets).all():
             replica = int(np.flatnonzero(~np.isfinite(targets))[0])
-            raise ValueError(
-                f"{type(self).__name__} diverged: the TD target of replica {replica} is "
-                f"{targets[replica]} (its Q-values overflowed). Use a smaller step size, a "
-                "smaller gamma, or bounded iterates."
-            )
+            self._diverged(replica, targets[replica])
         return targets
+
+    def _diverged(self, replica: int, target: float) -> None:
+        raise ValueError(
+            f"{type(self).__name__} diverged: the TD target of replica {replica} is "
+            f"{target} (its Q-values overflowed). Use a smaller step size, a "
+            "smaller gamma, or bounded iterates."
+        )
 
     def count_step(self, batch: Transitions) -> None:
         """Advance the step counters and decay epsilon after a training step.

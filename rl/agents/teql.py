@@ -13,28 +13,47 @@ One training step of every replica (Algorithm 3, lines 9-11):
 4. Delta Q_t(s_t, a_t) = |Q_t(s_t, a_t) - Q_{t-1}(s_t, a_t)|, eq. (decomp_error),
    is recorded, then N_t(s_t, a_t) = N_{t-1}(s_t, a_t) + 1.
 
-The authors' released code differs in several places; `released_preset`
-collects those differences as one option set (docs/agents.md has the table).
+The authors' released code differs in several places; its reading in
+`rl.presets.READINGS` collects those differences as one option set
+(docs/agents.md has the table).
+
+The stable reading (``update="stable"``, docs/agents.md "The stable reading")
+keeps the loss, EUGE and Algorithm 1's Gauss-Seidel loop over modes and changes
+three things, each the smallest that restores what the proofs assume:
+
+- the loss uses the count after the visit (``count_before_update=True``):
+  L = 1/2 (y - Q)^2 - lambda Q^2 / (N_{t-1} + 1 + epsilon), convex in Q for
+  every count when lambda < 1/2;
+- each row step is a normalized-LMS step,
+  F_n(i_n, :) <- clip(F_n(i_n, :) - eta_t / ||g_n||^2 ((1 - 2 w) Q - y) g_n),
+  a descent step on L for eta_t = eta_0 / (1 + kappa t) in (0, 2) (``alpha0`` is
+  eta_0, dimensionless, so it does not depend on the reward scale);
+- the factor bound F_max = (V_max / R)^(1/N), V_max = R_max / (1 - gamma), is
+  always on, so |Q| <= V_max (Assumption 2) and Proposition 2 holds with the
+  proof's ||g_n||^2 <= R F_max^(2(N-1)) replaced by 1.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
 
-from rl.agents._explore import argmax_random_ties, epsilon_greedy
-from rl.agents._validation import check_choice, check_int, check_real
+from rl import presets
+from rl.agents import _kernels
+from rl.agents._explore import argmax_random_ties
+from rl.agents._fast_path import CompiledStep
 from rl.agents.base import Transitions
 from rl.agents.euge import euge_scores
 from rl.agents.tensor_agent import TensorAgent, TensorAgentConfig
 from rl.agents.visits import Storage, make_visit_table
-from rl.problem import Problem
+from rl.problems import Problem
 from rl.seeding import AgentRandom
+from rl.validation import check_choice, check_int, check_real
 from tensorq import FactorBound, StepSchedule, bcd_update
 
 
@@ -58,8 +77,10 @@ class TEQLConfig(TensorAgentConfig):
     """I_max, the cap on inner iterations per mode (per sweep for the released rule)."""
     bounded: bool = True
     """Clip factors so that |Q| <= V_max = R_max / (1 - gamma) everywhere (Assumption 2)."""
-    update: Literal["paper", "released"] = "paper"
-    """``"paper"``: Algorithm 1; ``"released"``: the authors' normalized Jacobi sweeps."""
+    update: Literal["paper", "released", "stable"] = "paper"
+    """``"paper"``: Algorithm 1; ``"released"``: the authors' normalized Jacobi sweeps;
+    ``"stable"``: Algorithm 1 with normalized-LMS row steps (alpha0 is then the
+    dimensionless step eta_0 in (0, 2); the ``stable`` reading of `rl.presets`)."""
     signed_delta: bool = False
     """Store Delta Q as Q_before - Q_after (released) instead of |Q_after - Q_before|."""
     count_before_update: bool = False
@@ -76,61 +97,65 @@ class TEQLConfig(TensorAgentConfig):
         check_real("c", self.c, 0.0, math.inf)
         check_real("tol", self.tol, 0.0, math.inf)
         check_int("max_inner", self.max_inner, 1)
-        check_choice("update", self.update, ("paper", "released"))
+        check_choice("update", self.update, ("paper", "released", "stable"))
+        if self.update == "stable":
+            check_real("alpha0", self.alpha0, 0.0, 2.0, low_open=True, high_open=True)
         check_choice("visit_storage", self.visit_storage, ("auto", "dense", "sparse"))
 
 
-_PAPER = {
-    "cartpole": {"rank": 10, "alpha0": 0.005, "c": 2.0},
-    "pendulum": {"rank": 10, "alpha0": 0.005, "c": 1.0},
-    "highway": {"rank": 20, "alpha0": 0.0002, "c": 2.0},
-}
-
-_RELEASED_COMMON = {
-    "kappa": 0.0,
-    "lam": 0.0,
-    "eps": 1e-4,
-    "c": 1.0,
-    "tol": 0.01,
-    "bounded": False,
-    "update": "released",
-    "signed_delta": True,
-    "count_before_update": True,
-}
-
-_RELEASED = {
-    "cartpole": {"rank": 10, "alpha0": 0.005, "gamma": 0.9, "max_inner": 5,
-                 "epsilon_start": 0.4, "epsilon_decay": 0.999999},
-    "pendulum": {"rank": 10, "alpha0": 0.005, "gamma": 0.9, "max_inner": 1,
-                 "epsilon_start": 1.0, "epsilon_decay": 0.999995},
-    "highway": {"rank": 20, "alpha0": 0.0002, "gamma": 0.8, "max_inner": 1,
-                "epsilon_start": 1.0, "epsilon_decay": 0.999999},
-}  # fmt: skip
+_UPDATE_RULES = {"paper": _kernels.PAPER, "released": _kernels.RELEASED, "stable": _kernels.STABLE}
 
 
 def preset(problem_name: str) -> dict[str, Any]:
-    """Return the paper's Table of hyperparameters for ``problem_name`` (empty if none).
-
-    gamma 0.99, kappa 0.001, tau 0.01, epsilon 1e-4 and lambda 1e-3 are the
-    config defaults; this adds the per-environment rank, alpha_0 and c.
+    """Return the paper reading's overrides for ``problem_name`` (`rl.presets.READINGS`).
 
     References
     ----------
     Table "Hyperparameter settings for all environments" (tab:hyperparams).
     """
-    return dict(_PAPER.get(problem_name, {}))
+    return presets.reading("teql", "paper").agent_params(problem_name)
 
 
 def released_preset(problem_name: str) -> dict[str, Any]:
-    """Return the effective settings of the authors' published runs.
+    """Return the released reading's overrides for ``problem_name`` (`rl.presets.READINGS`).
 
     Constant step size, no lambda, c = 1, gamma 0.9 (0.8 on Highway), an
     epsilon-greedy layer with per-step decay, signed Delta Q, counts before
     the update, the normalized Jacobi update and no clipping.
     """
-    if problem_name not in _RELEASED:
-        return dict(_RELEASED_COMMON)
-    return {**_RELEASED_COMMON, **_RELEASED[problem_name]}
+    return presets.reading("teql", "released").agent_params(problem_name)
+
+
+class UpdateRecord(NamedTuple):
+    """What one lockstep TEQL update did, one value per replica (see `TEQL.on_update`).
+
+    Attributes
+    ----------
+    states, actions : ndarray of int64, shape (B,)
+        Flat state and joint-action index of the updated entry.
+    targets : ndarray of float64, shape (B,)
+        TD targets r + gamma max_a' Q_{t-1}(s', a').
+    before, after : ndarray of float64, shape (B,)
+        The entry Q_{t-1}(s_t, a_t) and Q_t(s_t, a_t); Delta Q = |after - before|.
+    visits : ndarray of int64, shape (B,)
+        The count N passed to the loss of eq. (loss_function).
+    step_size : ndarray of float64, shape (B,)
+        alpha_t in force.
+    f_max : float or None
+        The factor bound F_max of Assumption 2 (None when unbounded).
+    active : ndarray of bool, shape (B,)
+        Replicas that were updated; the other rows are meaningless.
+    """
+
+    states: NDArray[np.int64]
+    actions: NDArray[np.int64]
+    targets: NDArray[np.float64]
+    before: NDArray[np.float64]
+    after: NDArray[np.float64]
+    visits: NDArray[np.int64]
+    step_size: NDArray[np.float64]
+    f_max: float | None
+    active: NDArray[np.bool_]
 
 
 class TEQL(TensorAgent):
@@ -138,7 +163,7 @@ class TEQL(TensorAgent):
 
     Parameters
     ----------
-    problem : rl.problem.Problem
+    problem : rl.problems.Problem
         Mode sizes and the reward bound R_max (for V_max when ``bounded``).
     config : TEQLConfig
     streams : sequence of rl.seeding.AgentRandom
@@ -152,6 +177,9 @@ class TEQL(TensorAgent):
         N(s, a) and Delta Q(s, a) per replica.
     steps_ : ndarray of int64, shape (B,)
         Training transitions observed per replica (t - 1 of Algorithm 3).
+    on_update : callable or None
+        If set, called with an `UpdateRecord` after every update (diagnostics,
+        such as `analysis` checking Proposition 2 on every update).
 
     References
     ----------
@@ -172,17 +200,33 @@ class TEQL(TensorAgent):
         if config.bounded:
             v_max = problem.reward_bound / (1.0 - config.gamma)
             self.bound = FactorBound.from_value_bound(v_max, config.rank, len(problem.shape))
+        self.on_update: Callable[[UpdateRecord], None] | None = None
 
     def exploration_scores(self, states: NDArray[np.int64]) -> NDArray[np.float64]:
         """EU_t(s, a) of eq. (euge) for every joint action, shape (B, |A|)."""
         rows = self.visits_.rows(self.flat_states(states))
         return euge_scores(self.action_values(states), rows.delta, rows.counts, self.config.c)
 
-    def act(self, states: NDArray[np.int64], active: NDArray[np.bool_]) -> NDArray[np.int64]:
+    def _build_compiled_step(self) -> CompiledStep:
+        config = self.config
+        return CompiledStep(
+            self,
+            explore_rule=_kernels.EUGE_EPSILON if config.epsilon_start > 0 else _kernels.EUGE,
+            update_rule=_UPDATE_RULES[config.update],
+            visits=self.visits_, c=config.c, alpha0=config.alpha0, kappa=config.kappa,
+            lam=config.lam, eps=config.eps, tol=config.tol, max_inner=config.max_inner,
+            f_max=None if self.bound is None else self.bound.f_max,
+            count_before_update=config.count_before_update, signed_delta=config.signed_delta,
+        )  # fmt: skip
+
+    def explore(self, states: NDArray[np.int64], active: NDArray[np.bool_]) -> NDArray[np.int64]:
         """EUGE action (Algorithm 2), under an epsilon-greedy layer when epsilon_start > 0."""
+        compiled = self.compiled_step()
+        if compiled is not None:
+            return compiled.act(states, active)
         scores = self.exploration_scores(states)
         if self.config.epsilon_start > 0:
-            flat = epsilon_greedy(scores, self.epsilon_, active, self._rngs)
+            flat = self._epsilon_greedy(scores, active)
         else:
             flat = argmax_random_ties(scores, self._rngs, active)
         return self.action_vectors(flat)
@@ -192,18 +236,25 @@ class TEQL(TensorAgent):
         active = batch.active
         if not active.any():
             return
+        compiled = self.compiled_step()
+        if compiled is not None:
+            record = compiled.observe(batch)
+            if self.on_update is not None:
+                self._report(batch, *record)
+            return
         config = self.config
         states, actions = self.flat_states(batch.states), self.flat_actions(batch.actions)
         targets = self.targets(batch.rewards, batch.next_states, batch.terminated)
         if config.count_before_update:
             self.visits_.increment(states, actions, active)
         visits = self.visits_.counts(states, actions)
+        step_size = self.schedule(self.steps_ + 1)
         result = bcd_update(
             self.q_,
             np.concatenate([batch.states, batch.actions], axis=1),
             targets,
             visits,
-            step_size=self.schedule(self.steps_ + 1),
+            step_size=step_size,
             lam=config.lam,
             eps=config.eps,
             tol=config.tol,
@@ -218,6 +269,21 @@ class TEQL(TensorAgent):
         if not config.count_before_update:
             self.visits_.increment(states, actions, active)
         self.count_step(batch)
+        if self.on_update is not None:
+            self._report(batch, targets, result.before, result.after, visits, step_size)
+
+    def _report(
+        self, batch: Transitions, targets: Any, before: Any, after: Any, visits: Any, step: Any
+    ) -> None:
+        """Call `on_update` with the `UpdateRecord` of the last update."""
+        f_max = None if self.bound is None else self.bound.f_max
+        record = UpdateRecord(
+            self.flat_states(batch.states), self.flat_actions(batch.actions),
+            np.array(targets, dtype=np.float64), np.array(before, dtype=np.float64),
+            np.array(after, dtype=np.float64), np.array(visits).astype(np.int64),
+            np.array(step, dtype=np.float64), f_max, batch.active,
+        )  # fmt: skip
+        self.on_update(record)
 
     def state_dict(self) -> dict[str, Any]:
         """Factors, counters, visit table, epsilon and generator states."""
@@ -227,3 +293,7 @@ class TEQL(TensorAgent):
         """Restore what `state_dict` returned."""
         super().load_state_dict(state)
         self.visits_.load_state_dict(state["visits"])
+
+
+SPEC = presets.AgentSpec("teql", TEQL, TEQLConfig)
+"""What the runner needs of TEQL; its readings are `rl.presets.READINGS["teql"]`."""

@@ -2,10 +2,11 @@
 
 The baseline that TEQL extends: the same CP Q-tensor, epsilon-greedy
 exploration with a per-step multiplicative decay, and per transition one
-normalized-gradient step on every touched factor row, in mode order, with the
-TD error computed once: F_n(i_n, :) += alpha (target - Q) g_n / ||g_n||, g_n the
-product of the other modes' rows. No regularization, no inner loop, a constant
-step size.
+normalized-gradient step on every touched factor row, with the TD error
+computed once: F_n(i_n, :) += alpha (target - Q) g_n / ||g_n||, g_n the product
+of the other modes' pre-update rows, so that every row moves at once (Jacobi, as
+in the released code; `tensorq.normalized_step`). No regularization, no inner
+loop, a constant step size.
 """
 
 from __future__ import annotations
@@ -17,10 +18,12 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from rl.agents._explore import epsilon_greedy
-from rl.agents._validation import check_real
+from rl import presets
+from rl.agents import _kernels
+from rl.agents._fast_path import CompiledStep
 from rl.agents.base import Transitions
 from rl.agents.tensor_agent import TensorAgent, TensorAgentConfig
+from rl.validation import check_real
 from tensorq import normalized_step
 
 
@@ -42,23 +45,13 @@ class TLRConfig(TensorAgentConfig):
         check_real("alpha", self.alpha, 0.0, math.inf, low_open=True)
 
 
-_RELEASED = {
-    "cartpole": {"rank": 10, "alpha": 0.005, "gamma": 0.9,
-                 "epsilon_start": 0.4, "epsilon_decay": 0.999999},
-    "pendulum": {"rank": 10, "alpha": 0.005, "gamma": 0.9,
-                 "epsilon_start": 1.0, "epsilon_decay": 0.999995},
-    "highway": {"rank": 20, "alpha": 0.0002, "gamma": 0.8,
-                "epsilon_start": 1.0, "epsilon_decay": 0.999999},
-}  # fmt: skip
-
-
 def preset(problem_name: str) -> dict[str, Any]:
     """Return the settings of the released TLR runs behind the paper's curves.
 
     The paper's table lists no TLR-specific values; its TLR baseline shares
-    rank, bins and step size with the released TEQL runs.
+    rank, bins and step size with the released TEQL runs (`rl.presets.READINGS`).
     """
-    return dict(_RELEASED.get(problem_name, {}))
+    return presets.reading("tlr", "paper").agent_params(problem_name)
 
 
 class TLR(TensorAgent):
@@ -66,7 +59,7 @@ class TLR(TensorAgent):
 
     Parameters
     ----------
-    problem : rl.problem.Problem
+    problem : rl.problems.Problem
     config : TLRConfig
     streams : sequence of rl.seeding.AgentRandom
         One per replica.
@@ -79,15 +72,28 @@ class TLR(TensorAgent):
 
     config: TLRConfig
 
-    def act(self, states: NDArray[np.int64], active: NDArray[np.bool_]) -> NDArray[np.int64]:
+    def _build_compiled_step(self) -> CompiledStep:
+        return CompiledStep(
+            self, explore_rule=_kernels.EPSILON_GREEDY, update_rule=_kernels.TLR,
+            alpha0=self.config.alpha,
+        )  # fmt: skip
+
+    def explore(self, states: NDArray[np.int64], active: NDArray[np.bool_]) -> NDArray[np.int64]:
         """Epsilon-greedy on Q(s, .), ties broken at random."""
-        flat = epsilon_greedy(self.action_values(states), self.epsilon_, active, self._rngs)
+        compiled = self.compiled_step()
+        if compiled is not None:
+            return compiled.act(states, active)
+        flat = self._epsilon_greedy(self.action_values(states), active)
         return self.action_vectors(flat)
 
     def observe(self, batch: Transitions) -> None:
         """One normalized-gradient step per mode for every active replica."""
         active = batch.active
         if not active.any():
+            return
+        compiled = self.compiled_step()
+        if compiled is not None:
+            compiled.observe(batch)
             return
         targets = self.targets(batch.rewards, batch.next_states, batch.terminated)
         normalized_step(
@@ -98,3 +104,7 @@ class TLR(TensorAgent):
             mask=~active,
         )
         self.count_step(batch)
+
+
+SPEC = presets.AgentSpec("tlr", TLR, TLRConfig)
+"""What the runner needs of TLR; its readings are `rl.presets.READINGS["tlr"]`."""

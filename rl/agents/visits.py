@@ -7,8 +7,12 @@ eq. (decomp_error). Two storages hold them behind one interface:
 
 - `DenseVisits`: arrays of shape (B, |S|, |A|), for small state spaces.
 - `SparseVisits`: one row of |A| counts and |A| errors per *visited* (replica,
-  state) pair, so that memory grows with the number of visited states and never
-  with the product of the state modes (Highway's grid has 20^9 states).
+  state) pair, found through an open-addressing hash table in arrays, so that
+  memory grows with the number of visited states and never with the product of
+  the state modes (Highway's grid has 20^9 states).
+
+Both expose `kernel_table`, the arrays that the compiled agent step
+(`rl.agents._kernels`) reads and writes directly.
 
 `make_visit_table` chooses by size. States and actions are flat indices
 (``numpy.ravel_multi_index`` over the state and action modes); the totals are
@@ -22,6 +26,9 @@ from typing import Any, Literal, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
+
+from rl.agents import _kernels
+from rl.validation import check_memory
 
 Storage = Literal["auto", "dense", "sparse"]
 
@@ -115,6 +122,23 @@ class DenseVisits(VisitTable):
         self._counts = np.zeros((replicas, n_states, n_actions), dtype=np.int64)
         self._delta = np.zeros((replicas, n_states, n_actions), dtype=np.float64)
         self._replica = np.arange(replicas)
+        none = np.zeros(0, dtype=np.int64)
+        flat = (replicas * n_states, n_actions)
+        self._kernel_table = (
+            none,
+            none,
+            none,
+            self._counts.reshape(flat),
+            self._delta.reshape(flat),
+            none,
+        )
+
+    def kernel_table(self) -> tuple[NDArray[Any], ...]:
+        """Return the arrays the compiled kernels use: no hash keys, the key is the row."""
+        return self._kernel_table
+
+    def reserve(self, extra: int) -> None:
+        """Nothing to do: every row exists."""
 
     def rows(self, states: NDArray[np.int64]) -> VisitRows:  # noqa: D102
         return VisitRows(self._counts[self._replica, states], self._delta[self._replica, states])
@@ -143,11 +167,22 @@ class DenseVisits(VisitTable):
 
 
 class SparseVisits(VisitTable):
-    """Visit table holding one row per visited (replica, state) pair.
+    """Visit table holding one row per visited (replica, state) pair, found by hashing.
 
-    Rows live in two growable arrays (counts and errors, ``capacity x |A|``);
-    a dictionary maps the key ``replica * |S| + state`` to its row. Reading an
-    unvisited state allocates nothing.
+    An open-addressing hash table in arrays (linear probing, load factor at
+    most 1/2) maps the key ``replica * |S| + state`` to a row of ``|A|`` counts
+    and ``|A|`` errors; rows are appended in order of first visit, and the
+    table doubles (rehashing its keys) when full. Lookups and inserts are
+    compiled (`rl.agents._kernels`) and run the same from Python and from
+    inside the compiled agent step. Reading an unvisited state allocates
+    nothing.
+
+    Parameters
+    ----------
+    replicas, n_states, n_actions : int
+        B, |S| and |A|.
+    capacity : int, default=256
+        Rows allocated at first (rounded up to a power of two); grows as needed.
     """
 
     def __init__(self, replicas: int, n_states: int, n_actions: int, capacity: int = 256) -> None:
@@ -157,81 +192,90 @@ class SparseVisits(VisitTable):
                 f"The state space is too large to index: {replicas} replicas x {n_states} states "
                 "exceeds 2**63 keys."
             )
-        self._index: dict[int, int] = {}
-        self._counts = np.zeros((capacity, n_actions), dtype=np.int64)
-        self._delta = np.zeros((capacity, n_actions), dtype=np.float64)
         self._offsets = np.arange(replicas, dtype=np.int64) * n_states
+        self._all = np.ones(replicas, dtype=bool)
+        self._allocate(np.zeros(0, dtype=np.int64), capacity)
+
+    def _allocate(self, row_keys: NDArray[np.int64], capacity: int) -> None:
+        """Allocate zeroed rows for ``capacity`` (a power of two) and hash ``row_keys`` in."""
+        capacity = 1 << max(int(capacity) - 1, 0).bit_length()
+        used = len(row_keys)
+        self._row_keys = np.full(capacity, _kernels.EMPTY, dtype=np.int64)
+        self._row_keys[:used] = row_keys
+        self._counts = np.zeros((capacity, self.n_actions), dtype=np.int64)
+        self._delta = np.zeros((capacity, self.n_actions), dtype=np.float64)
+        self._used = np.array([used], dtype=np.int64)
+        self._keys, self._slot_rows = _kernels.table_rebuild(self._row_keys, used, 2 * capacity)
+
+    def reserve(self, extra: int) -> None:
+        """Make room for ``extra`` new rows: double the rows and rehash when needed."""
+        used = int(self._used[0])
+        capacity = len(self._row_keys)
+        if used + extra <= capacity:
+            return
+        counts, delta = self._counts[:used], self._delta[:used]
+        self._allocate(self._row_keys[:used].copy(), max(used + extra, 2 * capacity))
+        self._counts[:used] = counts
+        self._delta[:used] = delta
+
+    def kernel_table(self) -> tuple[NDArray[Any], ...]:
+        """Return the arrays the compiled kernels read and write (valid until it grows)."""
+        return (self._keys, self._slot_rows, self._row_keys, self._counts, self._delta, self._used)
 
     @property
     def visited(self) -> int:
         """Number of visited (replica, state) pairs, i.e. rows in use."""
-        return len(self._index)
+        return int(self._used[0])
 
-    def _lookup(self, states: NDArray[np.int64]) -> NDArray[np.int64]:
-        keys = (self._offsets + states).tolist()
-        return np.array([self._index.get(key, -1) for key in keys], dtype=np.int64)
-
-    def _ensure(self, states: NDArray[np.int64], active: NDArray[np.bool_]) -> NDArray[np.int64]:
-        keys = (self._offsets + states).tolist()
-        rows = np.full(self.replicas, -1, dtype=np.int64)
-        for replica in np.flatnonzero(active).tolist():
-            row = self._index.get(keys[replica])
-            if row is None:
-                row = self._index[keys[replica]] = len(self._index)
-                self._grow(row + 1)
-            rows[replica] = row
-        return rows
-
-    def _grow(self, needed: int) -> None:
-        capacity = len(self._counts)
-        if needed <= capacity:
-            return
-        capacity = max(needed, 2 * capacity)
-        extra = capacity - len(self._counts)
-        self._counts = np.concatenate([self._counts, np.zeros((extra, self.n_actions), np.int64)])
-        self._delta = np.concatenate([self._delta, np.zeros((extra, self.n_actions))])
+    def _rows(self, states: NDArray[np.int64], active: NDArray[np.bool_], create: bool) -> Any:
+        keys = self._offsets + np.asarray(states, dtype=np.int64)
+        if create:
+            self.reserve(self.replicas)
+        return _kernels.table_rows(self.kernel_table(), keys, np.asarray(active, bool), create)
 
     def rows(self, states: NDArray[np.int64]) -> VisitRows:  # noqa: D102
-        rows = self._lookup(states)
+        rows = self._rows(states, self._all, False)
         seen = (rows >= 0)[:, None]
         return VisitRows(
             np.where(seen, self._counts[rows], 0), np.where(seen, self._delta[rows], 0.0)
         )
 
     def counts(self, states, actions):  # noqa: D102
-        rows = self._lookup(states)
+        rows = self._rows(states, self._all, False)
         return np.where(rows >= 0, self._counts[rows, actions], 0)
 
     def increment(self, states, actions, active):  # noqa: D102
-        rows = self._ensure(states, active)
+        rows = self._rows(states, active, True)
         self._counts[rows[active], actions[active]] += 1
 
     def set_delta(self, states, actions, values, active):  # noqa: D102
-        rows = self._ensure(states, active)
+        rows = self._rows(states, active, True)
         self._delta[rows[active], actions[active]] = values[active]
 
     @property
     def nbytes(self) -> int:  # noqa: D102
-        return self._counts.nbytes + self._delta.nbytes
+        arrays = (self._counts, self._delta, self._row_keys, self._keys, self._slot_rows)
+        return sum(a.nbytes for a in arrays)
 
-    def state_dict(self) -> dict[str, Any]:  # noqa: D102
-        used = len(self._index)
-        keys = np.fromiter(self._index.keys(), dtype=np.int64, count=used)
-        rows = np.fromiter(self._index.values(), dtype=np.int64, count=used)
+    def state_dict(self) -> dict[str, Any]:
+        """Keys, counts and errors of the visited rows, in order of first visit."""
+        used = self.visited
         return {
-            "keys": keys,
-            "rows": rows,
+            "keys": self._row_keys[:used].copy(),
             "counts": self._counts[:used].copy(),
             "delta": self._delta[:used].copy(),
         }
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:  # noqa: D102
-        self._index = dict(zip(state["keys"].tolist(), state["rows"].tolist(), strict=True))
-        used = len(self._index)
-        self._counts = np.zeros((max(used, 1), self.n_actions), dtype=np.int64)
-        self._delta = np.zeros((max(used, 1), self.n_actions), dtype=np.float64)
-        self._counts[:used] = state["counts"]
-        self._delta[:used] = state["delta"]
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what `state_dict` returned (also the older dict-based layout)."""
+        keys = np.asarray(state["keys"], dtype=np.int64)
+        counts, delta = np.asarray(state["counts"]), np.asarray(state["delta"])
+        if "rows" in state:  # the dict-based table saved keys[i] -> rows[i]
+            order = np.argsort(np.asarray(state["rows"]), kind="stable")
+            keys = keys[order]
+        self._allocate(keys, max(len(keys), 1))
+        self._counts[: len(keys)] = counts
+        self._delta[: len(keys)] = delta
 
 
 def make_visit_table(
@@ -256,6 +300,8 @@ def make_visit_table(
             f"Got {storage!r} instead."
         )
     dense_bytes = replicas * n_states * n_actions * _BYTES_PER_ENTRY
+    if storage == "dense":
+        check_memory("visit_storage", float(dense_bytes), "the dense visit table")
     if storage == "dense" or (storage == "auto" and dense_bytes <= DENSE_LIMIT_BYTES):
         return DenseVisits(replicas, n_states, n_actions)
     return SparseVisits(replicas, n_states, n_actions)

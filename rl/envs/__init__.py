@@ -1,24 +1,17 @@
 """Environments of the TEQL paper and exact-model factored problems.
 
-All are Gymnasium environments registered under the ``rl/`` namespace when
-``rl`` is imported:
+`ContinuousCartPole` and `BoundedPendulum` (physical systems whose dynamics
+are one compiled kernel, `rl.envs.physics`, with NumPy vector versions,
+`rl.envs.vector`), `Highway` (highway-env, imported only when a `Highway` is
+constructed) and the exact-model problems `Inventory` and `LowRankMDP` with
+value iteration.
 
-==========================  =====================  ==================
-id                          class                  max_episode_steps
-==========================  =====================  ==================
-``rl/ContinuousCartPole-v0``  `ContinuousCartPole`   100 (vectorized)
-``rl/BoundedPendulum-v0``     `BoundedPendulum`      100 (vectorized)
-``rl/Highway-v0``             `Highway`              50
-``rl/Inventory-v0``           `Inventory`            100
-``rl/LowRankMDP-v0``          `LowRankMDP`           100
-==========================  =====================  ==================
-
-``highway-env`` (an optional extra) is imported only when a `Highway` is constructed.
+Their Gymnasium ids, entry points and episode lengths are listed once, in
+`rl.problems.ENVIRONMENTS`; ``import rl`` registers them under the ``rl/``
+namespace (`rl.problems.register_envs`).
 """
 
 from __future__ import annotations
-
-import gymnasium
 
 from rl.envs.cartpole import ContinuousCartPole, ContinuousCartPoleVector
 from rl.envs.highway import Highway
@@ -29,12 +22,12 @@ from rl.envs.value_iteration import (
     ExactModel,
     bellman_residual,
     greedy_policy,
+    is_exact_model,
     policy_value,
     value_iteration,
 )
 
 __all__ = [
-    "ENV_IDS",
     "BoundedPendulum",
     "BoundedPendulumVector",
     "ContinuousCartPole",
@@ -45,37 +38,7 @@ __all__ = [
     "LowRankMDP",
     "bellman_residual",
     "greedy_policy",
+    "is_exact_model",
     "policy_value",
-    "register_envs",
     "value_iteration",
 ]
-
-#: Registered ids, mapped to (entry point, vector entry point or None, max_episode_steps).
-ENV_IDS: dict[str, tuple[str, str | None, int]] = {
-    "rl/ContinuousCartPole-v0": (
-        "rl.envs.cartpole:ContinuousCartPole",
-        "rl.envs.cartpole:ContinuousCartPoleVector",
-        100,
-    ),
-    "rl/BoundedPendulum-v0": (
-        "rl.envs.pendulum:BoundedPendulum",
-        "rl.envs.pendulum:BoundedPendulumVector",
-        100,
-    ),
-    "rl/Highway-v0": ("rl.envs.highway:Highway", None, 50),
-    "rl/Inventory-v0": ("rl.envs.inventory:Inventory", None, 100),
-    "rl/LowRankMDP-v0": ("rl.envs.lowrank_mdp:LowRankMDP", None, 100),
-}
-
-
-def register_envs() -> None:
-    """Register every environment of `ENV_IDS` with Gymnasium (idempotent)."""
-    for env_id, (entry_point, vector_entry_point, steps) in ENV_IDS.items():
-        if env_id in gymnasium.registry:
-            continue
-        gymnasium.register(
-            id=env_id,
-            entry_point=entry_point,
-            vector_entry_point=vector_entry_point,
-            max_episode_steps=steps,
-        )

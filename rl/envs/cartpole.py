@@ -36,9 +36,10 @@ import math
 
 import numpy as np
 from gymnasium import spaces
+from numba import njit
 from numpy.typing import NDArray
 
-from rl.envs.batched import BatchedEnv, BatchedVectorEnv, StepResult
+from rl.envs.physics import PhysicsEnv, PhysicsVectorEnv
 
 GRAVITY = 9.8
 MASS_CART = 1.0
@@ -67,16 +68,21 @@ REWARD_BOUND = max(
 _OBS_HIGH = np.array([2 * X_THRESHOLD, np.inf, 2 * THETA_THRESHOLD, np.inf])
 
 
+@njit(cache=True)
 def cartpole_step(
     state: NDArray[np.float64], action: NDArray[np.float64]
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.bool_]]:
-    """Advance a batch of cart-poles by one Euler step.
+    """Advance a batch of cart-poles by one Euler step (a compiled kernel).
+
+    Each row is computed on its own with the same scalar operations, so a row
+    does not depend on B (the single and the vector environment agree bit for
+    bit).
 
     Parameters
     ----------
-    state : ndarray, shape (B, 4)
+    state : ndarray of float64, shape (B, 4)
         Rows (x, x_dot, theta, theta_dot).
-    action : ndarray, shape (B, 1) or (B,)
+    action : ndarray of float64, shape (B, 1)
         Normalised force a in [-1, 1] (clipped).
 
     Returns
@@ -89,34 +95,40 @@ def cartpole_step(
     ----------
     Rozada et al. (2024), continuous cart-pole; see the module docstring.
     """
-    a = np.minimum(np.maximum(action.reshape(-1), -1.0), 1.0)
-    x, x_dot, theta, theta_dot = state[:, 0], state[:, 1], state[:, 2], state[:, 3]
-    cos_t = np.cos(theta)
-    sin_t = np.sin(theta)
-    temp = (FORCE_MAG * a + POLE_MASS_LENGTH * theta_dot * theta_dot * sin_t) / TOTAL_MASS
-    theta_acc = (GRAVITY * sin_t - cos_t * temp) / (
-        HALF_LENGTH * (4.0 / 3.0 - MASS_POLE * cos_t * cos_t / TOTAL_MASS)
-    )
-    x_acc = temp - POLE_MASS_LENGTH * theta_acc * cos_t / TOTAL_MASS
-    next_state = np.empty_like(state)
-    next_state[:, 0] = x + TAU * x_dot
-    next_state[:, 1] = x_dot + TAU * x_acc
-    next_state[:, 2] = new_theta = theta + TAU * theta_dot
-    next_state[:, 3] = new_theta_dot = theta_dot + TAU * theta_acc
-    terminated = (np.abs(next_state[:, 0]) > X_THRESHOLD) | (np.abs(new_theta) > THETA_THRESHOLD)
-    theta_sq = new_theta * new_theta
-    theta_dot_sq = new_theta_dot * new_theta_dot
-    effort = 10.0 * a * a
-    if terminated.any():
-        alive = 1.0 - theta_sq - theta_dot_sq - effort
-        fallen = -theta_sq - 0.1 * theta_dot_sq - effort
-        reward = np.where(terminated, fallen, alive)
-    else:
-        reward = 1.0 - theta_sq - theta_dot_sq - effort
+    n_rows = state.shape[0]
+    next_state = np.empty((n_rows, 4))
+    reward = np.empty(n_rows)
+    terminated = np.empty(n_rows, dtype=np.bool_)
+    for i in range(n_rows):
+        a = min(max(action[i, 0], -1.0), 1.0)
+        x, x_dot, theta, theta_dot = state[i, 0], state[i, 1], state[i, 2], state[i, 3]
+        cos_t = math.cos(theta)
+        sin_t = math.sin(theta)
+        temp = (FORCE_MAG * a + POLE_MASS_LENGTH * theta_dot * theta_dot * sin_t) / TOTAL_MASS
+        theta_acc = (GRAVITY * sin_t - cos_t * temp) / (
+            HALF_LENGTH * (4.0 / 3.0 - MASS_POLE * cos_t * cos_t / TOTAL_MASS)
+        )
+        x_acc = temp - POLE_MASS_LENGTH * theta_acc * cos_t / TOTAL_MASS
+        new_x = x + TAU * x_dot
+        new_theta = theta + TAU * theta_dot
+        new_theta_dot = theta_dot + TAU * theta_acc
+        next_state[i, 0] = new_x
+        next_state[i, 1] = x_dot + TAU * x_acc
+        next_state[i, 2] = new_theta
+        next_state[i, 3] = new_theta_dot
+        done = abs(new_x) > X_THRESHOLD or abs(new_theta) > THETA_THRESHOLD
+        terminated[i] = done
+        theta_sq = new_theta * new_theta
+        theta_dot_sq = new_theta_dot * new_theta_dot
+        effort = 10.0 * a * a
+        if done:
+            reward[i] = -theta_sq - 0.1 * theta_dot_sq - effort
+        else:
+            reward[i] = 1.0 - theta_sq - theta_dot_sq - effort
     return next_state, reward, terminated
 
 
-class ContinuousCartPole(BatchedEnv):
+class ContinuousCartPole(PhysicsEnv):
     """Cart-pole with a continuous force, the reward of Rozada et al. and 100-step episodes.
 
     Observation: float64 array (x, x_dot, theta, theta_dot). Action: float64
@@ -145,16 +157,14 @@ class ContinuousCartPole(BatchedEnv):
         """Draw the initial state uniformly in [-0.05, 0.05]^4."""
         return rng.uniform(-RESET_BOUND, RESET_BOUND, size=(4,))
 
-    @staticmethod
-    def _transition(state: NDArray[np.float64], action: NDArray[np.float64]) -> StepResult:
-        """Apply force 30 a for one step of 0.02 s; see `cartpole_step`."""
-        return cartpole_step(state, action)
+    #: Apply force 30 a for one step of 0.02 s (the compiled `cartpole_step`).
+    _transition = staticmethod(cartpole_step)
 
 
-class ContinuousCartPoleVector(BatchedVectorEnv):
+class ContinuousCartPoleVector(PhysicsVectorEnv):
     """B copies of `ContinuousCartPole` stepped at once (the registered ``vector_entry_point``).
 
-    Constructor parameters as in `BatchedVectorEnv`.
+    Constructor parameters as in `PhysicsVectorEnv`.
 
     References
     ----------

@@ -18,6 +18,8 @@ import numpy as np
 from gymnasium import spaces
 from numpy.typing import NDArray
 
+from rl.validation import check_real
+
 #: Largest dense transition array (entries) that `FactoredMDP.transition` builds.
 MAX_MODEL_ENTRIES = 50_000_000
 
@@ -46,11 +48,9 @@ class FactoredMDP(gym.Env[NDArray[np.int64], NDArray[np.int64]], abc.ABC):
     def __init__(
         self, state_dims: tuple[int, ...], action_dims: tuple[int, ...], gamma: float
     ) -> None:
-        if not 0.0 <= gamma < 1.0:
-            raise ValueError(f"The 'gamma' parameter must be in [0, 1). Got {gamma!r} instead.")
+        self.gamma = check_real("gamma", gamma, 0.0, 1.0, high_open=True)
         self.state_dims = tuple(int(d) for d in state_dims)
         self.action_dims = tuple(int(d) for d in action_dims)
-        self.gamma = float(gamma)
         self.observation_space = spaces.MultiDiscrete(self.state_dims, dtype=np.int64)
         self.action_space = spaces.MultiDiscrete(self.action_dims, dtype=np.int64)
         self.state: NDArray[np.int64] | None = None

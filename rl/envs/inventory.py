@@ -38,20 +38,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from rl.envs.factored import FactoredMDP, sample_categorical
+from rl.validation import MAX_BINS, check_int, check_real
 
+MAX_LOCATIONS = 16
+"""Largest number of locations (the exact model's einsum needs 3 letters per location)."""
 
-def _check_int(name: str, value: int, minimum: int) -> int:
-    if not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(
-            f"The '{name}' parameter must be an int >= {minimum}. Got {value!r} instead."
-        )
-    return int(value)
-
-
-def _check_nonneg(name: str, value: float) -> float:
-    if not np.isfinite(value) or value < 0:
-        raise ValueError(f"The '{name}' parameter must be a float >= 0. Got {value!r} instead.")
-    return float(value)
+MAX_SEASONS = 100
+"""Largest number of demand regimes."""
 
 
 def truncated_poisson(mean: float, max_value: int) -> NDArray[np.float64]:
@@ -116,35 +109,31 @@ class Inventory(FactoredMDP):
         lost_sale_cost: float = 3.0,
         gamma: float = 0.9,
     ) -> None:
-        k = _check_int("n_locations", n_locations, 1)
+        k = check_int("n_locations", n_locations, 1, MAX_LOCATIONS)
         self.n_locations = k
-        self.max_level = _check_int("max_level", max_level, 1)
-        self.max_order = _check_int("max_order", max_order, 1)
-        self.max_demand = _check_int("max_demand", max_demand, 0)
-        self.n_seasons = _check_int("n_seasons", n_seasons, 1)
+        self.max_level = check_int("max_level", max_level, 1, MAX_BINS)
+        self.max_order = check_int("max_order", max_order, 1, MAX_BINS)
+        self.max_demand = check_int("max_demand", max_demand, 0, MAX_BINS)
+        self.n_seasons = check_int("n_seasons", n_seasons, 1, MAX_SEASONS)
         means = np.asarray(demand_means, dtype=np.float64)
-        if means.shape != (self.n_seasons,) or np.any(means < 0):
+        if means.shape != (self.n_seasons,) or not np.all((means >= 0) & (means < np.inf)):
             raise ValueError(
-                f"The 'demand_means' parameter must hold {self.n_seasons} floats >= 0. "
+                f"The 'demand_means' parameter must hold {self.n_seasons} finite floats >= 0. "
                 f"Got {demand_means!r} instead."
             )
         scales = np.ones(k) if location_scales is None else np.asarray(location_scales, float)
-        if scales.shape != (k,) or np.any(scales < 0):
+        if scales.shape != (k,) or not np.all((scales >= 0) & (scales < np.inf)):
             raise ValueError(
-                f"The 'location_scales' parameter must hold {k} floats >= 0. "
+                f"The 'location_scales' parameter must hold {k} finite floats >= 0. "
                 f"Got {location_scales!r} instead."
             )
-        if not 0.0 <= season_stay <= 1.0:
-            raise ValueError(
-                f"The 'season_stay' parameter must be in [0, 1]. Got {season_stay!r} instead."
-            )
+        self.season_stay = check_real("season_stay", season_stay, 0.0, 1.0)
         self.demand_means = tuple(means.tolist())
         self.location_scales = tuple(scales.tolist())
-        self.season_stay = float(season_stay)
-        self.order_cost = _check_nonneg("order_cost", order_cost)
-        self.fixed_order_cost = _check_nonneg("fixed_order_cost", fixed_order_cost)
-        self.holding_cost = _check_nonneg("holding_cost", holding_cost)
-        self.lost_sale_cost = _check_nonneg("lost_sale_cost", lost_sale_cost)
+        self.order_cost = check_real("order_cost", order_cost, 0.0)
+        self.fixed_order_cost = check_real("fixed_order_cost", fixed_order_cost, 0.0)
+        self.holding_cost = check_real("holding_cost", holding_cost, 0.0)
+        self.lost_sale_cost = check_real("lost_sale_cost", lost_sale_cost, 0.0)
         super().__init__(
             (self.n_seasons,) + (self.max_level + 1,) * k, (self.max_order + 1,) * k, gamma
         )

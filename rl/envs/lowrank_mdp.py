@@ -42,16 +42,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from rl.envs.factored import FactoredMDP, sample_categorical
-
-
-def _check_dims(name: str, dims: Sequence[int]) -> tuple[int, ...]:
-    dims = tuple(dims)
-    if not dims or any(not isinstance(d, (int, np.integer)) or d < 1 for d in dims):
-        raise ValueError(
-            f"The '{name}' parameter must be a non-empty sequence of ints >= 1. "
-            f"Got {dims!r} instead."
-        )
-    return tuple(int(d) for d in dims)
+from rl.validation import MAX_BINS, MAX_RANK, check_int, check_ints, check_memory, check_real
 
 
 def _rank_one(factors: Sequence[NDArray[np.float64]], k: int) -> NDArray[np.float64]:
@@ -99,17 +90,13 @@ class LowRankMDP(FactoredMDP):
         model_seed: int = 0,
         gamma: float = 0.9,
     ) -> None:
-        state_dims = _check_dims("state_dims", state_dims)
-        action_dims = _check_dims("action_dims", action_dims)
-        if not isinstance(rank, (int, np.integer)) or rank < 1:
-            raise ValueError(f"The 'rank' parameter must be an int >= 1. Got {rank!r} instead.")
-        if not concentration > 0:
-            raise ValueError(
-                f"The 'concentration' parameter must be > 0. Got {concentration!r} instead."
-            )
+        state_dims = check_ints("state_dims", state_dims, 1, MAX_BINS)
+        action_dims = check_ints("action_dims", action_dims, 1, MAX_BINS)
+        entries = 8.0 * math.prod(state_dims) * math.prod(action_dims)
+        check_memory("state_dims", 3 * entries, "the dense transition mix and reward tensors")
+        self.rank = check_int("rank", rank, 1, MAX_RANK)
+        self.concentration = check_real("concentration", concentration, 0.0, low_open=True)
         super().__init__(state_dims, action_dims, gamma)
-        self.rank = int(rank)
-        self.concentration = float(concentration)
         self.model_seed = model_seed
         rng = np.random.default_rng(model_seed)
         modes = self.state_dims + self.action_dims

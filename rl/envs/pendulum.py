@@ -29,9 +29,10 @@ import math
 
 import numpy as np
 from gymnasium import spaces
+from numba import njit
 from numpy.typing import NDArray
 
-from rl.envs.batched import BatchedEnv, BatchedVectorEnv, StepResult
+from rl.envs.physics import PhysicsEnv, PhysicsVectorEnv
 
 GRAVITY = 10.0
 MASS = 1.0
@@ -55,16 +56,21 @@ def angle_normalize(theta: NDArray[np.float64]) -> NDArray[np.float64]:
     return ((theta + np.pi) % (2 * np.pi)) - np.pi
 
 
+@njit(cache=True)
 def pendulum_step(
     state: NDArray[np.float64], action: NDArray[np.float64]
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.bool_]]:
-    """Advance a batch of bounded pendulums by one step.
+    """Advance a batch of bounded pendulums by one step (a compiled kernel).
+
+    Each row is computed on its own with the same scalar operations, so a row
+    does not depend on B (the single and the vector environment agree bit for
+    bit).
 
     Parameters
     ----------
-    state : ndarray, shape (B, 2)
+    state : ndarray of float64, shape (B, 2)
         Rows (theta, theta_dot).
-    action : ndarray, shape (B, 1) or (B,)
+    action : ndarray of float64, shape (B, 1)
         Torque u (clipped to [-2, 2]).
 
     Returns
@@ -79,21 +85,27 @@ def pendulum_step(
     ----------
     Rozada et al. (2024), bounded pendulum; see the module docstring.
     """
-    u = np.minimum(np.maximum(action.reshape(-1), -MAX_TORQUE), MAX_TORQUE)
-    theta, theta_dot = state[:, 0], state[:, 1]
-    reward = 1.0 - (angle_normalize(theta) ** 2 + 0.1 * theta_dot**2 + 0.1 * u**2)
-    new_theta_dot = (
-        theta_dot
-        + (3.0 * GRAVITY / (2.0 * LENGTH) * np.sin(theta) + 3.0 / (MASS * LENGTH**2) * u) * DT
-    )
-    next_state = np.empty_like(state)
-    next_state[:, 0] = new_theta = theta + new_theta_dot * DT
-    next_state[:, 1] = np.minimum(np.maximum(new_theta_dot, -MAX_SPEED), MAX_SPEED)
-    terminated = np.abs(new_theta) > THETA_THRESHOLD
+    n_rows = state.shape[0]
+    next_state = np.empty((n_rows, 2))
+    reward = np.empty(n_rows)
+    terminated = np.empty(n_rows, dtype=np.bool_)
+    for i in range(n_rows):
+        u = min(max(action[i, 0], -MAX_TORQUE), MAX_TORQUE)
+        theta, theta_dot = state[i, 0], state[i, 1]
+        wrapped = ((theta + math.pi) % (2.0 * math.pi)) - math.pi
+        reward[i] = 1.0 - (wrapped * wrapped + 0.1 * theta_dot * theta_dot + 0.1 * u * u)
+        new_theta_dot = (
+            theta_dot
+            + (3.0 * GRAVITY / (2.0 * LENGTH) * math.sin(theta) + 3.0 / (MASS * LENGTH**2) * u) * DT
+        )
+        new_theta = theta + new_theta_dot * DT
+        next_state[i, 0] = new_theta
+        next_state[i, 1] = min(max(new_theta_dot, -MAX_SPEED), MAX_SPEED)
+        terminated[i] = abs(new_theta) > THETA_THRESHOLD
     return next_state, reward, terminated
 
 
-class BoundedPendulum(BatchedEnv):
+class BoundedPendulum(PhysicsEnv):
     """Pendulum kept near upright: observation (theta, theta_dot), termination at |theta| > pi/4.
 
     Observation: float64 array (theta, theta_dot); theta stays within
@@ -122,16 +134,14 @@ class BoundedPendulum(BatchedEnv):
         """Draw theta and theta_dot uniformly in [0, 0.01)."""
         return rng.uniform(0.0, RESET_HIGH, size=(2,))
 
-    @staticmethod
-    def _transition(state: NDArray[np.float64], action: NDArray[np.float64]) -> StepResult:
-        """Apply torque u for dt = 0.05 s; see `pendulum_step`."""
-        return pendulum_step(state, action)
+    #: Apply torque u for dt = 0.05 s (the compiled `pendulum_step`).
+    _transition = staticmethod(pendulum_step)
 
 
-class BoundedPendulumVector(BatchedVectorEnv):
+class BoundedPendulumVector(PhysicsVectorEnv):
     """B copies of `BoundedPendulum` stepped at once (the registered ``vector_entry_point``).
 
-    Constructor parameters as in `BatchedVectorEnv`.
+    Constructor parameters as in `PhysicsVectorEnv`.
 
     References
     ----------

@@ -16,27 +16,43 @@ References
 from __future__ import annotations
 
 import math
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
 
+from rl.validation import check_real
 
+
+@runtime_checkable
 class ExactModel(Protocol):
-    """What value iteration needs from a factored finite MDP.
+    """An environment that exposes its model: the one protocol for value iteration and Q*.
+
+    The bundled `Inventory` and `LowRankMDP` implement it (through
+    `rl.envs.factored.FactoredMDP`), and so can any user's environment: give the
+    unwrapped environment these five attributes (plain attributes or
+    properties) and it gets `value_iteration`, `policy_value`,
+    `rl.problems.exact_model` and the ``analysis`` tools with no extra code.
+    Its modes must be those of its `rl.problems.Problem` (``MultiDiscrete``
+    spaces starting at 0 give exactly that).
 
     Attributes
     ----------
     state_dims, action_dims : tuple of int
-        Sizes of the state and action components.
+        Sizes of the state and action components (the Q-tensor's modes).
     transition : ndarray, shape state_dims + action_dims + state_dims
         P(s' | s, a); sums to 1 over the trailing state modes.
     reward : ndarray, shape state_dims + action_dims
         Expected one-step reward r(s, a).
     gamma : float
-        Default discount factor.
-    initial_distribution : ndarray, shape state_dims
-        Distribution of the first state.
+        Default discount factor in [0, 1).
+
+    Notes
+    -----
+    Optional: ``initial_distribution`` (ndarray, shape state_dims), the
+    distribution of the first state, with which ``(initial_distribution *
+    V).sum()`` is the expected return from the start; and ``reward_bound``
+    (R_max), which `rl.problems.make_problem` reads.
     """
 
     state_dims: tuple[int, ...]
@@ -49,8 +65,20 @@ class ExactModel(Protocol):
     @property
     def reward(self) -> NDArray[np.float64]: ...  # noqa: D102
 
-    @property
-    def initial_distribution(self) -> NDArray[np.float64]: ...  # noqa: D102
+
+MODEL_MEMBERS = ("state_dims", "action_dims", "transition", "reward", "gamma")
+"""The attributes of `ExactModel`."""
+
+
+def missing_model_members(model: Any) -> list[str]:
+    """Return the `ExactModel` attributes that ``model`` (or its unwrapped env) lacks."""
+    model = getattr(model, "unwrapped", model)
+    return [name for name in MODEL_MEMBERS if not hasattr(model, name)]
+
+
+def is_exact_model(model: Any) -> bool:
+    """Whether ``model`` (or its unwrapped environment) implements `ExactModel`."""
+    return not missing_model_members(model)
 
 
 def _model(model: Any) -> ExactModel:
@@ -59,9 +87,7 @@ def _model(model: Any) -> ExactModel:
 
 def _gamma(model: ExactModel, gamma: float | None) -> float:
     gamma = model.gamma if gamma is None else gamma
-    if not 0.0 <= gamma < 1.0:
-        raise ValueError(f"The 'gamma' parameter must be in [0, 1). Got {gamma!r} instead.")
-    return float(gamma)
+    return check_real("gamma", gamma, 0.0, 1.0, high_open=True)
 
 
 def _flat(model: ExactModel) -> tuple[NDArray[np.float64], NDArray[np.float64], int, int]:
@@ -139,8 +165,7 @@ def value_iteration(
     """
     model = _model(model)
     gamma = _gamma(model, gamma)
-    if tol <= 0:
-        raise ValueError(f"The 'tol' parameter must be > 0. Got {tol!r} instead.")
+    check_real("tol", tol, 0.0, low_open=True)
     transition, reward, n_states, n_actions = _flat(model)
     q = np.zeros((n_states, n_actions))
     for _ in range(max_iter):

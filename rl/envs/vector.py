@@ -22,6 +22,14 @@ Contract
 - Truncation reproduces `gymnasium.wrappers.TimeLimit`: a copy is truncated
   when its step count reaches ``max_episode_steps`` (possibly together with
   termination).
+- ``step(actions, active=mask)`` (an extension of Gymnasium's signature, used
+  by `rl.replicas.ReplicaEnvs`) steps only the copies where ``mask`` is True;
+  the others are left exactly as they are (state, counter and flags), earn
+  reward 0.0, re-report their flags and are never auto-reset.
+
+The bookkeeping after the transition (commit the new state of the copies
+that step, count steps, set the flags) is one compiled kernel, `_commit_step`,
+so a step costs a handful of calls whatever B is.
 """
 
 from __future__ import annotations
@@ -35,7 +43,10 @@ from gymnasium import spaces
 from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
+from numba import njit
 from numpy.typing import NDArray
+
+from rl.validation import check_int
 
 _SUPPORTED_MODES = (AutoresetMode.NEXT_STEP, AutoresetMode.DISABLED)
 
@@ -51,6 +62,43 @@ def _check_autoreset_mode(mode: AutoresetMode | str) -> AutoresetMode:
             f"AutoresetMode.DISABLED. Got {mode!r} instead."
         )
     return mode
+
+
+@njit(cache=True)
+def _commit_step(
+    state: NDArray[np.float64],
+    elapsed_steps: NDArray[np.int64],
+    terminated_flags: NDArray[np.bool_],
+    truncated_flags: NDArray[np.bool_],
+    active: NDArray[np.bool_],
+    next_state: NDArray[np.float64],
+    rewards: NDArray[np.float64],
+    terminated: NDArray[np.bool_],
+    max_episode_steps: int,
+) -> NDArray[np.bool_]:
+    """Commit one transition in place for the copies that step.
+
+    A copy steps when it is active and has neither terminated nor been
+    truncated: its state becomes ``next_state``, its counter advances and its
+    flags are set (truncated once the counter reaches ``max_episode_steps``;
+    never when that is negative). The others keep state, counter and flags and
+    get reward 0.0 (``rewards`` is written in place). Returns the mask of
+    active copies that had already ended (to be auto-reset in NEXT_STEP mode).
+    """
+    n_copies = state.shape[0]
+    ended = np.zeros(n_copies, dtype=np.bool_)
+    for i in range(n_copies):
+        if not active[i]:
+            rewards[i] = 0.0
+        elif terminated_flags[i] or truncated_flags[i]:
+            ended[i] = True
+            rewards[i] = 0.0
+        else:
+            state[i, :] = next_state[i, :]
+            elapsed_steps[i] += 1
+            terminated_flags[i] = terminated[i]
+            truncated_flags[i] = max_episode_steps >= 0 and elapsed_steps[i] >= max_episode_steps
+    return ended
 
 
 class NumpyVectorEnv(VectorEnv, abc.ABC):
@@ -78,18 +126,9 @@ class NumpyVectorEnv(VectorEnv, abc.ABC):
         single_observation_space: spaces.Box,
         single_action_space: spaces.Box,
     ) -> None:
-        if not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
-            raise ValueError(
-                f"The 'num_envs' parameter must be an int >= 1. Got {num_envs!r} instead."
-            )
-        if max_episode_steps is not None and (
-            not isinstance(max_episode_steps, (int, np.integer)) or max_episode_steps < 1
-        ):
-            raise ValueError(
-                "The 'max_episode_steps' parameter must be an int >= 1 or None. "
-                f"Got {max_episode_steps!r} instead."
-            )
-        self.num_envs = int(num_envs)
+        self.num_envs = check_int("num_envs", num_envs, 1)
+        if max_episode_steps is not None:
+            max_episode_steps = check_int("max_episode_steps", max_episode_steps, 1)
         self.max_episode_steps = max_episode_steps
         self.autoreset_mode = _check_autoreset_mode(autoreset_mode)
         self.metadata = {"autoreset_mode": self.autoreset_mode, "render_modes": []}
@@ -103,6 +142,7 @@ class NumpyVectorEnv(VectorEnv, abc.ABC):
         self.elapsed_steps = np.zeros(self.num_envs, dtype=np.int64)
         self._terminated = np.zeros(self.num_envs, dtype=np.bool_)
         self._truncated = np.zeros(self.num_envs, dtype=np.bool_)
+        self._all_active = np.ones(self.num_envs, dtype=np.bool_)
 
     # ----------------------------------------------------------------- hooks
     @abc.abstractmethod
@@ -175,7 +215,7 @@ class NumpyVectorEnv(VectorEnv, abc.ABC):
         return self.state.copy(), {}
 
     def step(
-        self, actions: NDArray
+        self, actions: NDArray, active: NDArray[np.bool_] | None = None
     ) -> tuple[
         NDArray[np.float64],
         NDArray[np.float64],
@@ -188,8 +228,11 @@ class NumpyVectorEnv(VectorEnv, abc.ABC):
         Parameters
         ----------
         actions : array, shape (B,) + single action shape
-            One action per copy; rows of copies that are being reset or are
-            frozen are ignored.
+            One action per copy; rows of copies that are being reset, frozen
+            or inactive are ignored.
+        active : ndarray of bool, shape (B,), optional
+            Copies to step (all when None); the others are left as they are,
+            earn reward 0.0 and re-report their flags.
 
         Returns
         -------
@@ -200,34 +243,34 @@ class NumpyVectorEnv(VectorEnv, abc.ABC):
             Empty.
         """
         actions = np.asarray(actions, dtype=np.float64).reshape(self.num_envs, -1)
-        ended = self._terminated | self._truncated
-        next_state, rewards, terminated = self._transition(self.state, actions)
-        if not ended.any():
-            self.state = next_state
-            self.elapsed_steps += 1
+        if active is None:
+            active = self._all_active
         else:
-            active = ~ended
-            self.state[active] = next_state[active]
-            self.elapsed_steps[active] += 1
-            rewards = np.where(active, rewards, 0.0)
-            terminated = np.where(active, terminated, self._terminated)
-        truncated = (
-            self._truncated.copy()
-            if self.max_episode_steps is None
-            else self.elapsed_steps >= self.max_episode_steps
+            active = np.asarray(active, dtype=np.bool_)
+            if active.shape != (self.num_envs,):
+                raise ValueError(
+                    f"The 'active' parameter must have shape ({self.num_envs},). "
+                    f"Got {active.shape} instead."
+                )
+        next_state, rewards, terminated = self._transition(self.state, actions)
+        max_steps = -1 if self.max_episode_steps is None else int(self.max_episode_steps)
+        ended = _commit_step(
+            self.state,
+            self.elapsed_steps,
+            self._terminated,
+            self._truncated,
+            active,
+            next_state,
+            rewards,
+            terminated,
+            max_steps,
         )
-        if ended.any():
-            truncated = np.where(ended, self._truncated, truncated)
-            if self.autoreset_mode == AutoresetMode.NEXT_STEP:
-                for i in np.flatnonzero(ended):
-                    self._reset_copy(int(i), None)
-                terminated = np.where(ended, False, terminated)
-                truncated = np.where(ended, False, truncated)
-        self._terminated = np.asarray(terminated, dtype=np.bool_)
-        self._truncated = np.asarray(truncated, dtype=np.bool_)
+        if self.autoreset_mode == AutoresetMode.NEXT_STEP and ended.any():
+            for i in np.flatnonzero(ended):
+                self._reset_copy(int(i), None)  # reports reward 0 and both flags False
         return (
             self.state.copy(),
-            np.asarray(rewards, dtype=np.float64),
+            rewards,
             self._terminated.copy(),
             self._truncated.copy(),
             {},

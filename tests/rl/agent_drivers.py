@@ -3,7 +3,7 @@
 import numpy as np
 
 from rl.agents.base import Transitions
-from rl.problem import Problem
+from rl.problems import Problem
 from rl.seeding import replica_streams
 
 

@@ -1,13 +1,17 @@
+import dataclasses
 import json
 from dataclasses import dataclass
 from typing import Literal
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from rl.config import (
     ConfigError,
     TrainConfig,
     agent_config,
+    agent_parts,
     build_dataclass,
     effective_config,
     effective_env_options,
@@ -126,15 +130,13 @@ def test_agent_config_merges_preset_and_overrides():
         agent_config(TrainConfig(env="cartpole", agent="nope", out="o"))
 
 
-def test_problem_options_hook_sits_below_user_options(monkeypatch):
-    import rl.agents.random_agent as module
+def test_reading_problem_options_sit_below_user_options(monkeypatch):
+    from rl import presets
 
-    monkeypatch.setattr(
-        module,
-        "problem_options",
-        lambda name: {"state_bins": 5, "index_rule": "round"},
-        raising=False,
+    reading = presets.Reading(
+        "test", env_options={"cartpole": {"state_bins": 5, "index_rule": "round"}}
     )
+    monkeypatch.setitem(presets.READINGS["random"], "paper", reading)
     config = TrainConfig(
         env="cartpole", agent="random", out="o", env_options={"index_rule": "floor"}
     )
@@ -148,3 +150,153 @@ def test_effective_config_is_plain_json_and_rebuilds():
     rebuilt = build_dataclass(TrainConfig, json.loads(text))
     assert agent_config(rebuilt) == agent_config(config)
     assert rebuilt.env_options == {"state_bins": [3, 3]}
+
+
+# ----------------------------------------------------------------------------- fuzzing
+
+AGENT_NAMES = ["random", "tabular", "teql", "teql-released", "tlr", "lora-vi", "dqn", "sac"]
+ENV_NAMES = ["inventory", "lowrank", "cartpole", "pendulum"]
+ENV_KWARGS = {
+    "inventory": ["n_locations", "max_level", "max_order", "max_demand", "n_seasons",
+                  "demand_means", "season_stay", "holding_cost", "gamma"],
+    "lowrank": ["state_dims", "action_dims", "rank", "concentration", "model_seed", "gamma"],
+    "cartpole": ["max_episode_steps"],
+    "pendulum": ["max_episode_steps"],
+}  # fmt: skip
+TRAIN_KEYS = ["env", "agent", "seeds", "seed", "episodes", "eval_every", "eval_episodes",
+              "checkpoint_every", "env_options", "agent_params", "out", "nonsense"]  # fmt: skip
+SIZES = [-1, 0, 1, 2, 3, 7, 64, 10**5, 10**9, 2**63, 10**30]
+
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.sampled_from(SIZES),
+    st.integers(-5, 50),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([0.5, 0.99, 1.5, -0.1, 1e-300, 1e300]),
+    st.text(max_size=6),
+)
+junk = st.recursive(
+    scalars,
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=5,
+)
+
+
+def _toml_value(value):
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return {"nan": "nan", "inf": "inf", "-inf": "-inf"}.get(repr(value), repr(value))
+    if isinstance(value, (int, str)):
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value if v is not None) + "]"
+    items = (f"{json.dumps(k)} = {_toml_value(v)}" for k, v in value.items() if v is not None)
+    return "{" + ", ".join(items) + "}"
+
+
+def _write_config(path, values):
+    if path.suffix == ".json":
+        path.write_text(json.dumps(values))
+    else:
+        lines = [f"{json.dumps(k)} = {_toml_value(v)}" for k, v in values.items() if v is not None]
+        path.write_text("\n".join(lines) + "\n")
+
+
+def _keys(value):
+    """Every key of every table nested in ``value``, quoted as messages quote them."""
+    if isinstance(value, dict):
+        return {f"'{k}'" for k in value}.union(*map(_keys, value.values()))
+    if isinstance(value, list):
+        return set().union(*map(_keys, value))
+    return set()
+
+
+@st.composite
+def configs(draw):
+    """A valid small config with random keys replaced by junk, and --set overrides."""
+    env = draw(st.sampled_from(ENV_NAMES))
+    agent = draw(st.sampled_from(AGENT_NAMES))
+    values = {"env": env, "agent": agent, "episodes": 3, "seeds": 2}
+    mutated = set()
+    for key in draw(st.lists(st.sampled_from(TRAIN_KEYS), max_size=2, unique=True)):
+        values[key] = draw(junk)
+        mutated.add(key)
+    fields = [f.name for f in dataclasses.fields(agent_parts(agent)[1])] + ["rnak"]
+    agent_params = {}
+    for key in draw(st.lists(st.sampled_from(fields), max_size=3, unique=True)):
+        agent_params[key] = draw(st.one_of(junk, st.sampled_from(SIZES)))
+        mutated.update({key, "agent_params"})
+    env_options = {}
+    options = ["state_bins", "action_bins", "index_rule", "normalization", "env_kwargs", "bogus"]
+    for key in draw(st.lists(st.sampled_from(options), max_size=2, unique=True)):
+        env_options[key] = draw(junk)
+        mutated.update({key, "env_options"})
+    if draw(st.booleans()):
+        env_kwargs = {}
+        for key in draw(st.lists(st.sampled_from(ENV_KWARGS[env]), min_size=1, max_size=2)):
+            env_kwargs[key] = draw(st.one_of(junk, st.sampled_from(SIZES)))
+            mutated.update({key, "env_kwargs", "env_options"})
+        env_options["env_kwargs"] = env_kwargs
+    if agent_params and not isinstance(values.get("agent_params"), dict | type(None)):
+        values["agent_params"] = agent_params
+    else:
+        values.setdefault("agent_params", agent_params)
+    values.setdefault("env_options", env_options)
+    sets = []
+    if agent_params and draw(st.booleans()):  # pass some through --set instead of the file
+        key = draw(st.sampled_from(sorted(agent_params)))
+        if isinstance(values["agent_params"], dict):
+            value = values["agent_params"].pop(key, agent_params[key])
+            sets.append(f"{key}={json.dumps(value)}")
+    return values, sets, mutated | {"config"}
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture], max_examples=120)
+@given(case=configs(), suffix=st.sampled_from([".json", ".toml"]))
+def test_random_configs_build_or_raise_config_error_naming_the_key(tmp_path, case, suffix):
+    from rl.runner import build
+    from rl.train import config_from_args, make_parser
+
+    values, sets, mutated = case
+    mutated = mutated | _keys(values)  # junk tables bring their own (junk) keys
+    path = tmp_path / f"run{suffix}"
+    _write_config(path, values)
+    argv = ["--config", str(path), "--out", str(tmp_path / "out"), *(f"--set={s}" for s in sets)]
+    try:
+        runner, _ = build(config_from_args(make_parser().parse_args(argv)))
+    except ConfigError as error:
+        message = str(error)
+        assert "\n" not in message
+        assert any(key in message for key in mutated), (message, mutated)
+        return
+    runner.close()
+
+
+@pytest.mark.parametrize(
+    ("values", "key"),
+    [
+        ({"seeds": 10**6}, "seeds"),
+        ({"agent": "teql", "agent_params": {"rank": 10**6}}, "rank"),
+        ({"agent": "teql", "agent_params": {"rank": 4000}, "seeds": 1000,
+          "env_options": {"state_bins": 10_000}}, "rank"),  # 1.2 TB of factors
+        ({"env_options": {"state_bins": 10**7}}, "state_bins"),
+        ({"agent": "tabular", "agent_params": {"max_entries": 10**15},
+          "env_options": {"state_bins": [1000, 1000, 100, 10]}}, "max_entries"),  # 160 GB
+        ({"env": "lowrank", "env_options": {"env_kwargs": {"state_dims": [10**4] * 3}}},
+         "state_dims"),
+        ({"env": "inventory", "env_options": {"env_kwargs": {"max_demand": 10**9}}},
+         "max_demand"),
+        ({"agent": "dqn", "agent_params": {"hidden": 10**9}}, "hidden"),
+        ({"agent": "sac", "agent_params": {"buffer_size": 10**13}}, "buffer_size"),
+    ],
+)  # fmt: skip
+def test_huge_sizes_are_config_errors_checked_up_front(values, key):
+    from rl.runner import build
+
+    config = {"env": "cartpole", "agent": "random", "out": "unused", **values}
+    with pytest.raises(ConfigError, match=f"'{key}'"):
+        build(build_dataclass(TrainConfig, config))

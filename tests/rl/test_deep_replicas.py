@@ -1,6 +1,8 @@
 """Replica, determinism and checkpoint tests shared by the PyTorch agents (DQN, discrete SAC)."""
 
 import copy
+import dataclasses
+import math
 import pickle
 
 import numpy as np
@@ -9,6 +11,7 @@ import pytest
 pytest.importorskip("torch")
 
 from rl.agents import dqn, sac  # noqa: E402
+from rl.agents.base import Transitions  # noqa: E402
 from tests.rl.agent_drivers import (  # noqa: E402
     assert_tree_equal,
     make_problem,
@@ -102,9 +105,65 @@ def test_state_dict_round_trip_continues_identically(spec):
     assert_tree_equal(outputs[0][2], outputs[1][2])
 
 
+# per agent: the changes to the small config that learn the bandit, the parameter formula
+BANDIT = {
+    "dqn": {"hidden": 32, "epsilon_decay": 0.995},
+    "sac": {"hidden": 32, "learning_rate": 3e-3},
+}
+
+
+def test_joint_actions_learn_bandit(spec):
+    """D_A = 2: a contextual bandit over 2 x 3 joint actions; the greedy joint action is found."""
+    name, _, agent_class, config, *_ = spec
+    agent = agent_class(
+        make_problem((3,), (2, 3)), dataclasses.replace(config, **BANDIT[name]), streams(1)
+    )
+    rng = np.random.default_rng(1)
+    best = np.array([[0, 2], [1, 0], [0, 1]])
+    active = np.ones(1, bool)
+    for _ in range(1200):
+        s = rng.integers(0, 3, size=(1, 1))
+        a = agent.act(s, active)
+        assert a.shape == (1, 2) and 0 <= a[0, 0] < 2 and 0 <= a[0, 1] < 3
+        reward = float(np.all(a[0] == best[s[0, 0]]))
+        agent.observe(Transitions(s, a, np.array([reward]), s, np.array([True]), active))
+    greedy = np.concatenate([agent.greedy(np.array([[s]])) for s in range(3)])
+    np.testing.assert_array_equal(greedy, best)
+
+
+def test_too_many_joint_actions_raise(spec):
+    _, _, agent_class, config, *_ = spec
+    with pytest.raises(ValueError, match="max_joint_actions"):
+        agent_class(make_problem((3,), (100, 100)), config, streams(0))
+
+
+@pytest.mark.parametrize("env", ["cartpole", "pendulum", "highway"])
+def test_n_params_match_the_appendix_formulas(spec, env):
+    """n_params is the appendix formula (P_MLP for DQN, P_SAC for SAC) and counts the networks."""
+    from analysis import params
+
+    name, module, agent_class, config, *_ = spec
+    state_dims, action_dims = {
+        "cartpole": ((10,) * 4, (10,)), "pendulum": ((20, 20), (10,)), "highway": ((20,) * 9, (5,)),
+    }[env]  # fmt: skip
+    hidden = module.preset(env)["hidden"]
+    agent = agent_class(
+        make_problem(state_dims, action_dims),
+        dataclasses.replace(config, hidden=hidden),
+        streams(0),
+    )
+    formula = params.mlp_params if name == "dqn" else params.sac_params
+    assert agent.n_params == formula(len(state_dims), hidden, math.prod(action_dims))
+    replica = agent._replicas[0]
+    networks = (replica.q,) if name == "dqn" else (replica.actor, replica.q1, replica.q2)
+    counted = sum(p.numel() for net in networks for p in net.parameters())
+    assert counted + (replica.log_alpha.numel() if name == "sac" else 0) == agent.n_params
+
+
 def test_presets_agree_with_analysis_matcher(spec):
     name, module, *_ = spec
-    params = pytest.importorskip("analysis.params")
+    from analysis import params
+
     widths = params.matched_widths()
     for env in ("cartpole", "pendulum", "highway"):
         assert module.preset(env)["hidden"] == widths[env, name]

@@ -120,3 +120,41 @@ def test_presets_match_the_paper():
     hw = PRESETS["highway"]
     assert hw.state_grid().dims == (20,) * 9 and hw.action_grid().dims == (5,)
     assert cart.state_grid(bins=(3, 3, 3, 3)).dims == (3, 3, 3, 3)
+
+
+def _numpy_index(grid, x):
+    """The plain NumPy formula the compiled `uniform_index` must reproduce."""
+    with np.errstate(invalid="ignore"):
+        scaled = (x - grid.low) * grid._scale
+    raw = np.floor(scaled) if grid.rule == "centre" else np.rint(scaled)
+    return np.clip(np.nan_to_num(raw), 0, grid.bins - 1).astype(np.int64)
+
+
+def _numpy_value(grid, index):
+    """The plain NumPy formula the compiled `uniform_value` must reproduce."""
+    if grid.rule == "centre":
+        return grid.low + (index + 0.5) * grid._width
+    points = np.minimum(grid.low + index * grid._width, grid.high)
+    return np.where(grid.bins == 1, 0.5 * (grid.low + grid.high), points)
+
+
+@given(grids(), st.integers(0, 2**31))
+def test_compiled_index_and_value_equal_the_numpy_formulas(grid, seed):
+    rng = np.random.default_rng(seed)
+    span = grid.high - grid.low
+    x = rng.uniform(grid.low - span, grid.high + span, size=(11, grid.ndim))
+    x[0] = np.nan
+    x[1] = np.inf
+    x[2] = -np.inf
+    x[3] = grid.value(grid.bins - 1)  # exact centres / grid points
+    assert np.array_equal(grid.index(x), _numpy_index(grid, x))
+    index = rng.integers(0, grid.bins, size=(6, grid.ndim))
+    assert np.array_equal(grid.value(index), _numpy_value(grid, index))  # bitwise
+    assert np.array_equal(grid.index(x[0:1].reshape(grid.ndim)), _numpy_index(grid, x[0]))
+
+
+def test_value_rejects_out_of_range_and_float_indices():
+    grid = UniformGrid([0.0, 0.0], [1.0, 1.0], [3, 4])
+    for bad in (np.array([[0, 4]]), np.array([[-1, 0]]), np.array([[0.0, 1.0]])):
+        with pytest.raises(ValueError, match="'index'"):
+            grid.value(bad)

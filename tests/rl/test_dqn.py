@@ -6,7 +6,6 @@ import pytest
 
 pytest.importorskip("torch")
 
-from rl.agents.base import Transitions  # noqa: E402
 from rl.agents.dqn import DQN, DQNConfig, preset, released_preset  # noqa: E402
 from tests.rl.agent_drivers import (  # noqa: E402
     make_problem,
@@ -39,37 +38,6 @@ def test_learns_chain_better_than_random():
     rng = np.random.default_rng(0)
     walks = np.cumsum(np.where(rng.random((2000, 15)) < 0.5, 1, -1), axis=1)
     assert (walks.max(axis=1) >= length - 1).mean() < 0.5
-
-
-def test_joint_actions_learn_bandit():
-    """D_A = 2: a contextual bandit over 2 x 3 joint actions; the greedy joint action is found."""
-    problem = make_problem((3,), (2, 3))
-    agent = DQN(problem, DQNConfig(**{**SMALL, "hidden": 32, "epsilon_decay": 0.995}), streams(1))
-    rng = np.random.default_rng(1)
-    best = np.array([[0, 2], [1, 0], [0, 1]])
-    active = np.ones(1, bool)
-    for _ in range(1200):
-        s = rng.integers(0, 3, size=(1, 1))
-        a = agent.act(s, active)
-        assert a.shape == (1, 2) and 0 <= a[0, 0] < 2 and 0 <= a[0, 1] < 3
-        reward = float(np.all(a[0] == best[s[0, 0]]))
-        agent.observe(Transitions(s, a, np.array([reward]), s, np.array([True]), active))
-    greedy = np.concatenate([agent.greedy(np.array([[s]])) for s in range(3)])
-    np.testing.assert_array_equal(greedy, best)
-
-
-def test_too_many_joint_actions_raise():
-    with pytest.raises(ValueError, match="max_joint_actions"):
-        DQN(make_problem((3,), (100, 100)), DQNConfig(), streams(0))
-
-
-def test_n_params_matches_appendix_formula():
-    assert DQN(make_problem((10,) * 4, (10,)), DQNConfig(hidden=46), streams(0)).n_params == 700
-    assert DQN(make_problem((20, 20), (10,)), DQNConfig(hidden=38), streams(0)).n_params == 504
-    agent = DQN(make_problem((20,) * 9, (5,)), DQNConfig(hidden=246), streams(0))
-    assert agent.n_params == 3695
-    counted = sum(p.numel() for p in agent._replicas[0].q.parameters())
-    assert counted == agent.n_params
 
 
 def test_presets_are_formula_nearest():

@@ -130,3 +130,31 @@ def test_make_vec_passes_options():
     assert vec.num_envs == 5 and vec.max_episode_steps == 100
     assert vec.metadata["autoreset_mode"] == AutoresetMode.DISABLED
     assert vec.observation_space.shape == (5, 2) and vec.action_space.shape == (5, 1)
+
+
+@pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.DISABLED])
+def test_step_with_active_mask_leaves_inactive_copies_untouched(mode):
+    b = 3
+    vec = ContinuousCartPoleVector(num_envs=b, autoreset_mode=mode)
+    single = gym.make("rl/ContinuousCartPole-v0")
+    vec.reset(seed=[5, 6, 7])
+    single.reset(seed=6)
+    push = np.array([[1.0], [1.0], [1.0]])
+    active = np.array([True, False, True])
+    ended_at = None
+    for t in range(60):
+        before = (vec.state[1].copy(), vec.elapsed_steps[1], vec._rngs[1].bit_generator.state)
+        obs, rewards, terms, truncs, _ = vec.step(push, active=active)
+        assert np.array_equal(obs[1], before[0]) and rewards[1] == 0.0
+        assert not (terms[1] or truncs[1])
+        assert vec.elapsed_steps[1] == before[1]
+        assert vec._rngs[1].bit_generator.state == before[2]
+        if ended_at is None and terms[0]:
+            ended_at = t
+    assert ended_at is not None  # copy 0 fell and was auto-reset (or frozen) meanwhile
+    # Copy 1, stepped now, continues exactly where it was: like a single env never idled.
+    obs, rewards, _, _, _ = vec.step(push, active=np.array([False, True, False]))
+    o, r, _, _, _ = single.step(push[1])
+    assert np.array_equal(obs[1], o) and rewards[1] == r
+    with pytest.raises(ValueError, match="'active'"):
+        vec.step(push, active=np.array([True]))

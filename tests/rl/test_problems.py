@@ -6,19 +6,20 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from rl.problem import Problem
-from rl.problems import PROBLEMS, make_problem
+from rl.problems import ENVIRONMENTS, Problem, bundled_env, make_problem
 
 HAS_HIGHWAY = importlib.util.find_spec("highway_env") is not None
-NAMES = [n for n in PROBLEMS if n != "highway" or HAS_HIGHWAY]
+NAMES = [n for n in ENVIRONMENTS if n != "highway" or HAS_HIGHWAY]
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_encode_decode_shapes_and_env_round_trip(name):
     problem = make_problem(name)
-    assert isinstance(problem, Problem) and make_problem(PROBLEMS[name]).shape == problem.shape
-    assert problem.env_id == PROBLEMS[name] and problem.reward_bound > 0
-    assert problem.vectorized == (name in ("cartpole", "pendulum"))
+    entry = ENVIRONMENTS[name]
+    assert isinstance(problem, Problem) and make_problem(entry.env_id).shape == problem.shape
+    assert problem.env_id == entry.env_id and problem.reward_bound > 0
+    assert problem.vectorized == entry.vectorized == (name in ("cartpole", "pendulum"))
+    assert bundled_env(entry.env_id) is bundled_env(name) is entry
     env = gym.make(problem.env_id, **problem.env_kwargs)
     obs, _ = env.reset(seed=0)
     b = 3

@@ -2,14 +2,13 @@ import gymnasium
 import numpy as np
 import pytest
 
-import rl.runner as runner_module
 from rl.agents.random_agent import RandomAgent, RandomConfig
 from rl.checkpoint import load_checkpoint
 from rl.config import ConfigError, TrainConfig
+from rl.lockstep import episode_seed
 from rl.metrics import COLUMNS, read_metrics
-from rl.problem import Problem
-from rl.problems import make_problem
-from rl.runner import Runner, build, episode_seed, run, train
+from rl.problems import Problem, make_problem
+from rl.runner import Runner, build, run, train
 from rl.seeding import spawn_replicas
 
 EXCEPT_WALL = [c for c in COLUMNS if c != "wall_time"]
@@ -70,7 +69,7 @@ def test_metrics_rows_and_columns(tmp_path):
     assert np.all((table["length"] >= 1) & (table["length"] <= 100))
     assert np.all(np.diff(table["wall_time"]) >= 0)
     assert (result.episodes_done, result.interrupted, result.n_params) == (7, False, 0)
-    assert load_checkpoint(tmp_path / "run" / "checkpoint.pkl").episode == 7
+    assert load_checkpoint(tmp_path / "run" / "checkpoint.npz").episode == 7
 
 
 def test_greedy_on_multiples_of_eval_every_and_training_unchanged(tmp_path):
@@ -120,7 +119,7 @@ def test_interrupt_and_resume_equals_uninterrupted(tmp_path, env, agent):
     config = TrainConfig(out=str(tmp_path / "resumed"), **fields)
     result = train(config, stop_after_episode=7)
     assert result.interrupted and result.episodes_done == 7
-    assert load_checkpoint(tmp_path / "resumed" / "checkpoint.pkl").episode == 7
+    assert load_checkpoint(tmp_path / "resumed" / "checkpoint.npz").episode == 7
     result = train(config, resume=True)
     assert not result.interrupted and result.episodes_done == 12
     _assert_same(read_metrics(tmp_path / "resumed" / "metrics.csv"), straight)
@@ -136,19 +135,20 @@ def test_hard_abort_resumes_from_last_periodic_checkpoint(tmp_path, monkeypatch)
     }
     _, straight = _train(tmp_path, "straight", **fields)
     config = TrainConfig(out=str(tmp_path / "aborted"), **fields)
-    original = Runner.episode
+    original = Runner.episodes
 
-    def aborting(self, episode):
-        if episode == 9:
-            raise KeyboardInterrupt
-        return original(self, episode)
+    def aborting(self, start, stop):
+        for result in original(self, start, stop):
+            if result.episode == 9:
+                raise KeyboardInterrupt
+            yield result
 
-    monkeypatch.setattr(Runner, "episode", aborting)
+    monkeypatch.setattr(Runner, "episodes", aborting)
     with pytest.raises(KeyboardInterrupt):
         train(config)
-    monkeypatch.setattr(Runner, "episode", original)
+    monkeypatch.setattr(Runner, "episodes", original)
     assert read_metrics(tmp_path / "aborted" / "metrics.csv")["episode"].max() == 8
-    assert load_checkpoint(tmp_path / "aborted" / "checkpoint.pkl").episode == 5
+    assert load_checkpoint(tmp_path / "aborted" / "checkpoint.npz").episode == 5
     train(config, resume=True)
     _assert_same(read_metrics(tmp_path / "aborted" / "metrics.csv"), straight)
 
@@ -230,7 +230,6 @@ def test_episode_seed_is_a_pure_function():
     assert episode_seed(11, 3) == episode_seed(11, 3)
     assert len({episode_seed(11, e) for e in range(50)}) == 50
     assert episode_seed(11, 3, 0) != episode_seed(11, 3, 1)
-    assert runner_module.RUN_FILES[0] == "metrics.csv"
 
 
 def test_random_agent_greedy_is_a_fixed_policy_and_state_roundtrips():

@@ -5,7 +5,7 @@ import pytest
 
 from rl.agents.base import Transitions
 from rl.agents.tabular import TabularQ, TabularQConfig, preset
-from rl.problem import Problem
+from rl.problems import Problem
 from rl.seeding import replica_streams
 
 # A 5-state chain. Action 1 moves right, action 0 left (state 0 stays put).

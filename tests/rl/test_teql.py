@@ -10,8 +10,7 @@ from rl.agents.teql import TEQL, TEQLConfig, preset, released_preset
 from rl.agents.visits import DenseVisits, SparseVisits
 from rl.envs import greedy_policy, policy_value, value_iteration
 from rl.metrics import read_metrics
-from rl.problem import Problem
-from rl.problems import make_problem
+from rl.problems import Problem, make_problem
 from rl.runner import Runner
 from rl.seeding import spawn_replicas
 from tensorq import OnlineCP, bcd_update
@@ -31,10 +30,19 @@ def _transition(agent, states, actions, rewards, next_states, terminated=None):
     )  # fmt: skip
 
 
-def test_observe_follows_algorithm_3_order():
+def _assert_same(ours, theirs, engine):
+    """Bitwise on the reference engine; to 1e-12 on the compiled one (summation order)."""
+    if engine == "reference":
+        np.testing.assert_array_equal(ours, theirs)
+    else:
+        np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("engine", ["reference", "compiled"])
+def test_observe_follows_algorithm_3_order(engine):
     """Target from Q_{t-1}, update with N_{t-1}, then Delta Q = |change| and N += 1."""
     problem = make_problem("lowrank")
-    agent, _ = _agent(problem, gamma=0.9, alpha0=0.3, kappa=0.5, lam=1e-3)
+    agent, _ = _agent(problem, gamma=0.9, alpha0=0.3, kappa=0.5, lam=1e-3, engine=engine)
     reference = OnlineCP([np.array(f, copy=True) for f in agent.q_.factors])
     state, action, next_state = [[1, 2, 3]], [[2, 0]], [[0, 1, 1]]
     batch = _transition(agent, state, action, [0.7], next_state)
@@ -47,16 +55,18 @@ def test_observe_follows_algorithm_3_order():
         )  # fmt: skip
         agent.observe(batch)
         for ours, theirs in zip(agent.q_.factors, reference.factors, strict=True):
-            np.testing.assert_array_equal(ours, theirs)
+            _assert_same(ours, theirs, engine)
         flat_s, flat_a = agent.flat_states(np.array(state)), agent.flat_actions(np.array(action))
         rows = agent.visits_.rows(flat_s)
         assert rows.counts[0, flat_a[0]] == visit + 1
-        assert rows.delta[0, flat_a[0]] == abs(expected.after[0] - expected.before[0])
+        change = abs(expected.after[0] - expected.before[0])
+        _assert_same(rows.delta[0, flat_a[0]], change, engine)
 
 
-def test_released_reading_counts_first_and_signs_delta():
+@pytest.mark.parametrize("engine", ["reference", "compiled"])
+def test_released_reading_counts_first_and_signs_delta(engine):
     problem = make_problem("lowrank")
-    agent, _ = _agent(problem, **released_preset("lowrank"), gamma=0.9)
+    agent, _ = _agent(problem, **released_preset("lowrank"), gamma=0.9, engine=engine)
     batch = _transition(agent, [[0, 0, 0]], [[1, 1]], [1.0], [[0, 0, 1]])
     before = agent.q_.entries(np.array([[0, 0, 0, 1, 1]]))
     agent.observe(batch)
@@ -65,7 +75,7 @@ def test_released_reading_counts_first_and_signs_delta():
     rows = agent.visits_.rows(flat_s)
     flat_a = agent.flat_actions(np.array([[1, 1]]))[0]
     assert rows.counts[0, flat_a] == 1
-    assert rows.delta[0, flat_a] == before[0] - after[0]  # signed, as released
+    _assert_same(rows.delta[0, flat_a], before[0] - after[0], engine)  # signed, as released
     assert after[0] > before[0]  # target 1 + 0.9 max Q exceeds the initial entry
 
 
@@ -74,7 +84,7 @@ def test_bound_holds_everywhere_under_the_paper_reading():
     problem = make_problem("lowrank")
     streams = spawn_replicas([0, 1])
     agent = TEQL(problem, TEQLConfig(gamma=0.9, alpha0=0.5), [s.agent for s in streams])
-    Runner(problem, agent, streams, eval_every=0).train_episode(1)
+    Runner(problem, agent, streams, eval_every=0).episode(1)
     v_max = problem.reward_bound / (1 - 0.9)
     for replica in range(2):
         dense = np.asarray(agent.q_.to_cp_tensor(replica).to_tensor())
@@ -99,7 +109,7 @@ def _exact_model_run(episodes):
 
     first = measure()
     for episode in range(1, episodes + 1):
-        runner.train_episode(episode)
+        runner.episode(episode)
     optimal = (start * q_star.reshape(*problem.state_dims, -1).max(axis=-1)).sum()
     return first, measure(), optimal
 
@@ -197,6 +207,9 @@ def test_bad_config_names_the_parameter():
         TEQLConfig(update="fast")
     with pytest.raises(ValueError, match="'max_inner'"):
         TEQLConfig(max_inner=0)
+    with pytest.raises(ValueError, match="'alpha0'"):  # the stable step eta_0 lies in (0, 2)
+        TEQLConfig(update="stable", alpha0=2.0)
+    assert TEQLConfig(update="stable", alpha0=1.99).alpha0 == 1.99
 
 
 def test_too_many_joint_actions_is_refused():

@@ -1,8 +1,13 @@
 import json
+import os
+import pickle
+import random
 import signal
+import socket
 import subprocess
 import sys
 import time
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -49,7 +54,7 @@ def test_end_to_end_and_config_json_reruns(tmp_path):
         "--no-progress",
     )
     assert done.returncode == 0, done.stderr
-    for name in ("metrics.csv", "config.json", "learning_curve.png", "checkpoint.pkl"):
+    for name in ("metrics.csv", "config.json", "learning_curve.png", "checkpoint.npz"):
         assert (out / name).is_file(), name
     assert "n_params" in done.stdout and "IQM" in done.stdout and "per 1000 episodes" in done.stdout
     assert "Traceback" not in done.stderr
@@ -119,7 +124,7 @@ def test_sigint_checkpoints_and_resume_equals_uninterrupted(tmp_path):
     _, stderr = process.communicate(timeout=30)
     assert process.returncode == 130, stderr
     assert "Traceback" not in stderr and "--resume" in stderr
-    stopped = load_checkpoint(out / "checkpoint.pkl").episode
+    stopped = load_checkpoint(out / "checkpoint.npz").episode
     assert 0 < stopped < 100000
     assert read_metrics(metrics)["episode"].max() == stopped
     total = stopped + 3
@@ -198,3 +203,130 @@ def test_bad_config_file_exits_2_naming_the_key(tmp_path, content, key):
     assert done.returncode == 2
     assert f"'{key}'" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+FAST = ["--env", "inventory", "--agent", "tabular", "--seeds", 2, "--no-progress", "--no-plot"]
+
+
+def _files(run_dir):
+    """Every file of a run directory but the lock, name -> bytes."""
+    return {p.name: p.read_bytes() for p in sorted(run_dir.iterdir()) if p.name != ".lock"}
+
+
+def _wait_for(path, process, timeout=30):
+    deadline = time.monotonic() + timeout
+    while not path.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def _start(*args):
+    return subprocess.Popen(
+        [sys.executable, "-m", "rl.train", *map(str, args)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_sigkill_at_random_moments_then_resume_equals_uninterrupted(tmp_path):
+    rng = random.Random(0)  # the kill moments are random but the same on every run
+    episodes, out = 120, tmp_path / "killed"
+    args = [*FAST, "--checkpoint-every", 10, "--episodes", episodes]
+    process, killed = _start(*args, "--out", out), []
+    for _ in range(3):
+        _wait_for(out / "checkpoint.npz", process)
+        time.sleep(rng.uniform(0.0, 0.8))
+        process.kill()  # SIGKILL: no handler runs
+        process.communicate(timeout=30)
+        killed.append(process.returncode == -signal.SIGKILL)
+        process = _start(*FAST[-2:], "--resume", out, "--episodes", episodes)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 0, stderr
+    assert any(killed)  # at least one run died mid-training (all do, unless the machine is fast)
+    straight = _cli(*args, "--out", tmp_path / "straight")
+    assert straight.returncode == 0, straight.stderr
+    _assert_same(out / "metrics.csv", tmp_path / "straight" / "metrics.csv")
+    assert read_metrics(out / "metrics.csv")["episode"].max() == episodes
+
+
+def test_second_run_on_a_live_run_directory_is_refused(tmp_path):
+    out = tmp_path / "run"
+    first = _start(*FAST, "--episodes", 100000, "--checkpoint-every", 1000, "--out", out)
+    try:
+        _wait_for(out / "checkpoint.npz", first)
+        assert first.poll() is None
+        for extra in (["--resume", out], [*FAST[:-2], "--out", out, "--overwrite"]):
+            second = _cli(*FAST[-2:], *extra, "--episodes", 2)
+            assert second.returncode == 2, second.stderr
+            assert f"in use by process {first.pid} on host {socket.gethostname()}" in second.stderr
+            assert "Traceback" not in second.stderr
+        fresh = _cli(*FAST, "--episodes", 2, "--out", out)
+        assert fresh.returncode == 2 and f"process {first.pid}" in fresh.stderr
+        assert first.poll() is None  # the first run was not disturbed
+    finally:
+        first.send_signal(signal.SIGINT)
+        first.communicate(timeout=30)
+    assert first.returncode == 130
+    assert _cli(*FAST[-2:], "--resume", out, "--episodes", 1).returncode == 0  # lock released
+
+
+class _Planted:
+    """Unpickling this runs a shell command that creates a marker file."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+@pytest.mark.parametrize("where", ["pkl", "npz-named-pickle", "object-array-in-npz"])
+def test_planted_pickle_runs_nothing_on_resume(tmp_path, where):
+    out, marker = tmp_path / "run", tmp_path / "marker"
+    assert _cli(*FAST, "--episodes", 3, "--out", out).returncode == 0
+    planted = pickle.dumps({"format": 1, "agent_state": _Planted(marker)})
+    checkpoint = out / "checkpoint.npz"
+    if where == "pkl":
+        checkpoint.unlink()
+        (out / "checkpoint.pkl").write_bytes(planted)
+    elif where == "npz-named-pickle":
+        checkpoint.write_bytes(planted)
+    else:
+        with open(checkpoint, "wb") as handle:
+            np.savez(handle, __document__=np.array([_Planted(marker)], dtype=object))
+    before = _files(out)
+    done = _cli(*FAST[-2:], "--resume", out, "--episodes", 5)
+    assert done.returncode == 2, done.stderr
+    assert not marker.exists()
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert done.stderr.startswith("error: Refusing checkpoint")
+    if where != "object-array-in-npz":
+        assert f"python -m rl.checkpoint convert {out}" in done.stderr
+    assert _files(out) == before
+
+
+def _flip_inside_largest_entry(path):
+    data = bytearray(path.read_bytes())
+    with zipfile.ZipFile(path) as archive:
+        info = max(archive.infolist(), key=lambda i: i.file_size)
+    start = info.header_offset + 30 + len(info.filename.encode()) + len(info.extra)
+    data[start + info.compress_size // 2] ^= 0x10
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip"])
+def test_damaged_checkpoint_is_refused_and_nothing_changes(tmp_path, damage):
+    out = tmp_path / "run"
+    assert _cli(*FAST, "--episodes", 3, "--out", out).returncode == 0
+    checkpoint = out / "checkpoint.npz"
+    if damage == "truncate":
+        checkpoint.write_bytes(checkpoint.read_bytes()[: checkpoint.stat().st_size // 2])
+    else:
+        _flip_inside_largest_entry(checkpoint)
+    before = _files(out)
+    done = _cli(*FAST[-2:], "--resume", out, "--episodes", 5)
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert done.stderr.startswith(f"error: Refusing checkpoint {checkpoint}:")
+    assert _files(out) == before

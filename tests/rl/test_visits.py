@@ -4,6 +4,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rl.agents.visits import DenseVisits, SparseVisits, make_visit_table
+from tests.rl.visits_reference import DictVisits
 
 
 def _random_ops(seed, replicas, n_states, n_actions, steps):
@@ -35,6 +36,81 @@ def test_sparse_equals_dense(seed, replicas, n_states, n_actions):
         np.testing.assert_array_equal(d_rows.delta, s_rows.delta)
         np.testing.assert_array_equal(d_rows.totals, s_rows.totals)
         np.testing.assert_array_equal(dense.counts(states, actions), sparse.counts(states, actions))
+
+
+@given(
+    seed=st.integers(0, 2**16),
+    replicas=st.integers(1, 5),
+    n_states=st.sampled_from([1, 7, 50, 10**6, 20**9]),
+    n_actions=st.integers(1, 5),
+    capacity=st.integers(1, 8),
+)
+def test_hash_table_equals_dict_reference_through_growth(
+    seed, replicas, n_states, n_actions, capacity
+):
+    """Random visit sequences, starting from a tiny capacity so that the table rehashes."""
+    rng = np.random.default_rng(seed)
+    table = SparseVisits(replicas, n_states, n_actions, capacity=capacity)
+    reference = DictVisits(replicas, n_states, n_actions)
+    pool = rng.integers(n_states, size=40)  # revisits are common, as in an episode
+    for _ in range(60):
+        states = rng.choice(pool, size=replicas)
+        actions = rng.integers(n_actions, size=replicas)
+        active = rng.random(replicas) < 0.8
+        values = rng.normal(size=replicas)
+        if rng.random() < 0.5:
+            table.increment(states, actions, active)
+            reference.increment(states, actions, active)
+        else:
+            table.set_delta(states, actions, values, active)
+            reference.set_delta(states, actions, values, active)
+        probe = rng.choice(pool, size=replicas)
+        counts, delta = reference.rows(probe)
+        np.testing.assert_array_equal(table.rows(probe).counts, counts)
+        np.testing.assert_array_equal(table.rows(probe).delta, delta)
+        expected = counts[np.arange(replicas), actions]
+        np.testing.assert_array_equal(table.counts(probe, actions), expected)
+    assert table.visited == reference.visited()
+    assert len(table._keys) >= 2 * table.visited  # load factor <= 1/2
+    copy = SparseVisits(replicas, n_states, n_actions)
+    copy.load_state_dict(table.state_dict())
+    for key, saved in table.state_dict().items():
+        np.testing.assert_array_equal(copy.state_dict()[key], saved)
+    probe = pool[: replicas * (len(pool) // replicas)].reshape(-1, replicas)
+    for states in probe:
+        np.testing.assert_array_equal(copy.rows(states).counts, table.rows(states).counts)
+        np.testing.assert_array_equal(copy.rows(states).delta, table.rows(states).delta)
+
+
+def test_state_dict_holds_only_arrays_and_loads_the_dict_layout():
+    table = SparseVisits(replicas=2, n_states=10, n_actions=2)
+    table.increment(np.array([3, 4]), np.array([1, 0]), np.array([True, True]))
+    table.increment(np.array([5, 4]), np.array([0, 0]), np.array([True, True]))
+    state = table.state_dict()
+    assert all(isinstance(v, np.ndarray) for v in state.values())
+    np.testing.assert_array_equal(state["keys"], [3, 14, 5])  # order of first visit
+    legacy = {  # the dict-based table's layout: key -> row, rows in any order
+        "keys": state["keys"][::-1].copy(),
+        "rows": np.array([2, 1, 0]),
+        "counts": state["counts"],
+        "delta": state["delta"],
+    }
+    copy = SparseVisits(replicas=2, n_states=10, n_actions=2)
+    copy.load_state_dict(legacy)
+    np.testing.assert_array_equal(copy.rows(np.array([5, 4])).counts, [[1, 0], [2, 0]])
+
+
+def test_highway_grid_at_100_replicas_stays_small():
+    """20^9 states x 5 actions, B = 100: 10,000 steps of fresh states take a few MB."""
+    table = make_visit_table(replicas=100, n_states=20**9, n_actions=5)
+    rng = np.random.default_rng(1)
+    on = np.ones(100, bool)
+    for _ in range(100):
+        states = rng.integers(20**9, size=100)
+        table.increment(states, rng.integers(5, size=100), on)
+        table.set_delta(states, rng.integers(5, size=100), rng.normal(size=100), on)
+    assert table.visited == 10_000
+    assert table.nbytes < 5 * 2**20
 
 
 def test_counts_and_totals_by_hand():

@@ -94,8 +94,28 @@ def replica(q, b):
     return [np.array(f[b]) for f in q.factors]
 
 
-def tlr_update(factors, idx, target, alpha):
-    """TLR (Rozada et al.): error once, then each mode in order along g / ||g||."""
+def tlr_jacobi_update(factors, idx, target, alpha):
+    """TLR as released (Rozada et al.): error once, every row moved from the old rows.
+
+    Like the released code: copy the factors, compute each g from the old
+    factors, write the moved rows into the copies.
+    """
+    old = [f.copy() for f in factors]
+    factors = [f.copy() for f in factors]
+    before = entry(old, idx)
+    error = target - before
+    for n in range(len(factors)):
+        g = others(old, idx, n)  # pre-update rows of every other mode
+        norm = math.sqrt(sum(x * x for x in g))
+        if norm == 0:
+            continue
+        for r in range(len(g)):
+            factors[n][idx[n], r] = old[n][idx[n], r] + alpha * error * g[r] / norm
+    return factors, before, entry(factors, idx), len(factors)
+
+
+def tlr_gauss_seidel_update(factors, idx, target, alpha):
+    """TLR with sequential modes: error once, then each mode in order along g / ||g||."""
     factors = [f.copy() for f in factors]
     before = entry(factors, idx)
     error = target - before
@@ -107,3 +127,26 @@ def tlr_update(factors, idx, target, alpha):
         for r in range(len(g)):
             factors[n][idx[n], r] += alpha * error * g[r] / norm
     return factors, before, entry(factors, idx), len(factors)
+
+
+def stable_update(factors, idx, target, visits, alpha, lam, eps, tol, max_inner, f_max=None):
+    """Algorithm 1 with normalized-LMS row steps: row -= eta dL/dQ g / ||g||^2 (Gauss-Seidel)."""
+    factors = [f.copy() for f in factors]
+    before = entry(factors, idx)
+    steps = 0
+    for n in range(len(factors)):
+        q_prev = before
+        g = others(factors, idx, n)
+        squares = sum(x * x for x in g)
+        for _ in range(max_inner):
+            q = entry(factors, idx)
+            dl_dq = -(target - q) - 2 * lam * q / (visits + eps)
+            for r in range(len(g)):
+                move = alpha * dl_dq * g[r] / squares if squares > 0 else 0.0
+                factors[n][idx[n], r] = clip(factors[n][idx[n], r] - move, f_max)
+            steps += 1
+            q_curr = entry(factors, idx)
+            if abs(q_curr - q_prev) < tol:
+                break
+            q_prev = q_curr
+    return factors, before, entry(factors, idx), steps

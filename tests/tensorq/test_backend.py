@@ -45,7 +45,7 @@ def test_cp_tensor_view_on_pytorch():
     assert cp.factors[2][0, 0].item() == 5.0
 
 
-@pytest.mark.parametrize("variant", ["paper", "released"])
+@pytest.mark.parametrize("variant", ["paper", "released", "stable"])
 @pytest.mark.parametrize(("tol", "max_inner"), [(0.0, 1), (2e-2, 5)])
 def test_updates_agree(variant, tol, max_inner):
     q_np, q_pt = make("numpy"), make("pytorch")

@@ -1,13 +1,14 @@
-"""Small physical systems whose dynamics are one batched step function.
+"""Small physical systems (CartPole, Pendulum) whose dynamics are one compiled kernel.
 
-A subclass of `BatchedEnv` supplies four pure pieces (the two spaces, the
-initial-state sampler and the batched step function ``(state, action) ->
-(next_state, reward, terminated)`` on (B, ...) arrays); `BatchedEnv` makes it a
-single Gymnasium environment that steps a batch of one, and a subclass of
-`BatchedVectorEnv` naming it as ``single_env`` makes B copies stepped at once
-(see `rl.envs.vector`). Both run the same step function on the same draws from
-``np_random``, so copy ``i`` of the vector environment equals the single
-environment bit for bit.
+A subclass of `PhysicsEnv` supplies four pure pieces (the two spaces, the
+initial-state sampler and the batched step kernel ``(state, action) ->
+(next_state, reward, terminated)`` on (B, ...) arrays, a Numba ``@njit``
+function); `PhysicsEnv` makes it a single Gymnasium environment that steps a
+batch of one, and a subclass of `PhysicsVectorEnv` naming it as ``single_env``
+makes B copies stepped at once (see `rl.envs.vector`). Both run the same kernel
+on the same draws from ``np_random``, and the kernel computes each row on its
+own, so copy ``i`` of the vector environment equals the single environment bit
+for bit.
 
 Used by `rl.envs.cartpole` and `rl.envs.pendulum`.
 """
@@ -25,11 +26,11 @@ from numpy.typing import NDArray
 
 from rl.envs.vector import NumpyVectorEnv
 
-StepResult = tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.bool_]]
+Transition = tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.bool_]]
 
 
-class BatchedEnv(gym.Env[NDArray[np.float64], NDArray[np.float64]], abc.ABC):
-    """A single environment stepped through its batched step function.
+class PhysicsEnv(gym.Env[NDArray[np.float64], NDArray[np.float64]], abc.ABC):
+    """One physical system, stepped as a batch of one through its compiled kernel.
 
     Observations are float64 copies of the state; actions are float64 arrays.
     The per-step reward is a Python float; `reward_bound` bounds its absolute
@@ -62,8 +63,12 @@ class BatchedEnv(gym.Env[NDArray[np.float64], NDArray[np.float64]], abc.ABC):
 
     @staticmethod
     @abc.abstractmethod
-    def _transition(state: NDArray[np.float64], action: NDArray[np.float64]) -> StepResult:
-        """Batched dynamics: (next_state, reward, terminated) for every row."""
+    def _transition(state: NDArray[np.float64], action: NDArray[np.float64]) -> Transition:
+        """Batched dynamics: (next_state, reward, terminated) for every row.
+
+        Subclasses set it to their compiled kernel,
+        ``_transition = staticmethod(kernel)``, shared with the vector version.
+        """
 
     # -------------------------------------------------------------- interface
     def reset(
@@ -86,8 +91,8 @@ class BatchedEnv(gym.Env[NDArray[np.float64], NDArray[np.float64]], abc.ABC):
         return self.state.copy(), float(reward[0]), bool(terminated[0]), False, {}
 
 
-class BatchedVectorEnv(NumpyVectorEnv):
-    """B copies of the `BatchedEnv` named by ``single_env``, stepped at once.
+class PhysicsVectorEnv(NumpyVectorEnv):
+    """B copies of the `PhysicsEnv` named by ``single_env``, stepped at once.
 
     Parameters
     ----------
@@ -100,7 +105,7 @@ class BatchedVectorEnv(NumpyVectorEnv):
         ``NEXT_STEP`` or ``DISABLED``; see `rl.envs.vector`.
     """
 
-    single_env: type[BatchedEnv]
+    single_env: type[PhysicsEnv]
 
     def __init__(
         self,
@@ -119,5 +124,5 @@ class BatchedVectorEnv(NumpyVectorEnv):
     def _initial_state(self, rng: np.random.Generator) -> NDArray[np.float64]:
         return self.single_env._initial_state(rng)
 
-    def _transition(self, state: NDArray[np.float64], action: NDArray[np.float64]) -> StepResult:
+    def _transition(self, state: NDArray[np.float64], action: NDArray[np.float64]) -> Transition:
         return self.single_env._transition(state, action)

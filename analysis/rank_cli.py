@@ -1,0 +1,256 @@
+"""``python -m analysis.rank``: rank profile, B_R and spectral energy of a Q-tensor.
+
+::
+
+    python -m analysis.rank --env ENV [--source qstar|run] [--run DIR] [--replica I]
+        [--gamma G] [--ranks 1:20] [--center] [--samples K] [--restarts 3]
+        [--seed 0] [--out DIR] [--no-progress]
+
+writes ``rank_profile.csv`` (one row per rank: rel_error, energy = 1 -
+rel_error^2, sup_error = the B_R estimate, mean_abs_error, n_params,
+energy_about_mean = 1 - ||T - fit||^2 / ||T - mean T||^2), ``spectral.csv``
+(cumulative energy share of every mode unfolding and of the states x actions
+matricization, of the mean-removed tensor with ``--center``), and ``rank_profile.png`` / ``.pdf`` in
+``--out``, and prints a summary: the CP energy and B_R at the paper's ranks
+(10 and 20), the Theorem 1 radius B_R / (1 - gamma), the unfolding shares at
+those ranks and the smallest rank reaching 90% CP energy.
+
+Exit codes: 0 done; 2 bad input (one line on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+import numpy as np
+from numpy.typing import NDArray
+
+ENVS = ("cartpole", "pendulum", "highway", "inventory", "lowrank")
+PAPER_RANKS = (10, 20)
+"""The ranks of the paper's experiments (CartPole and Pendulum 10, Highway 20)."""
+ENERGY_TARGET = 0.9
+"""The paper's claim: rank 10 / 20 capture over 90% of the spectral energy."""
+
+
+class UsageError(ValueError):
+    """Bad command-line input: reported in one line, exit code 2."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An `argparse.ArgumentParser` whose errors are one line and exit code 2."""
+
+    def error(self, message: str) -> NoReturn:  # noqa: D102
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def parse_ranks(text: str) -> list[int]:
+    """Parse ``"1:20"`` (inclusive), ``"1:20:2"`` or ``"5,10,20"`` into a list of ranks >= 1.
+
+    Raises
+    ------
+    UsageError
+        If the text is not of that form.
+    """
+    try:
+        if ":" in text:
+            parts = [int(p) for p in text.split(":")]
+            if len(parts) not in (2, 3):
+                raise ValueError
+            step = parts[2] if len(parts) == 3 else 1
+            ranks = list(range(parts[0], parts[1] + 1, step))
+        else:
+            ranks = [int(p) for p in text.split(",")]
+    except ValueError:
+        raise UsageError(
+            f"--ranks must be FIRST:LAST[:STEP] or a comma list, got {text!r}."
+        ) from None
+    if not ranks or min(ranks) < 1:
+        raise UsageError(f"--ranks must give ranks >= 1, got {text!r}.")
+    return sorted(set(ranks))
+
+
+def write_csv(path: str | Any, columns: dict[str, NDArray]) -> None:
+    """Write equal-length columns as a CSV table with a header row."""
+    names = list(columns)
+    data = np.column_stack([np.asarray(columns[name], dtype=np.float64) for name in names])
+    integer = [np.issubdtype(np.asarray(columns[name]).dtype, np.integer) for name in names]
+    formats = ["%d" if flag else "%.10g" for flag in integer]
+    np.savetxt(path, data, delimiter=",", header=",".join(names), comments="", fmt=formats)
+
+
+def check_gamma(gamma: float | None) -> None:
+    """Raise `UsageError` unless gamma is None or in (0, 1)."""
+    if gamma is not None and not 0.0 < gamma < 1.0:
+        raise UsageError(f"--gamma must be in (0, 1), got {gamma!r}.")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the argument parser of ``python -m analysis.rank``."""
+    parser = OneLineParser(
+        prog="python -m analysis.rank",
+        description="CP rank profile (B_R versus rank) and spectral energy of a Q-tensor.",
+    )
+    parser.add_argument("--env", required=True, help=f"one of {', '.join(ENVS)}")
+    parser.add_argument(
+        "--source",
+        choices=("qstar", "run"),
+        default="qstar",
+        help="Q* from the model (default) or the Q of a run directory",
+    )
+    parser.add_argument("--run", help="run directory (with --source run)")
+    parser.add_argument("--replica", type=int, default=0, help="replica of the run (default 0)")
+    parser.add_argument(
+        "--gamma",
+        type=float,
+        default=None,
+        help="discount in (0, 1); default: 0.9 (exact models), 0.99 (CartPole, "
+        "Pendulum), the run's own (--source run)",
+    )
+    parser.add_argument("--ranks", default="1:20", help="FIRST:LAST inclusive, or a comma list")
+    parser.add_argument("--center", action="store_true", help="fit the mean-removed tensor")
+    parser.add_argument(
+        "--samples", type=int, default=20, help="samples per cell and action of the estimated model"
+    )
+    parser.add_argument("--restarts", type=int, default=3, help="CP fits per rank (default 3)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of sampling and fits")
+    parser.add_argument("--out", default="rank-out", help="output directory")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return parser
+
+
+def load_tensor(args: argparse.Namespace) -> Any:
+    """Return the `analysis.qstar.QTensor` the arguments ask for."""
+    from analysis.qstar import qstar, qtensor_from_run
+
+    if args.env not in ENVS:
+        raise UsageError(f"unknown --env {args.env!r}; choose one of {', '.join(ENVS)}.")
+    if args.source == "qstar":
+        if args.env == "highway":
+            raise UsageError("Highway has no model to compute Q* from; use --source run --run DIR.")
+        if args.samples < 1:
+            raise UsageError(f"--samples must be >= 1, got {args.samples}.")
+        return qstar(
+            args.env, gamma=args.gamma, samples=args.samples, rng=np.random.default_rng(args.seed)
+        )
+    if not args.run:
+        raise UsageError("--source run needs --run DIR.")
+    try:
+        tensor = qtensor_from_run(args.run, replica=args.replica)
+    except (ValueError, KeyError, OSError) as error:
+        raise UsageError(str(error).strip().splitlines()[0]) from None
+    if tensor.env is not None and tensor.env != args.env:
+        raise UsageError(f"the run in {args.run} is on {tensor.env!r}, not --env {args.env!r}.")
+    if args.gamma is not None:
+        tensor = dataclasses.replace(tensor, gamma=args.gamma)
+    return tensor
+
+
+def unfolding_share(energy: Any, k: int) -> float:
+    """Cumulative energy share of the top ``k`` singular values (1 past the last)."""
+    energy = np.asarray(energy)
+    return float(energy[min(k, len(energy)) - 1])
+
+
+def with_energy_about_mean(rows: list[dict], tensor: Any) -> list[dict]:
+    """Add ``energy_about_mean`` = 1 - ||T - fit||^2 / ||T - mean(T)||^2 to each profile row.
+
+    ``energy`` = 1 - rel_error^2 counts the tensor's constant offset as
+    captured energy; this share counts only its variation about the mean.
+    """
+    tensor = np.asarray(tensor, dtype=np.float64)
+    total = float(np.sum(tensor**2))
+    spread = float(np.sum((tensor - tensor.mean()) ** 2))
+    out = []
+    for row in rows:
+        residual = row["rel_error"] ** 2 * total
+        about = 1.0 - residual / spread if spread > 0 else 1.0
+        out.append({**row, "energy_about_mean": about})
+    return out
+
+
+def _row_at(rows: list[dict], rank: int) -> dict | None:
+    return next((row for row in rows if row["rank"] == rank), None)
+
+
+def summary_lines(q: Any, rows: list[dict], spectra: Any, seconds: float) -> list[str]:
+    """Return the summary: CP energy and B_R at the paper's ranks, the 90% rank, unfoldings."""
+    lines = [q.source, f"shape {q.tensor.shape}, profile in {seconds:.1f} s"]
+    for rank in PAPER_RANKS:
+        row = _row_at(rows, rank)
+        if row is None:
+            continue
+        line = (
+            f"rank {rank}: CP energy {row['energy']:.4f} (rel. error {row['rel_error']:.4f}; "
+            f"about the mean {row['energy_about_mean']:.4f}), B_R {row['sup_error']:.4g}"
+        )
+        if q.gamma is not None:
+            line += f", B_R/(1-gamma) {row['sup_error'] / (1 - q.gamma):.4g}"
+        shares = [unfolding_share(mode.energy, rank) for mode in spectra.modes]
+        line += "; mode-unfolding shares " + ", ".join(f"{s:.3f}" for s in shares)
+        if spectra.matricization is not None:
+            matrix = unfolding_share(spectra.matricization.energy, rank)
+            line += f"; states x actions {matrix:.3f}"
+        lines.append(line)
+    reaching = [row["rank"] for row in rows if row["energy"] >= ENERGY_TARGET]
+    lines.append(
+        f"smallest rank reaching {ENERGY_TARGET:.0%} CP energy: "
+        + (str(min(reaching)) if reaching else f"none up to {max(r['rank'] for r in rows)}")
+    )
+    return lines
+
+
+def run(args: argparse.Namespace) -> list[str]:
+    """Do the work of `main` for parsed arguments; return the summary lines."""
+    from analysis.rank import plot_rank_profile, rank_profile
+    from analysis.spectral import spectral_energy
+
+    check_gamma(args.gamma)
+    ranks = parse_ranks(args.ranks)
+    if args.restarts < 1:
+        raise UsageError(f"--restarts must be >= 1, got {args.restarts}.")
+    q = load_tensor(args)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    profile = rank_profile(
+        q.tensor,
+        ranks,
+        restarts=args.restarts,
+        center=args.center,
+        random_state=args.seed,
+        progress=not args.no_progress,
+    )
+    seconds = time.perf_counter() - start
+    rows = with_energy_about_mean(profile.rows, q.tensor)
+    write_csv(out / "rank_profile.csv", {key: [row[key] for row in rows] for key in rows[0]})
+    analysed = q.tensor - q.tensor.mean() if args.center else q.tensor
+    spectra = spectral_energy(analysed, n_state_modes=q.n_state_modes)
+    unfoldings = list(spectra.modes) + [spectra.matricization]
+    labels = [f"mode{n + 1}" for n in range(len(spectra.modes))] + ["states_x_actions"]
+    length = max(len(np.asarray(u.energy)) for u in unfoldings)
+    table = {"k": np.arange(1, length + 1)}
+    for label, unfolding in zip(labels, unfoldings, strict=True):
+        table[label] = [unfolding_share(unfolding.energy, k) for k in range(1, length + 1)]
+    write_csv(out / "spectral.csv", table)
+    plot_rank_profile(profile, out / "rank_profile")
+    return summary_lines(q, rows, spectra, seconds)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``python -m analysis.rank``; return the exit code (0 done, 2 bad input)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        lines = run(args)
+    except UsageError as error:
+        print(f"{parser.prog}: error: {error}", file=sys.stderr)
+        return 2
+    print("\n".join(lines))
+    print(f"wrote {Path(args.out) / 'rank_profile.csv'}, spectral.csv, rank_profile.png/.pdf")
+    return 0

@@ -1,0 +1,182 @@
+"""``python -m rl.evaluate RUN_DIR``: play greedy episodes of a trained run and summarize them.
+
+Example::
+
+    python -m rl.evaluate runs/teql --episodes 20 --seed 0 --replica 0
+
+loads the run (`rl.load.load_run`), plays ``--episodes`` greedy episodes of
+one replica's agent on a fresh copy of the environment, and prints the mean ±
+standard deviation of the undiscounted returns and their IQM with a 95%
+percentile-bootstrap interval (`rl.metrics.summarize`, the statistics the
+training summary uses). Episode k is reset with a seed derived from
+(``--seed``, k), so an evaluation is reproducible and adding episodes never
+changes the first ones. ``--video DIR`` records the episodes with
+``gymnasium.wrappers.RecordVideo`` for environments that render
+``rgb_array`` (Highway); it needs ``moviepy``.
+
+Exit codes: 0 done; 2 a run directory that cannot be loaded (no checkpoint, a
+refused checkpoint), bad arguments, or a video that cannot be recorded, each
+with a one-line message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+import gymnasium
+import numpy as np
+from numpy.typing import NDArray
+
+from rl.load import LoadedRun, RunLoadError, load_run
+from rl.lockstep import episode_seed
+from rl.metrics import Summary, summarize
+
+MAX_STEPS = 100_000
+"""Step cap of one evaluation episode of an environment without a time limit."""
+
+
+class Evaluation(NamedTuple):
+    """Greedy episodes of one replica.
+
+    Attributes
+    ----------
+    returns : ndarray of float64, shape (episodes,)
+        Undiscounted return of every episode.
+    lengths : ndarray of int64, shape (episodes,)
+        Steps of every episode.
+    summary : rl.metrics.Summary
+        Mean, std, IQM and its bootstrap interval of ``returns``.
+    """
+
+    returns: NDArray[np.float64]
+    lengths: NDArray[np.int64]
+    summary: Summary
+
+
+class VideoError(ValueError):
+    """Episodes cannot be recorded; one-line message."""
+
+
+def _video_env(run: LoadedRun, video_dir: Path) -> gymnasium.Env:
+    probe = run.problem.make_env()
+    modes = list(probe.metadata.get("render_modes", []))
+    probe.close()
+    if "rgb_array" not in modes:
+        raise VideoError(
+            f"Environment {run.problem.env_id!r} does not render 'rgb_array' (its render modes: "
+            f"{modes}); --video needs one that does (Highway)."
+        )
+    if importlib.util.find_spec("moviepy") is None:
+        raise VideoError("--video needs moviepy to write videos: pip install moviepy")
+    from gymnasium.wrappers import RecordVideo
+
+    env = run.problem.make_env(render_mode="rgb_array")
+    return RecordVideo(env, str(video_dir), episode_trigger=lambda _: True, disable_logger=True)
+
+
+def evaluate(
+    run: LoadedRun,
+    *,
+    episodes: int = 10,
+    seed: int = 0,
+    replica: int = 0,
+    video_dir: str | Path | None = None,
+) -> Evaluation:
+    """Play greedy episodes of one replica of a loaded run.
+
+    Parameters
+    ----------
+    run : LoadedRun
+        From `rl.load.load_run`.
+    episodes : int, default 10
+        Number of episodes (>= 1).
+    seed : int, default 0
+        Episode k is reset with ``rl.lockstep.episode_seed(seed, k)``.
+    replica : int, default 0
+        Which replica (seed of the run) acts.
+    video_dir : path-like, optional
+        Record every episode there (see the module docstring).
+
+    Returns
+    -------
+    Evaluation
+    """
+    if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
+        raise ValueError(f"The 'episodes' parameter must be an int >= 1. Got {episodes!r}.")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"The 'seed' parameter must be an int >= 0. Got {seed!r} instead.")
+    run.greedy_states(np.zeros((0, len(run.problem.state_dims)), np.int64), replica)  # checks
+    env = run.problem.make_env() if video_dir is None else _video_env(run, Path(video_dir))
+    returns = np.zeros(episodes)
+    lengths = np.zeros(episodes, dtype=np.int64)
+    try:
+        for k in range(episodes):
+            observation, _ = env.reset(seed=episode_seed(seed, k))
+            for _ in range(MAX_STEPS):
+                action = run.policy(observation, replica)
+                observation, reward, terminated, truncated, _ = env.step(action)
+                returns[k] += float(reward)
+                lengths[k] += 1
+                if terminated or truncated:
+                    break
+    finally:
+        env.close()
+    return Evaluation(returns, lengths, summarize(returns))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the argument parser of ``python -m rl.evaluate``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m rl.evaluate",
+        description="Play greedy episodes of a trained run and print their statistics.",
+    )
+    parser.add_argument("run_dir", metavar="RUN_DIR", help="a run directory of python -m rl.train")
+    parser.add_argument("--episodes", type=int, default=10, help="greedy episodes (default 10)")
+    parser.add_argument("--seed", type=int, default=0, help="evaluation seed (default 0)")
+    parser.add_argument("--replica", type=int, default=0, help="which replica acts (default 0)")
+    parser.add_argument("--video", metavar="DIR", help="record the episodes (rgb_array envs)")
+    return parser
+
+
+make_parser = build_parser  # the former name
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command; return the exit code (0 done, 2 refused)."""
+    args = build_parser().parse_args(argv)
+    try:
+        run = load_run(args.run_dir)
+        result = evaluate(
+            run,
+            episodes=args.episodes,
+            seed=args.seed,
+            replica=args.replica,
+            video_dir=args.video,
+        )
+    except (RunLoadError, VideoError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    s = result.summary
+    run_seed = run.config.seed + args.replica
+    print(
+        f"{run.config.agent} on {run.config.env}, replica {args.replica} (seed {run_seed}), "
+        f"after {run.episode} training episodes"
+    )
+    print(
+        f"{s.runs} greedy episodes (evaluation seed {args.seed}), mean length "
+        f"{result.lengths.mean():.1f}"
+    )
+    print(f"return mean ± std: {s.mean:.3f} ± {s.std:.3f}")
+    print(f"return IQM [95% CI]: {s.iqm:.3f} [{s.iqm_low:.3f}, {s.iqm_high:.3f}]")
+    if args.video:
+        print(f"Wrote videos to {args.video}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,389 @@
+"""``python -m rl.sweep GRID_FILE --out DIR``: train every configuration of a grid.
+
+The grid file (TOML, or JSON with the same structure)::
+
+    [base]            # TrainConfig fields, as in a --config file of rl.train
+    env = "cartpole"      # or: preset = "cartpole-teql-released" (env, agent, reading)
+    agent = "teql-released"
+    episodes = 1000
+    seeds = 10
+
+    [grid]            # field -> list of values; the sweep runs the Cartesian product
+    "agent_params.alpha0" = [0.005, 0.01]
+    seed = [0, 100]
+
+    [[runs]]          # optional: configurations listed one by one, each merged onto [base]
+    agent = "tlr"
+    "env_options.state_bins" = [8, 8, 15, 15]
+
+Dotted keys (``agent_params.NAME``, ``env_options.NAME``, quoted or as TOML
+dotted keys) set one entry of those tables; a table (``agent_params = {...}``,
+also as a grid value) sets several, merged key by key onto ``[base]``'s.
+The configurations are the grid's Cartesian product (the first key varies
+slowest), then the ``[[runs]]``; a file with neither is the
+single configuration ``[base]``. ``out`` in the file is ignored: ``--out``
+decides. Every configuration is built before anything runs (the same
+`rl.config` loader as ``rl.train``, and the agent and environment are
+constructed, without training); the first bad one stops the sweep with its
+key named (exit 2).
+
+Each configuration is one task of `rl.executor` (its seeds as replicas in
+lockstep) on a local process pool (default) or Ray (``--backend ray``); it
+writes ``DIR/NNN-HASH/`` exactly as ``rl.train`` would, where ``NNN`` is its
+position and ``HASH`` the short hash of its effective configuration
+(`rl.executor.config_hash`), and ``DIR/index.csv`` (one row per configuration:
+its swept values, directory, status, wall time and error). ``--resume`` runs
+only the configurations whose hash has no finished row. Exit codes: 0 all
+done; 1 some configurations failed (see ``index.csv`` and their
+``error.txt``); 2 a bad grid file or a refused output directory, before
+anything ran; 130 interrupted. See ``docs/scale-out.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import itertools
+import signal
+import sys
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from rl.config import ConfigError, TrainConfig, build_dataclass, load_config_file
+from rl.executor import (
+    INDEX_FILE,
+    ExecutorError,
+    Task,
+    TaskResult,
+    hash_effective,
+    require_ray,
+    run_tasks,
+)
+from rl.runner import build
+
+SECTIONS = ("base", "grid", "runs")
+"""Top-level tables a grid file may hold."""
+
+NESTED = ("agent_params", "env_options")
+"""`TrainConfig` fields that dotted keys reach into."""
+
+PRESET = "preset"
+"""Key that selects an ``rl.train --preset`` (environment, agent, reading) below the other keys."""
+
+
+class SweepConfig(NamedTuple):
+    """One configuration of a sweep.
+
+    Attributes
+    ----------
+    position : int
+        0-based position in the sweep (grid product first, then ``[[runs]]``).
+    values : dict
+        The swept keys (dotted) and their values: what ``index.csv`` shows.
+    config : TrainConfig
+        The merged configuration (its ``out`` is a placeholder).
+    config_hash : str
+        Short hash of its effective configuration.
+    """
+
+    position: int
+    values: dict[str, Any]
+    config: TrainConfig
+    config_hash: str
+
+    @property
+    def name(self) -> str:
+        """Run directory name, ``NNN-HASH``."""
+        return f"{self.position:03d}-{self.config_hash}"
+
+
+# ----------------------------------------------------------------------------- the grid file
+
+
+def _known_fields() -> list[str]:
+    return sorted([PRESET, *(f.name for f in dataclasses.fields(TrainConfig) if f.init)])
+
+
+def train_config(values: Mapping[str, Any]) -> TrainConfig:
+    """Build a `TrainConfig` from merged values as ``rl.train`` does: preset <- the values.
+
+    A ``preset`` key names an ``rl.train --preset`` (environment, agent and
+    reading together); the other values override it key by key.
+
+    Raises
+    ------
+    ConfigError
+        Naming the first bad key, or an unknown preset.
+    """
+    values = dict(values)
+    name = values.pop(PRESET, None)
+    if name is None:
+        return build_dataclass(TrainConfig, values, "the training config")
+    if not isinstance(name, str):
+        raise ConfigError(f"The '{PRESET}' parameter must be a str. Got {name!r} instead.")
+    from rl.config import preset_config
+
+    return preset_config(name, **values)
+
+
+def _flatten(table: Any, where: str) -> dict[str, Any]:
+    """Return ``table`` with ``agent_params``/``env_options`` tables as dotted keys; check keys."""
+    if not isinstance(table, Mapping):
+        raise ConfigError(f"{where} must be a table of key = value.")
+    flat: dict[str, Any] = {}
+    for key, value in table.items():
+        head, dot, rest = key.partition(".")
+        if head not in _known_fields():
+            known = ", ".join(_known_fields())
+            raise ConfigError(f"Unknown parameter '{key}' in {where}; known parameters: {known}.")
+        if dot and (head not in NESTED or not rest):
+            raise ConfigError(
+                f"The key '{key}' in {where} is not allowed: dotted keys must be "
+                "agent_params.NAME or env_options.NAME."
+            )
+        if not dot and head in NESTED and isinstance(value, Mapping):
+            flat.update({f"{head}.{name}": item for name, item in value.items()})
+        elif head != "out":  # the sweep's --out decides
+            flat[key] = value
+    return flat
+
+
+def _merge(base: Mapping[str, Any], swept: Mapping[str, Any]) -> dict[str, Any]:
+    """Merge dotted ``swept`` onto dotted ``base`` and nest the result as `TrainConfig` values."""
+    flat = dict(base)
+    for key, value in swept.items():  # a swept whole table merges key by key, as in [base]
+        if key in NESTED and isinstance(value, Mapping):
+            flat.update({f"{key}.{name}": item for name, item in value.items()})
+        else:
+            flat[key] = value
+    values: dict[str, Any] = {k: v for k, v in flat.items() if "." not in k}
+    for key, value in flat.items():
+        head, dot, rest = key.partition(".")
+        if dot:
+            table = values.get(head, {})
+            if not isinstance(table, Mapping):
+                raise ConfigError(f"The '{head}' parameter must be a table of key = value.")
+            values[head] = {**table, rest: value}
+    return values
+
+
+def expand_grid(data: Mapping[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Return (swept values, `TrainConfig` values) of every configuration of a grid file.
+
+    Parameters
+    ----------
+    data : mapping
+        The parsed grid file: ``base``, ``grid`` and ``runs``.
+
+    Raises
+    ------
+    ConfigError
+        On an unknown section or key, a grid value that is not a non-empty
+        list, or a ``runs`` that is not an array of tables.
+    """
+    for section in data:
+        if section not in SECTIONS:
+            raise ConfigError(
+                f"Unknown section '{section}' in the grid file; expected [base], [grid] "
+                "and [[runs]] (TrainConfig fields go into [base])."
+            )
+    base = _flatten(data.get("base", {}), "[base]")
+    grid = _flatten(data.get("grid", {}), "[grid]")
+    for key, options in grid.items():
+        if not isinstance(options, list) or not options:
+            raise ConfigError(
+                f"The [grid] key '{key}' must be a non-empty list of values. "
+                f"Got {options!r} instead."
+            )
+    runs = data.get("runs", [])
+    if not isinstance(runs, list):
+        raise ConfigError("The 'runs' section must be an array of tables ([[runs]]).")
+    swept = (
+        [
+            dict(zip(grid, combination, strict=True))
+            for combination in itertools.product(*grid.values())
+        ]
+        if grid
+        else []
+    )
+    swept += [_flatten(entry, f"[[runs]] entry {i}") for i, entry in enumerate(runs)]
+    if not grid and not runs:
+        swept = [{}]
+    return [(values, _merge(base, values)) for values in swept]
+
+
+def _describe(values: Mapping[str, Any]) -> str:
+    return ", ".join(f"{key}={value!r}" for key, value in values.items()) or "[base]"
+
+
+def validate(
+    expanded: Sequence[tuple[dict[str, Any], dict[str, Any]]], out: str | Path
+) -> list[SweepConfig]:
+    """Build every configuration (agent and environment, no training); refuse the first bad one.
+
+    Parameters
+    ----------
+    expanded : sequence
+        The output of `expand_grid`.
+    out : path-like
+        The sweep directory (a placeholder ``out`` for the configs).
+
+    Returns
+    -------
+    list of SweepConfig
+
+    Raises
+    ------
+    ConfigError
+        Naming the configuration (position and swept values) and the key, or
+        two configurations that train the same thing.
+    """
+    configs: list[SweepConfig] = []
+    seen: dict[str, int] = {}
+    for position, (values, config_values) in enumerate(expanded):
+        where = f"Configuration {position} ({_describe(values)})"
+        try:
+            config = train_config({**config_values, "out": str(out)})
+            runner, effective = build(config)
+            runner.close()
+        except ConfigError as error:
+            raise ConfigError(f"{where}: {error}") from None
+        except (ValueError, TypeError, ImportError) as error:
+            raise ConfigError(f"{where}: {type(error).__name__}: {error}") from None
+        digest = hash_effective(effective)
+        if digest in seen:
+            raise ConfigError(
+                f"{where} trains the same as configuration {seen[digest]}; remove one of them."
+            )
+        seen[digest] = position
+        configs.append(SweepConfig(position, values, config, digest))
+    return configs
+
+
+def load_sweep(path: str | Path, out: str | Path) -> list[SweepConfig]:
+    """Read, expand and validate a grid file; see `expand_grid` and `validate`.
+
+    Raises
+    ------
+    ConfigError
+        If the file is missing or does not parse, or a configuration is bad.
+    """
+    return validate(expand_grid(load_config_file(path)), out)
+
+
+def sweep_tasks(configs: Sequence[SweepConfig]) -> list[Task]:
+    """Return the `rl.executor.Task` of every configuration (run directory ``NNN-HASH``)."""
+    return [Task(c.name, c.config, c.values) for c in configs]
+
+
+# ----------------------------------------------------------------------------- the command
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the argument parser of ``python -m rl.sweep``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m rl.sweep",
+        description="Train every configuration of a TOML grid file on a process pool or Ray.",
+    )
+    parser.add_argument("grid_file", metavar="GRID_FILE", help="TOML (or JSON) grid file")
+    parser.add_argument("--out", required=True, help="sweep directory (index.csv, run directories)")
+    parser.add_argument(
+        "--backend",
+        choices=("local", "ray"),
+        default="local",
+        help="local process pool (default) or Ray tasks",
+    )
+    parser.add_argument("--address", help="address of a running Ray cluster (with --backend ray)")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        help="processes of the local pool, or CPUs of a local Ray instance (default: all)",
+    )
+    parser.add_argument(
+        "--resume", action="store_true", help="run only the configurations not finished in --out"
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help="validate and list the configurations, run nothing"
+    )
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    parser.add_argument("--no-plot", action="store_true", help="do not draw learning curves")
+    return parser
+
+
+def _report(results: Sequence[TaskResult], out: Path) -> str:
+    done = sum(r.status == "done" for r in results)
+    earlier = sum(not r.ran for r in results)
+    failed = [r for r in results if r.status == "failed"]
+    lines = [f"failed: {r.name}: {r.error}" for r in failed]
+    lines.append(
+        f"{len(results)} configurations: {done} done ({earlier} earlier), {len(failed)} failed. "
+        f"Index: {out / INDEX_FILE}"
+    )
+    return "\n".join(lines)
+
+
+@contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """Treat SIGTERM like Ctrl-C, so that the pool's processes are stopped with the driver."""
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command; return the exit code (0 done, 1 some failed, 2 refused, 130 interrupted)."""
+    args = build_parser().parse_args(argv)
+    out = Path(args.out)
+    try:
+        if args.backend == "ray":
+            require_ray()
+        elif args.address:
+            raise ExecutorError("--address needs --backend ray.")
+        configs = load_sweep(args.grid_file, out)
+    except (ConfigError, ExecutorError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    if args.dry_run:
+        for config in configs:
+            print(f"{config.name}  {_describe(config.values)}")
+        return 0
+    try:
+        with _sigterm_interrupts():
+            results = run_tasks(
+                sweep_tasks(configs),
+                out,
+                backend=args.backend,
+                workers=args.workers,
+                address=args.address,
+                resume=args.resume,
+                progress=not args.no_progress,
+                plot=not args.no_plot,
+            )
+    except (ConfigError, ExecutorError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(
+            f"\nInterrupted; finished configurations are recorded in {out / INDEX_FILE}. "
+            f"Continue with: python -m rl.sweep {args.grid_file} --out {out} --resume",
+            file=sys.stderr,
+        )
+        return 130
+    print(_report(results, out))
+    return 1 if any(r.status == "failed" for r in results) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

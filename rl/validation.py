@@ -1,0 +1,215 @@
+"""Checks of configuration values, shared by the agents, the environments and the runner.
+
+One wording everywhere, in the scikit-learn style that `tensorq` uses too
+(`tensorq` keeps its own copy of the few checks it needs because it must not
+import `rl`)::
+
+    The 'rank' parameter must be an int >= 1. Got 0 instead.
+    The 'gamma' parameter must be a finite float in (0, 1). Got 1.5 instead.
+
+Every function takes the parameter's name first, then the value, and raises
+ValueError. A value is checked once, where it enters: a config dataclass's
+``__post_init__``, an environment's constructor, or `tensorq.StepSchedule` and
+`tensorq.FactorBound` for the values they own; nothing is re-checked per step.
+
+Size limits. Sizes are checked up front, so that a huge value is a
+configuration error instead of an out-of-memory crash: `MAX_REPLICAS`,
+`MAX_RANK`, `MAX_BINS` (per dimension or mode), and `check_memory` for the
+memory that a dense table or tensor would need, against `memory_budget` (half
+of the machine's physical memory).
+
+Nothing here imports torch, so the tensor and tabular agents stay importable
+without it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+
+import numpy as np
+
+MAX_REPLICAS = 1024
+"""Largest number of replicas (seeds trained in lockstep) of one run."""
+
+MAX_RANK = 4096
+"""Largest CP rank of a tensor agent."""
+
+MAX_BINS = 10_000
+"""Largest number of bins of one discretized dimension, and largest size of one mode."""
+
+MAX_JOINT_ACTIONS = 4096
+"""Default limit of every agent's exact search over joint actions, |A| = prod(action modes).
+
+Every agent that searches the joint action sub-tensor (TEQL, TLR, LoRa-VI,
+tabular Q-learning; DQN and SAC have one output per joint action) refuses a
+larger problem through `check_joint_actions`, naming the size and the limit;
+its ``max_joint_actions`` parameter raises it. The random agent samples each
+action component on its own and searches nothing.
+"""
+
+MEMORY_FRACTION = 0.5
+"""Share of the machine's physical memory that one dense table or tensor may take."""
+
+
+def _fail(name: str, requirement: str, value: object) -> ValueError:
+    return ValueError(f"The {name!r} parameter must be {requirement}. Got {value!r} instead.")
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def check_int(name: str, value: object, minimum: int, maximum: int | None = None) -> int:
+    """Return ``value`` as an int, checking that it lies in ``[minimum, maximum]``.
+
+    Parameters
+    ----------
+    name : str
+        The parameter's name, quoted in the message.
+    value : object
+        The value to check; a bool is not an int here.
+    minimum, maximum : int
+        Inclusive bounds; ``maximum=None`` means no upper bound.
+
+    Returns
+    -------
+    int
+    """
+    if not _is_int(value) or value < minimum or (maximum is not None and value > maximum):
+        bound = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
+        raise _fail(name, f"an int {bound}", value)
+    return int(value)  # type: ignore[call-overload]
+
+
+def check_ints(name: str, values: object, minimum: int, maximum: int | None = None) -> tuple:
+    """Return a non-empty sequence of ints, each in ``[minimum, maximum]``, as a tuple."""
+    bound = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
+    if isinstance(values, (str, bytes)) or not isinstance(values, (Sequence, np.ndarray)):
+        raise _fail(name, f"a non-empty sequence of ints {bound}", values)
+    items = tuple(values)
+    ok = bool(items) and all(_is_int(v) for v in items)
+    if not ok or any(v < minimum or (maximum is not None and v > maximum) for v in items):
+        raise _fail(name, f"a non-empty sequence of ints {bound}", values)
+    return tuple(int(v) for v in items)
+
+
+def requirement(low: float, high: float, *, low_open: bool = False, high_open: bool = False) -> str:
+    """Return the wording of a real interval, for example "a finite float in (0, 1)"."""
+    if math.isinf(high) and math.isinf(low):
+        return "a finite float"
+    if math.isinf(high):
+        return f"a finite float {'>' if low_open else '>='} {low:g}"
+    if math.isinf(low):
+        return f"a finite float {'<' if high_open else '<='} {high:g}"
+    left, right = "(" if low_open else "[", ")" if high_open else "]"
+    return f"a finite float in {left}{low:g}, {high:g}{right}"
+
+
+def check_real(
+    name: str,
+    value: object,
+    low: float = -math.inf,
+    high: float = math.inf,
+    *,
+    low_open: bool = False,
+    high_open: bool = False,
+) -> float:
+    """Return ``value`` as a float, checking that it is finite and in the given interval.
+
+    Parameters
+    ----------
+    name : str
+        The parameter's name, quoted in the message.
+    value : object
+        The value to check; a bool is not a real number here.
+    low, high : float
+        Bounds of the interval (may be infinite; the value itself must be finite).
+    low_open, high_open : bool
+        Exclude the lower or upper bound.
+
+    Returns
+    -------
+    float
+    """
+    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+    if ok:
+        try:
+            value_f = float(value)  # type: ignore[arg-type]
+        except OverflowError:  # an int beyond the float range
+            value_f = math.inf
+        ok = math.isfinite(value_f)
+        ok = ok and (value_f > low if low_open else value_f >= low)
+        ok = ok and (value_f < high if high_open else value_f <= high)
+    if not ok:
+        raise _fail(name, requirement(low, high, low_open=low_open, high_open=high_open), value)
+    return value_f
+
+
+def check_choice(name: str, value: object, choices: Sequence[str]) -> str:
+    """Return ``value``, checking that it is one of ``choices``."""
+    if not isinstance(value, str) or value not in choices:
+        options = ", ".join(repr(c) for c in choices)
+        raise _fail(name, f"one of {options}", value)
+    return value
+
+
+def check_epsilon_schedule(epsilon_start: float, epsilon_decay: float, epsilon_min: float) -> None:
+    """Validate an epsilon schedule: start and minimum in [0, 1], decay in (0, 1], min <= start."""
+    check_real("epsilon_start", epsilon_start, 0.0, 1.0)
+    check_real("epsilon_decay", epsilon_decay, 0.0, 1.0, low_open=True)
+    check_real("epsilon_min", epsilon_min, 0.0, 1.0)
+    if epsilon_min > epsilon_start:
+        raise _fail("epsilon_min", f"<= epsilon_start = {epsilon_start}", epsilon_min)
+
+
+def check_joint_actions(agent: str, action_dims: Sequence[int], limit: int) -> int:
+    """Return |A| = prod(action_dims), refusing more than ``limit`` joint actions.
+
+    Raises
+    ------
+    ValueError
+        One line naming the agent, the joint action count, the action modes and the limit.
+    """
+    joint = math.prod(int(d) for d in action_dims)
+    if joint > limit:
+        raise ValueError(
+            f"{agent} searches the joint actions exactly, but the action modes "
+            f"{tuple(int(d) for d in action_dims)} give {joint} joint actions, more than "
+            f"max_joint_actions={limit}; use fewer action bins or raise 'max_joint_actions'."
+        )
+    return joint
+
+
+def memory_budget() -> int:
+    """Bytes one dense table or tensor may take: `MEMORY_FRACTION` of the physical memory."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, OSError, ValueError):  # not POSIX: assume 16 GiB
+        total = 16 * 2**30
+    return int(MEMORY_FRACTION * total)
+
+
+def _gib(n_bytes: float) -> str:
+    return f"{n_bytes / 2**30:.3g} GiB"
+
+
+def check_memory(name: str, n_bytes: float, what: str) -> None:
+    """Raise ValueError naming ``name`` if ``what`` would need more than `memory_budget` bytes.
+
+    Parameters
+    ----------
+    name : str
+        The parameter whose value makes the object this large.
+    n_bytes : float
+        Bytes the object would need (a float, so that huge products do not overflow).
+    what : str
+        The object, for example "the Q-table (B x |S| x |A| float64)".
+    """
+    budget = memory_budget()
+    if n_bytes > budget:
+        raise ValueError(
+            f"The {name!r} parameter makes {what} need {_gib(n_bytes)}, more than the "
+            f"{_gib(budget)} allowed ({MEMORY_FRACTION:.0%} of this machine's memory)."
+        )

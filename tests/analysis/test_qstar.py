@@ -1,0 +1,139 @@
+import math
+
+import numpy as np
+import pytest
+
+from analysis.qstar import (
+    QTensor,
+    estimate_model,
+    exact_qstar,
+    grid_qstar,
+    qstar,
+    qtensor_from_run,
+    sampled_value_iteration,
+)
+from rl.config import TrainConfig
+from rl.envs.pendulum import pendulum_step
+from rl.problems import make_problem
+from rl.runner import train
+
+
+def reference_model(samples, seed):
+    """Pendulum's estimated model, one sample at a time (the plain reference)."""
+    problem = make_problem("pendulum")
+    low, high = np.array([-1.0, -5.0]), np.array([1.0, 5.0])
+    width = (high - low) / np.array(problem.state_dims)
+    n_cells, n_actions = math.prod(problem.state_dims), math.prod(problem.action_dims)
+    rng = np.random.default_rng(seed)
+    u = rng.random((n_cells, n_actions, samples, 2))  # the draws of the single 2048-cell block
+    reward = np.zeros((n_cells, n_actions))
+    continuation = np.zeros((n_cells * n_actions, n_cells))
+    for cell in range(n_cells):
+        index = np.array(np.unravel_index(cell, problem.state_dims))
+        lower = low + index * width
+        for action in range(n_actions):
+            force = problem.decode(np.array([[action]]))
+            for k in range(samples):
+                state = lower + width * u[cell, action, k]
+                nxt, r, term = pendulum_step(state[None, :], force)
+                reward[cell, action] += r[0] / samples
+                if not term[0]:
+                    target = np.ravel_multi_index(tuple(problem.encode(nxt)[0]), problem.state_dims)
+                    continuation[cell * n_actions + action, target] += 1.0 / samples
+    return reward, continuation
+
+
+def test_estimated_model_matches_plain_loop():
+    model = estimate_model("pendulum", samples=2, rng=np.random.default_rng(3))
+    reward, continuation = reference_model(2, 3)
+    np.testing.assert_allclose(model.reward, reward, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(model.continuation.toarray(), continuation, atol=1e-12)
+
+
+def test_estimated_model_is_seeded_and_stochastic():
+    a = estimate_model("pendulum", samples=3, rng=np.random.default_rng(0))
+    b = estimate_model("pendulum", samples=3, rng=np.random.default_rng(0))
+    c = estimate_model("pendulum", samples=3, rng=np.random.default_rng(1))
+    np.testing.assert_array_equal(a.reward, b.reward)
+    assert not np.array_equal(a.reward, c.reward)
+    rows = np.asarray(a.continuation.sum(axis=1)).ravel()
+    assert np.all(rows <= 1 + 1e-12)
+    np.testing.assert_allclose(rows * 3, np.round(rows * 3), atol=1e-9)  # multiples of 1/K
+    assert 0 < a.terminal_share < 1
+
+
+def test_grid_qstar_is_the_fixed_point_of_its_model():
+    model = estimate_model("pendulum", samples=2, rng=np.random.default_rng(0))
+    q = sampled_value_iteration(model, 0.9, tol=1e-10).reshape(model.reward.shape)
+    image = model.reward + 0.9 * (model.continuation @ q.max(axis=1)).reshape(q.shape)
+    assert np.max(np.abs(image - q)) < 1e-9
+    result = grid_qstar("pendulum", gamma=0.9, model=model)
+    assert isinstance(result, QTensor)
+    assert result.tensor.shape == (20, 20, 10)
+    assert result.n_state_modes == 2 and result.state_dims == (20, 20)
+    assert result.tensor.max() <= 1 / (1 - 0.9) + 1e-9  # rewards are at most 1
+    assert result.v_max == pytest.approx(result.reward_bound / 0.1)
+    assert "2 samples" in result.source
+
+
+def test_exact_qstar_satisfies_bellman():
+    import gymnasium
+
+    from rl.envs import bellman_residual
+
+    q = exact_qstar("lowrank")
+    assert q.tensor.shape == (4, 4, 4, 3, 3) and q.gamma == 0.9 and q.reward_bound == 1.0
+    model = gymnasium.make("rl/LowRankMDP-v0").unwrapped
+    assert bellman_residual(model, q.tensor) < 1e-8
+    assert qstar("inventory").tensor.shape == (2, 5, 5, 3, 3)
+
+
+@pytest.mark.parametrize("bad", [0.0, 1.0, -0.5, 2.0])
+def test_bad_gamma_is_rejected(bad):
+    with pytest.raises(ValueError, match="gamma"):
+        grid_qstar("pendulum", gamma=bad, samples=1)
+
+
+def test_no_model_for_highway_and_unknown_names():
+    with pytest.raises(ValueError, match="--source run"):
+        qstar("highway")
+    with pytest.raises(ValueError, match="Unknown env"):
+        qstar("mountaincar")
+    with pytest.raises(ValueError, match="samples"):
+        estimate_model("pendulum", samples=0)
+
+
+def _run(tmp_path, agent, name):
+    out = tmp_path / name
+    config = TrainConfig(
+        env="lowrank", agent=agent, out=str(out), seeds=2, episodes=2, eval_every=0
+    )
+    train(config)
+    return out
+
+
+def test_tensor_and_tabular_runs(tmp_path):
+    from rl.checkpoint import load_checkpoint
+    from rl.runner import CHECKPOINT_FILE
+
+    run = _run(tmp_path, "teql", "teql")
+    q = qtensor_from_run(run, replica=1)
+    checkpoint = load_checkpoint(run / CHECKPOINT_FILE)
+    factors = checkpoint.agent_state["factors"]
+    expected = np.einsum("ar,br,cr,dr,er->abcde", *[np.asarray(f)[1] for f in factors])
+    np.testing.assert_allclose(q.tensor, expected, rtol=1e-12)
+    assert q.env == "lowrank" and "teql" in q.source
+    assert q.gamma == checkpoint.config["agent_params"]["gamma"]
+    tab = qtensor_from_run(_run(tmp_path, "tabular", "tab"))
+    assert tab.tensor.shape == (4, 4, 4, 3, 3) and "Q-table" in tab.source
+    with pytest.raises(ValueError, match="replica"):
+        qtensor_from_run(run, replica=2)
+    with pytest.raises(ValueError, match="too large"):
+        qtensor_from_run(run, max_entries=10)
+
+
+def test_runs_without_a_q_tensor(tmp_path):
+    with pytest.raises(ValueError, match="no Q-tensor"):
+        qtensor_from_run(_run(tmp_path, "random", "rand"))
+    with pytest.raises(ValueError, match="not a run directory"):
+        qtensor_from_run(tmp_path / "missing")

@@ -1,0 +1,113 @@
+"""User environments on the CLI: rl.train on a module-qualified id with every agent; rl.evaluate."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+TOY = "tests.rl.toy_envs:Toy-v0"
+
+
+def _cli(module, *args, timeout=120):
+    return subprocess.run(
+        [sys.executable, "-m", module, *map(str, args)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def _train(out, agent, *extra):
+    done = _cli(
+        "rl.train",
+        "--env",
+        TOY,
+        "--agent",
+        agent,
+        "--seeds",
+        2,
+        "--episodes",
+        4,
+        "--eval-every",
+        2,
+        "--out",
+        out,
+        "--no-progress",
+        "--no-plot",
+        *extra,
+    )
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+@pytest.mark.parametrize("agent", ["teql", "tlr", "tabular", "dqn"])
+def test_train_cli_on_a_module_qualified_id(tmp_path, agent):
+    if agent == "dqn":
+        pytest.importorskip("torch")
+    out = tmp_path / agent
+    _train(out, agent)
+    assert json.loads((out / "config.json").read_text())["env"] == TOY
+    for name in ("metrics.csv", "checkpoint.npz"):
+        assert (out / name).is_file()
+
+
+def test_box_env_options_and_estimated_bound_are_recorded_and_resume(tmp_path):
+    out = tmp_path / "box"
+    options = ["state_bins=[6, 5]", "low=-2", "high=[2, 1]", "action_bins=3"]
+    flags = [x for option in options for x in ("--env-option", option)]
+    done = _cli(
+        "rl.train",
+        "--env",
+        "tests.rl.toy_envs:ToyBox-v0",
+        "--agent",
+        "teql",
+        "--episodes",
+        2,
+        "--out",
+        out,
+        "--no-progress",
+        "--no-plot",
+        *flags,
+    )
+    assert done.returncode == 0, done.stderr
+    env_options = json.loads((out / "config.json").read_text())["env_options"]
+    assert env_options["reward_bound_source"] == "estimated" and env_options["reward_bound"] > 0
+    resumed = _cli("rl.train", "--resume", out, "--episodes", 3, "--no-progress", "--no-plot")
+    assert resumed.returncode == 0, resumed.stderr
+
+
+def test_evaluate_end_to_end_and_refusals(tmp_path):
+    out = tmp_path / "teql"
+    _train(out, "teql")
+    done = _cli("rl.evaluate", out, "--episodes", 5, "--seed", 3, "--replica", 1)
+    assert done.returncode == 0, done.stderr
+    assert "replica 1 (seed 1)" in done.stdout and "mean ± std" in done.stdout
+    assert "IQM [95% CI]" in done.stdout
+    again = _cli("rl.evaluate", out, "--episodes", 5, "--seed", 3, "--replica", 1)
+    assert again.stdout == done.stdout  # seeded
+    for args, match in (
+        ((tmp_path / "empty",), "not a run directory"),
+        ((tmp_path,), "holds no checkpoint"),
+        ((out, "--replica", 2), "'replica'"),
+        ((out, "--video", tmp_path / "video"), "does not render 'rgb_array'"),
+    ):
+        refused = _cli("rl.evaluate", *map(str, args))
+        assert refused.returncode == 2, refused.stderr
+        assert match in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
+
+
+def test_evaluate_records_videos_of_an_rgb_array_env(tmp_path):
+    out = tmp_path / "run"
+    done = _cli(
+        "rl.train", "--env", "tests.rl.toy_envs:ToyVideo-v0", "--agent", "tabular", "--seeds", 1,
+        "--episodes", 2, "--out", out, "--no-progress", "--no-plot",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    done = _cli("rl.evaluate", out, "--episodes", 2, "--video", tmp_path / "video")
+    assert done.returncode == 0, done.stderr
+    videos = sorted((tmp_path / "video").glob("*.mp4"))
+    assert len(videos) == 2 and all(v.stat().st_size > 0 for v in videos)

@@ -1,0 +1,106 @@
+import dataclasses
+import sys
+
+import pytest
+
+from rl.config import TrainConfig
+from rl.executor import (
+    ERROR_FILE,
+    INDEX_FILE,
+    RAY_INSTALL_HINT,
+    ExecutorError,
+    Task,
+    config_hash,
+    read_index,
+    run_tasks,
+)
+
+BASE = TrainConfig(env="cartpole", agent="teql", out="unused", seeds=2, episodes=12, eval_every=4)
+
+
+def _tasks(count, **changes):
+    return [
+        Task(f"t{i}", dataclasses.replace(BASE, seed=10 * i, **changes), {"seed": 10 * i})
+        for i in range(count)
+    ]
+
+
+class Killed(Exception):
+    """Stands for the driver dying right after it recorded a task."""
+
+
+def test_failing_task_is_recorded_and_the_others_finish(tmp_path):
+    tasks = _tasks(3)
+    bad = dataclasses.replace(BASE, env_options={"bogus_option": 1})  # fails inside the task
+    tasks[1] = Task("bad", bad, {"env_options.bogus_option": 1})
+    seen = []
+    results = run_tasks(tasks, tmp_path, workers=2, on_done=seen.append, plot=False)
+    assert [r.status for r in results] == ["done", "failed", "done"]
+    assert sorted(r.name for r in seen) == ["bad", "t0", "t2"]
+    assert "bogus_option" in results[1].error and "\n" not in results[1].error
+    rows = {row["name"]: row for row in read_index(tmp_path)}
+    assert rows["bad"]["status"] == "failed" and "bogus_option" in rows["bad"]["error"]
+    assert rows["bad"]["env_options.bogus_option"] == "1"
+    assert rows["t0"]["status"] == rows["t2"]["status"] == "done"
+    error_text = (tmp_path / "bad" / ERROR_FILE).read_text()
+    assert "bogus_option" in error_text and "Traceback" in error_text
+    for name in ("t0", "t2"):
+        assert (tmp_path / name / "metrics.csv").is_file()
+
+
+def test_killed_driver_resumes_only_unfinished_tasks(tmp_path):
+    tasks = _tasks(4)
+
+    def die(result):
+        raise Killed
+
+    with pytest.raises(Killed):
+        run_tasks(tasks, tmp_path, workers=1, on_done=die, plot=False)
+    rows = read_index(tmp_path)
+    done = [row["name"] for row in rows if row["status"] == "done"]
+    assert len(done) == 1 and {row["status"] for row in rows} == {"done", "pending"}
+    kept = (tmp_path / done[0] / "metrics.csv").stat().st_mtime_ns
+
+    with pytest.raises(ExecutorError, match="--resume"):
+        run_tasks(tasks, tmp_path, workers=1, plot=False)
+    ran = []
+    results = run_tasks(tasks, tmp_path, workers=2, resume=True, on_done=ran.append, plot=False)
+    assert sorted(r.name for r in ran) == sorted(t.name for t in tasks if t.name not in done)
+    assert all(r.status == "done" for r in results)
+    assert [r.ran for r in results] == [t.name not in done for t in tasks]
+    assert (tmp_path / done[0] / "metrics.csv").stat().st_mtime_ns == kept
+    assert [row["status"] for row in read_index(tmp_path)] == ["done"] * 4
+    assert run_tasks(tasks, tmp_path, resume=True, on_done=ran.append) and len(ran) == 3
+
+
+def test_hash_ignores_out_and_spelling_of_defaults():
+    same = dataclasses.replace(BASE, out="elsewhere", agent_params={"rank": 10})
+    assert config_hash(same) == config_hash(BASE)
+    assert config_hash(dataclasses.replace(BASE, seed=1)) != config_hash(BASE)
+
+
+def test_ray_missing_says_how_to_install(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` now raises ImportError
+    with pytest.raises(ExecutorError) as error:
+        run_tasks(_tasks(1), tmp_path, backend="ray")
+    assert str(error.value) == RAY_INSTALL_HINT and 'pip install -e ".[ray]"' in str(error.value)
+    assert not (tmp_path / INDEX_FILE).exists()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"backend": "dask"}, "backend"),
+        ({"workers": 0}, "workers"),
+        ({"address": "ray://x:1"}, "address"),
+    ],
+)
+def test_bad_arguments_are_refused(tmp_path, kwargs, match):
+    with pytest.raises(ExecutorError, match=match):
+        run_tasks(_tasks(1), tmp_path / "out", **kwargs)
+    assert not (tmp_path / "out").exists()
+
+
+def test_duplicate_task_names_are_refused(tmp_path):
+    with pytest.raises(ExecutorError, match="unique"):
+        run_tasks([*_tasks(1), *_tasks(1)], tmp_path / "out")

@@ -1,0 +1,326 @@
+"""The compiled engine (rl.agents._kernels) against the NumPy/TensorLy reference path."""
+
+import numpy as np
+import pytest
+
+from rl.agents import _kernels
+from rl.agents._fast_path import resolve_engine
+from rl.agents.base import Transitions
+from rl.agents.teql import TEQL, TEQLConfig, released_preset
+from rl.agents.tlr import TLR, TLRConfig
+from rl.problems import make_problem
+from rl.seeding import spawn_replicas
+
+STABLE = {"update": "stable", "count_before_update": True, "alpha0": 0.5, "max_inner": 1}
+TEQL_CASES = {
+    "paper-I1-bound": {"max_inner": 1},
+    "paper-I5-bound": {"max_inner": 5, "alpha0": 0.05},
+    "paper-I1-free": {"max_inner": 1, "bounded": False, "count_before_update": True},
+    "paper-I5-free": {"max_inner": 5, "bounded": False, "count_before_update": True},
+    "released-I1": {**released_preset("cartpole"), "max_inner": 1},
+    "released-I5": released_preset("cartpole"),
+    "released-I5-bound": {**released_preset("cartpole"), "bounded": True, "lam": 1e-3},
+    "released-sparse": {**released_preset("cartpole"), "visit_storage": "sparse"},
+    "released-bin-centres": {**released_preset("cartpole"), "continuous_random_actions": False},
+    "stable-I1-bound": {**STABLE, "max_inner": 1},
+    "stable-I5-bound": {**STABLE, "max_inner": 5, "alpha0": 0.3},
+    "stable-I5-free": {**STABLE, "max_inner": 5, "alpha0": 0.3, "bounded": False},
+    "stable-I1-pre-visit": {**STABLE, "count_before_update": False, "lam": 1e-5},
+    "stable-sparse": {**STABLE, "visit_storage": "sparse", "kappa": 0.0},
+}
+
+
+def _agent(cls, config_cls, problem, seeds, engine, **params):
+    streams = [s.agent for s in spawn_replicas(list(seeds))]
+    return cls(problem, config_cls(**params, engine=engine), streams)
+
+
+def _pair(cls, config_cls, problem, seeds, **params):
+    return tuple(
+        _agent(cls, config_cls, problem, seeds, engine, **params)
+        for engine in ("reference", "compiled")
+    )
+
+
+def _random_batch(rng, problem, states, actions, active):
+    replicas = len(states)
+    next_states = rng.integers(0, problem.state_dims, size=states.shape)
+    rewards = rng.normal(scale=2.0, size=replicas)
+    terminated = rng.random(replicas) < 0.05
+    return Transitions(states, actions, rewards, next_states, terminated, active)
+
+
+def _assert_close(ours, theirs):
+    np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=1e-14)
+
+
+def _step_by_step(reference, compiled, problem, steps, seed=0):
+    """From identical states, one act + observe on both engines: compare everything."""
+    rng = np.random.default_rng(seed)
+    replicas = reference.replicas
+    records = []
+    compiled.on_update = reference.on_update = None
+    if isinstance(reference, TEQL):
+        reference.on_update = lambda record: records.append(("reference", record))
+        compiled.on_update = lambda record: records.append(("compiled", record))
+    states = rng.integers(0, problem.state_dims, size=(replicas, len(problem.state_dims)))
+    moved = 0
+    for _ in range(steps):
+        compiled.load_state_dict(reference.state_dict())
+        active = rng.random(replicas) < 0.9
+        greedy = active & (rng.random(replicas) < 0.2)
+        actions = reference.act(states, active, greedy)
+        np.testing.assert_array_equal(compiled.act(states, active, greedy)[active], actions[active])
+        _assert_same_draws(reference, compiled, active)
+        learning = active & ~greedy
+        if learning.any():
+            batch = _random_batch(rng, problem, states, actions, learning)
+            index = np.concatenate([states, actions], axis=1)
+            rows = reference.q_.rows(index)
+            reference.observe(batch)
+            compiled.observe(batch)
+            _assert_close(compiled.q_.rows(index), reference.q_.rows(index))
+            after = reference.q_.rows(index)
+            moved += any(not np.array_equal(a, b) for a, b in zip(rows, after, strict=True))
+            for ours, theirs in zip(compiled.q_.factors, reference.q_.factors, strict=True):
+                _assert_close(ours, theirs)
+            np.testing.assert_array_equal(compiled.steps_, reference.steps_)
+            np.testing.assert_array_equal(compiled.epsilon_, reference.epsilon_)
+            states = batch.next_states
+        _assert_same_generators(reference, compiled)
+        if isinstance(reference, TEQL):
+            _assert_same_visits(reference, compiled, states)
+            _assert_same_records(records, learning)
+            records.clear()
+    assert moved > steps // 10  # the updates moved rows (bounded ones saturate often)
+
+
+def _assert_same_draws(reference, compiled, active):
+    """Continuous random actions: the same replicas drew the same values on both engines."""
+    ours, theirs = compiled.continuous_actions_, reference.continuous_actions_
+    assert (ours is None) == (theirs is None)
+    if theirs is None:
+        return
+    np.testing.assert_array_equal(ours.mask[active], theirs.mask[active])
+    np.testing.assert_array_equal(ours.values[theirs.mask], theirs.values[theirs.mask])
+
+
+def _assert_same_generators(reference, compiled):
+    for ours, theirs in zip(compiled._rngs, reference._rngs, strict=True):
+        assert ours.bit_generator.state == theirs.bit_generator.state
+
+
+def _assert_same_visits(reference, compiled, states):
+    flat = reference.flat_states(states)
+    ours, theirs = compiled.visits_.rows(flat), reference.visits_.rows(flat)
+    np.testing.assert_array_equal(ours.counts, theirs.counts)
+    _assert_close(ours.delta, theirs.delta)
+
+
+def _assert_same_records(records, learning):
+    if not learning.any():
+        assert records == []
+        return
+    (_, theirs), (_, ours) = records
+    on = learning
+    for field in ("states", "actions", "visits"):
+        np.testing.assert_array_equal(getattr(ours, field)[on], getattr(theirs, field)[on])
+    for field in ("targets", "before", "after", "step_size"):
+        _assert_close(getattr(ours, field)[on], getattr(theirs, field)[on])
+    assert ours.f_max == theirs.f_max
+
+
+@pytest.mark.parametrize("case", list(TEQL_CASES))
+def test_teql_compiled_equals_reference_step_by_step(case):
+    problem = make_problem("cartpole")
+    reference, compiled = _pair(TEQL, TEQLConfig, problem, (0, 1, 2), **TEQL_CASES[case])
+    assert (reference.engine_, compiled.engine_) == ("reference", "compiled")
+    _step_by_step(reference, compiled, problem, steps=150)
+
+
+@pytest.mark.parametrize("continuous", [False, True], ids=["bin-centres", "continuous"])
+@pytest.mark.parametrize("env", ["cartpole", "pendulum"])
+def test_tlr_compiled_equals_reference_step_by_step(env, continuous):
+    problem = make_problem(env)
+    params = {"epsilon_start": 0.5, "continuous_random_actions": continuous}
+    reference, compiled = _pair(TLR, TLRConfig, problem, (0, 1, 2), **params)
+    _step_by_step(reference, compiled, problem, steps=150)
+
+
+def test_continuous_random_actions_are_credited_by_endpoint_rounding():
+    """A drawn action a in [low, high) is credited to rint((a - low) / (high - low) (n - 1))."""
+    problem = make_problem("pendulum")
+    for engine in ("reference", "compiled"):
+        agent = _agent(TLR, TLRConfig, problem, range(64), engine, epsilon_start=1.0,
+                       continuous_random_actions=True)  # fmt: skip
+        states = np.zeros((64, 2), dtype=np.int64)
+        actions = agent.act(states, np.ones(64, bool))
+        drawn = agent.continuous_actions_
+        assert drawn.mask.all()
+        assert ((drawn.values >= -2.0) & (drawn.values < 2.0)).all()
+        expected = np.rint((drawn.values[:, 0] + 2.0) / 4.0 * 9).astype(np.int64)
+        np.testing.assert_array_equal(actions[:, 0], expected)
+        greedy = agent.act(states, np.ones(64, bool), np.ones(64, bool))
+        assert not agent.continuous_actions_.mask.any() and greedy.shape == (64, 1)
+
+
+def test_continuous_random_actions_need_an_action_interval():
+    with pytest.raises(ValueError, match="continuous action interval"):
+        _agent(TLR, TLRConfig, make_problem("lowrank"), (0,), "auto",
+               continuous_random_actions=True)  # fmt: skip
+
+
+@pytest.mark.parametrize("cls", [TEQL, TLR])
+def test_joint_actions_compiled_equals_reference(cls):
+    """Inventory with two locations: 9 joint actions over two action modes."""
+    problem = make_problem("inventory", env_kwargs={"n_locations": 2, "max_order": 2})
+    config_cls = TEQLConfig if cls is TEQL else TLRConfig
+    params = {"epsilon_start": 0.3, "gamma": 0.9}
+    reference, compiled = _pair(cls, config_cls, problem, (5, 6), **params)
+    _step_by_step(reference, compiled, problem, steps=100)
+
+
+def test_whole_trajectories_agree_without_resynchronizing():
+    """Released TEQL, 3 replicas, 2,000 steps fed each engine's own actions.
+
+    Summation order differs (NumPy's pairwise sums and BLAS against a plain
+    loop), so the factors differ by a few ulps; measured here they stay within
+    1e-9 and every action agrees (docs/agents.md).
+    """
+    problem = make_problem("cartpole")
+    reference, compiled = _pair(TEQL, TEQLConfig, problem, (0, 1, 2), **released_preset("cartpole"))
+    rng = np.random.default_rng(3)
+    states = rng.integers(0, problem.state_dims, size=(3, 4))
+    active = np.ones(3, bool)
+    for _ in range(2000):
+        actions = reference.act(states, active)
+        np.testing.assert_array_equal(compiled.act(states, active), actions)
+        batch = _random_batch(rng, problem, states, actions, active)
+        reference.observe(batch)
+        compiled.observe(batch)
+        states = batch.next_states
+    for ours, theirs in zip(compiled.q_.factors, reference.q_.factors, strict=True):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-9)
+
+
+def _replica_run(cls, config_cls, problem, seeds, steps, **params):
+    """Each replica's inputs come from its own seed, so they do not depend on B."""
+    agent = _agent(cls, config_cls, problem, seeds, "compiled", **params)
+    inputs = [np.random.default_rng(1000 + seed) for seed in seeds]
+    states = np.stack([g.integers(0, problem.state_dims) for g in inputs])
+    for _ in range(steps):
+        draws = [
+            (g.random(), g.random(), g.integers(0, problem.state_dims), g.normal()) for g in inputs
+        ]
+        active = np.array([d[0] < 0.85 for d in draws])
+        greedy = active & np.array([d[1] < 0.2 for d in draws])
+        actions = agent.act(states, active, greedy)
+        next_states = np.stack([d[2] for d in draws])
+        rewards = np.array([d[3] for d in draws])
+        learning = active & ~greedy
+        agent.observe(Transitions(states, actions, rewards, next_states, ~active, learning))
+        states = np.where(active[:, None], next_states, states)
+    return agent
+
+
+@pytest.mark.parametrize(
+    ("cls", "params"),
+    [
+        (TEQL, {}),
+        (TEQL, released_preset("cartpole")),
+        (TEQL, STABLE),
+        (TLR, {}),
+        (TLR, {"continuous_random_actions": True}),
+    ],
+    ids=["teql-paper", "teql-released", "teql-stable", "tlr", "tlr-continuous"],
+)
+def test_a_seeds_trajectory_does_not_depend_on_the_other_replicas(cls, params):
+    problem = make_problem("cartpole")
+    config_cls = TEQLConfig if cls is TEQL else TLRConfig
+    if cls is TEQL:
+        params = {**params, "visit_storage": "sparse"}
+    alone = _replica_run(cls, config_cls, problem, (7,), 300, **params)
+    among = _replica_run(cls, config_cls, problem, (3, 7, 11, 12), 300, **params)
+    again = _replica_run(cls, config_cls, problem, (7,), 300, **params)
+    for f_alone, f_among, f_again in zip(
+        alone.q_.factors, among.q_.factors, again.q_.factors, strict=True
+    ):
+        assert np.array_equal(f_alone[0], f_among[1])
+        assert np.array_equal(f_alone, f_again)
+    assert alone.epsilon_[0] == among.epsilon_[1] and alone.steps_[0] == among.steps_[1]
+    if cls is TEQL:  # the same rows, in the same order of first visit
+        state_alone, state_among = alone.visits_.state_dict(), among.visits_.state_dict()
+        mine = state_among["keys"] // alone.n_states == 1
+        keys = state_among["keys"][mine] - among.n_states
+        np.testing.assert_array_equal(keys, state_alone["keys"])
+        for name in ("counts", "delta"):
+            assert np.array_equal(state_among[name][mine], state_alone[name])
+
+
+def test_checkpoint_round_trip_continues_bitwise():
+    problem = make_problem("cartpole")
+    params = {**released_preset("cartpole"), "visit_storage": "sparse"}
+    agent = _replica_run(TEQL, TEQLConfig, problem, (1, 2), 100, **params)
+    state = agent.state_dict()
+    for value in (*state["factors"], state["steps"], state["epsilon"], *state["visits"].values()):
+        assert isinstance(value, np.ndarray)
+    assert all(isinstance(s, dict) for s in state["rngs"])
+    restored = _agent(TEQL, TEQLConfig, problem, (1, 2), "compiled", **params)
+    restored.load_state_dict(state)
+    for key, saved in state["visits"].items():
+        np.testing.assert_array_equal(restored.visits_.state_dict()[key], saved)
+    states = np.array([[1, 2, 3, 4], [5, 6, 7, 8]])
+    on = np.ones(2, bool)
+    for _ in range(50):
+        actions = agent.act(states, on)
+        np.testing.assert_array_equal(restored.act(states, on), actions)
+        batch = Transitions(states, actions, np.ones(2), states[::-1].copy(), ~on, on)
+        agent.observe(batch)
+        restored.observe(batch)
+    for ours, theirs in zip(restored.q_.factors, agent.q_.factors, strict=True):
+        assert np.array_equal(ours, theirs)
+
+
+@pytest.mark.parametrize("cls", [TEQL, TLR])
+def test_divergence_raises_the_reference_error_and_changes_nothing(cls):
+    problem = make_problem("lowrank")
+    config_cls = TEQLConfig if cls is TEQL else TLRConfig
+    messages = []
+    for engine in ("reference", "compiled"):
+        agent = _agent(cls, config_cls, problem, (0, 1), engine, gamma=0.9)
+        agent.q_.factors[0][1] = np.inf
+        old = [f.copy() for f in agent.q_.factors]
+        batch = Transitions(
+            np.zeros((2, 3), np.int64), np.zeros((2, 2), np.int64), np.zeros(2),
+            np.zeros((2, 3), np.int64), np.zeros(2, bool), np.ones(2, bool),
+        )  # fmt: skip
+        with pytest.raises(ValueError, match=f"{cls.__name__} diverged") as error:
+            agent.observe(batch)
+        messages.append(str(error.value))
+        for new, before in zip(agent.q_.factors, old, strict=True):
+            np.testing.assert_array_equal(new, before)
+    assert messages[0] == messages[1]
+
+
+def test_engine_choice():
+    problem = make_problem("lowrank")
+    assert _agent(TEQL, TEQLConfig, problem, (0,), "auto").engine_ == "compiled"
+    assert _agent(TLR, TLRConfig, problem, (0,), "reference").compiled_step() is None
+    with pytest.raises(ValueError, match="'engine'"):
+        TEQLConfig(engine="fast")
+    with pytest.raises(ValueError, match="'engine'"):
+        resolve_engine("compiled", [np.zeros((1, 2, 2), np.float32)])
+    assert resolve_engine("auto", [np.zeros((1, 2, 2), np.float32)]) == "reference"
+
+
+def test_hash_table_kernels_find_what_they_insert():
+    row_keys = np.full(8, _kernels.EMPTY, dtype=np.int64)
+    used = np.zeros(1, dtype=np.int64)
+    keys, slot_rows = _kernels.table_rebuild(row_keys, 0, 16)
+    table = (keys, slot_rows, row_keys, np.zeros((8, 1), np.int64), np.zeros((8, 1)), used)
+    wanted = np.array([5, 2**62, 0, 5, 17 * 2**40], dtype=np.int64)
+    rows = _kernels.table_rows(table, wanted, np.ones(5, bool), True)
+    np.testing.assert_array_equal(rows, [0, 1, 2, 0, 3])
+    assert used[0] == 4
+    found = _kernels.table_rows(table, np.array([2**62, 6]), np.ones(2, bool), False)
+    np.testing.assert_array_equal(found, [1, -1])

@@ -1,0 +1,162 @@
+"""Users' own environments: make_problem on ids, instances and factories; spaces; exact models."""
+
+import dataclasses
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import rl
+from rl.config import agent_parts, build_dataclass
+from rl.envs import is_exact_model, value_iteration
+from rl.lockstep import Runner
+from rl.problems import exact_model, make_problem
+from rl.replicas import ReplicaEnvs
+from rl.seeding import spawn_replicas
+from rl.spaces import SpaceGrid
+from tests.rl import toy_envs
+
+TOY = "tests.rl.toy_envs:Toy-v0"
+BOX = "tests.rl.toy_envs:ToyBox-v0"
+BOX_OPTIONS = {"state_bins": (6, 5), "low": -2.0, "high": (2.0, 1.0), "action_bins": 3}
+
+
+def _agent(name, problem, seeds=(0,), **params):
+    agent_class, config_class, _ = agent_parts(name)
+    config = build_dataclass(config_class, params)
+    return agent_class(problem, config, [s.agent for s in spawn_replicas(list(seeds))])
+
+
+def test_module_qualified_id_maps_discrete_spaces_to_modes():
+    problem = rl.make_problem(TOY)
+    assert problem.env_id == TOY and problem.shape == (4, 4, 3, 3)
+    assert problem.reward_bound == 1.1 and problem.reward_bound_source == "environment"
+    env = problem.make_env()
+    observation, _ = env.reset(seed=0)
+    assert np.array_equal(problem.encode_observation(observation), observation)
+    actions = problem.decode(np.array([[0, 2], [1, 1]]))
+    assert all(env.action_space.contains(a) for a in actions)
+
+
+def test_instance_and_factory_give_the_same_problem():
+    by_id = make_problem(TOY)
+    instance = gym.make(TOY)
+    for source in (instance, lambda: gym.make(TOY)):
+        problem = make_problem(source)
+        assert problem.shape == by_id.shape and problem.reward_bound == by_id.reward_bound
+        copies = ReplicaEnvs(problem, 2)  # an instance is deep-copied per replica
+        assert np.array_equal(copies.reset([3, 4]), ReplicaEnvs(by_id, 2).reset([3, 4]))
+    with pytest.raises(ValueError, match="env_kwargs"):
+        make_problem(instance, env_kwargs={"a": 1})
+
+
+def test_box_with_user_bins_and_bounds_and_an_estimated_reward_bound():
+    problem = make_problem(BOX, **BOX_OPTIONS)
+    assert problem.shape == (6, 5, 3)
+    # x in [-2, 2] on 6 bins, v in [-2, 1] on 5 bins; out-of-range values clip.
+    assert problem.encode(np.array([[-1.9, 0.9], [5.0, -9.0]])).tolist() == [[0, 4], [5, 0]]
+    np.testing.assert_allclose(problem.decode(np.array([[0], [1], [2]]))[:, 0], [-2 / 3, 0, 2 / 3])
+    assert problem.decode(np.array([[0]])).dtype == np.float32
+    assert problem.reward_bound_source == "estimated" and problem.reward_bound > 0
+    assert make_problem(BOX, **BOX_OPTIONS).reward_bound == problem.reward_bound  # seeded
+    recorded = problem.recorded_options()
+    again = make_problem(BOX, **BOX_OPTIONS, **recorded)
+    assert again.reward_bound == problem.reward_bound and again.recorded_options() == recorded
+    given = make_problem(BOX, **BOX_OPTIONS, reward_bound=4.0)
+    assert (given.reward_bound, given.reward_bound_source) == (4.0, "argument")
+
+
+def test_box_trains_with_user_bins_and_bounds():
+    problem = make_problem(BOX, **BOX_OPTIONS)
+    streams = spawn_replicas([0, 1])
+    agent = _agent("teql", problem, seeds=(0, 1))
+    runner = Runner(problem, agent, streams, eval_every=2)
+    results = list(runner.episodes(0, 4))
+    runner.close()
+    assert [r.episode for r in results] == [1, 2, 3, 4]
+    assert np.all(np.isfinite(results[-1].greedy_returns)) and np.all(results[0].lengths > 0)
+
+
+@pytest.mark.parametrize(
+    "env,options,match",
+    [
+        ("tests.rl.toy_envs:ToyText-v0", {}, "Text.*not supported"),
+        (BOX, {}, "pass 'state_bins'"),
+        (BOX, {"state_bins": 4}, "unbounded.*'low' and 'high'"),
+        (BOX, {"state_bins": (4, 4, 4), "low": -1, "high": 1}, "state_bins"),
+        (BOX, {"state_bins": 4, "low": [-1, -1, -1], "high": 1}, "'low'"),
+        (TOY, {"normalization": "paper"}, "highway"),
+        (TOY, {"bins": 3}, "bins"),
+        ("tests.rl.toy_envs:Nope-v0", {}, "Unknown problem"),
+        ("no_such_module:Toy-v0", {}, "Cannot import module 'no_such_module'"),
+        ("cartpole", {"low": 0.0}, "does not apply"),
+    ],
+)
+def test_unsupported_spaces_and_bad_options_are_refused_in_one_line(env, options, match):
+    with pytest.raises(ValueError, match=match) as error:
+        make_problem(env, **options)
+    assert "\n" not in str(error.value)
+
+
+def test_images_are_refused():
+    image = gym.spaces.Box(0, 255, (8, 8, 3), np.uint8)
+    with pytest.raises(ValueError, match="192 components.*images"):
+        SpaceGrid(image, "observation", bins=2)
+
+
+def test_dict_and_tuple_spaces_are_flattened_in_order():
+    problem = make_problem("tests.rl.toy_envs:ToyDict-v0", state_bins=4)
+    assert problem.state_dims == (4, 4)  # "x" (Discrete 4), then "y" (Box, 4 bins on [0, 3])
+    assert problem.encode_observation({"x": 2, "y": np.array([2.9])}).tolist() == [2, 3]
+    copies = ReplicaEnvs(problem, 2)
+    assert copies.reset([0, 1]).shape == (2, 2)
+    space = gym.spaces.Tuple((gym.spaces.Discrete(3, start=1), gym.spaces.MultiDiscrete([2, 5])))
+    grid = SpaceGrid(space, "action")
+    assert grid.dims == (3, 2, 5)
+    (value,) = grid.value(np.array([[2, 1, 4]]))
+    assert value[0] == 3 and value[1].tolist() == [1, 4] and space.contains(value)
+
+
+def test_exact_model_protocol_gives_value_iteration():
+    problem = make_problem(TOY)
+    model = exact_model(problem)
+    assert is_exact_model(model) and is_exact_model(gym.make("rl/Inventory-v0"))
+    q = value_iteration(model)
+    assert q.shape == problem.shape
+    np.testing.assert_allclose(model.transition.sum(axis=(-2, -1)), 1.0)
+    # The corner is worth the most; the model's reward is the environment's mean reward.
+    v = q.max(axis=(2, 3))
+    assert v[3, 3] == v.max()
+    env = toy_envs.Toy()
+    env.reset(seed=0)
+    rewards = []
+    for _ in range(2000):  # from (2, 3), moving right: the corner with probability 0.8
+        env.state = np.array([2, 3])
+        rewards.append(env.step(np.array([2, 1]))[1])
+    assert np.mean(rewards) == pytest.approx(model.reward[2, 3, 2, 1], abs=0.04)
+    with pytest.raises(ValueError, match="does not expose an exact model"):
+        exact_model(make_problem(BOX, **BOX_OPTIONS))
+    assert exact_model(make_problem("inventory")).state_dims == make_problem("inventory").state_dims
+
+
+@pytest.mark.parametrize("name", ["teql", "tlr", "tabular", "lora-vi", "dqn", "sac"])
+def test_every_searching_agent_refuses_too_many_joint_actions(name):
+    if name in ("dqn", "sac"):
+        pytest.importorskip("torch")
+    problem = make_problem(TOY)
+    with pytest.raises(ValueError, match=r"9 joint actions, more than max_joint_actions=8"):
+        _agent(name, problem, max_joint_actions=8)
+    agent = _agent(name, problem, max_joint_actions=9)
+    assert agent.greedy(np.zeros((1, 2), np.int64)).shape == (1, 2)
+
+
+def test_synchronous_loop_gives_the_vector_results():
+    vector = make_problem("cartpole")
+    loop = dataclasses.replace(vector, vectorized=False)
+    returns = []
+    for problem in (vector, loop):
+        streams = spawn_replicas([0, 1, 2])
+        runner = Runner(problem, _agent("random", problem, seeds=(0, 1, 2)), streams)
+        returns.append([r.returns for r in runner.episodes(0, 3)])
+        runner.close()
+    np.testing.assert_array_equal(returns[0], returns[1])
