@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from analysis import bounds
     from analysis.bound_runs import record_bound_run
-    from analysis.qstar import QTensor, qstar, qtensor_from_run
+    from analysis.qstar import QTensor, q_star, qtensor_from_run
     from analysis.rank import rank_profile
     from analysis.spectral import spectral_energy
 
@@ -25,7 +25,7 @@ _EXPORTS = {
     "rank_profile": ("analysis.rank", "rank_profile"),
     "spectral_energy": ("analysis.spectral", "spectral_energy"),
     "QTensor": ("analysis.qstar", "QTensor"),
-    "qstar": ("analysis.qstar", "qstar"),
+    "q_star": ("analysis.qstar", "q_star"),
     "qtensor_from_run": ("analysis.qstar", "qtensor_from_run"),
     "record_bound_run": ("analysis.bound_runs", "record_bound_run"),
 }
@@ -35,7 +35,7 @@ __all__ = [
     "rank_profile",
     "spectral_energy",
     "QTensor",
-    "qstar",
+    "q_star",
     "qtensor_from_run",
     "record_bound_run",
 ]

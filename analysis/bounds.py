@@ -114,6 +114,13 @@ def v_max(r_max: ArrayLike, gamma: ArrayLike) -> FloatOrArray:
     ----------
     TEQL paper, Appendix A (notation paragraph) and Assumption 2 (Bounded
     Iterates), which asks ||Q_t||_inf <= V_max.
+
+    Examples
+    --------
+    >>> round(v_max(73.0, 0.99), 6)  # CartPole's R_max and the paper's gamma
+    7300.0
+    >>> v_max([1.0, 2.0], 0.5)
+    array([2., 4.])
     """
     return _out(_nonneg(r_max, "r_max") / (1.0 - _gamma(gamma)))
 

@@ -349,7 +349,7 @@ def grid_qstar(
     return QTensor(q, gamma, len(model.state_dims), source, float(bound), env)
 
 
-def qstar(
+def q_star(
     env: str,
     *,
     gamma: float | None = None,

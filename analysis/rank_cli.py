@@ -126,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def load_tensor(args: argparse.Namespace) -> Any:
     """Return the `analysis.qstar.QTensor` the arguments ask for."""
-    from analysis.qstar import qstar, qtensor_from_run
+    from analysis.qstar import q_star, qtensor_from_run
 
     if args.env not in ENVS:
         raise UsageError(f"unknown --env {args.env!r}; choose one of {', '.join(ENVS)}.")
@@ -135,7 +135,7 @@ def load_tensor(args: argparse.Namespace) -> Any:
             raise UsageError("Highway has no model to compute Q* from; use --source run --run DIR.")
         if args.samples < 1:
             raise UsageError(f"--samples must be >= 1, got {args.samples}.")
-        return qstar(
+        return q_star(
             args.env, gamma=args.gamma, samples=args.samples, rng=np.random.default_rng(args.seed)
         )
     if not args.run:

@@ -17,9 +17,11 @@ import argparse
 import importlib
 import os
 import pkgutil
+import re
 import sys
 from pathlib import Path
 
+from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.structure.files import File, Files
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,7 +32,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     (
         "python -m rl.reproduce",
         "rl.reproduce",
-        "reproduce one figure or table of the paper (docs: reproduce.md)",
+        "reproduce one figure or table of the paper",
     ),
     ("python -m rl.sweep", "rl.sweep", "a grid of runs on a process pool or a Ray cluster"),
     ("python -m rl.evaluate", "rl.evaluate", "greedy episodes of a finished run"),
@@ -50,6 +52,9 @@ API_PAGES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "api/rl-envs.md": ("`rl.envs`: environments", ("rl.envs",), ()),
     "api/analysis.md": ("`analysis`: rank, bounds, parameters", ("analysis",), ()),
 }
+
+#: A Sphinx role left in a rendered docstring (``:func:`x```), to be shown as plain code.
+SPHINX_ROLE = re.compile(r":(?:py:)?(?:func|class|meth|attr|data|mod|obj|exc):(<code>)~?")
 
 #: Width of the help text, fixed so the page does not depend on the terminal that builds it.
 HELP_COLUMNS = "88"
@@ -86,6 +91,13 @@ def parser_help(parser: argparse.ArgumentParser) -> list[tuple[str, str]]:
     return helps
 
 
+def parser_line(module_name: str) -> str:
+    """Return the line naming a command's parser, linked into the API reference if it is there."""
+    if module_name.split(".")[0] in ("tensorq", "rl", "analysis"):
+        return f"Parser: [`{module_name}.build_parser()`][{module_name}.build_parser]."
+    return f"Parser: `{module_name}.build_parser()`."
+
+
 def cli_page() -> str:
     """Return the Markdown of the CLI reference, from every command's ``build_parser()``."""
     if str(ROOT) not in sys.path:  # benchmarks/ is not an installed package
@@ -115,7 +127,7 @@ def cli_page() -> str:
                 "",
                 f"## `{command}` {{#{anchor}}}",
                 "",
-                f"Parser: `{module_name}.build_parser()`.",
+                parser_line(module_name),
             ]
             for prog, text in parser_help(module.build_parser()):
                 if prog != command:
@@ -129,10 +141,15 @@ def cli_page() -> str:
             os.environ["COLUMNS"] = previous
 
 
-def on_files(files: Files, config) -> Files:  # noqa: ANN001
+def on_files(files: Files, config: MkDocsConfig) -> Files:
     """Add the generated pages to the site's files."""
     pages = {"cli.md": cli_page()}
     pages.update({uri: api_page(*spec) for uri, spec in API_PAGES.items()})
     for uri, content in pages.items():
         files.append(File.generated(config, uri, content=content))
     return files
+
+
+def on_page_content(html: str, **kwargs: object) -> str:
+    """Show the Sphinx roles of numpydoc docstrings (``:func:`name```) as plain code."""
+    return SPHINX_ROLE.sub(r"\1", html)

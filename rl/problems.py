@@ -422,6 +422,23 @@ def make_problem(
     ValueError
         For an unknown name or option, an invalid option value, or a space
         that cannot be discretized (one line saying what is needed).
+
+    Examples
+    --------
+    A bundled problem, and any Gymnasium id with discrete spaces:
+
+    >>> problem = make_problem("inventory")
+    >>> problem.env_id, problem.state_dims, problem.action_dims
+    ('rl/Inventory-v0', (2, 5, 5), (3, 3))
+    >>> make_problem("FrozenLake-v1").state_dims  # Discrete(16): one mode of size 16
+    (16,)
+
+    A bounded ``Box`` needs a grid (here 4 cells per observation component, 3
+    actions):
+
+    >>> pendulum = make_problem("Pendulum-v1", state_bins=4, action_bins=3)
+    >>> pendulum.state_dims, pendulum.action_dims
+    ((4, 4, 4), (3,))
     """
     options = {
         "state_bins": state_bins,

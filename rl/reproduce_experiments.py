@@ -116,13 +116,15 @@ LEVELS: Mapping[str, tuple[Level, ...]] = {
 class PaperValue(NamedTuple):
     """A number of the paper (or of the authors' code) to put beside ours.
 
-    ``episodes``: the run length it belongs to (None: any length, a plateau).
+    ``episodes``: the run length it belongs to (None: any length, a plateau);
+    ``window``: the final window it averages, in episodes (None: a point of a curve).
     """
 
     value: float
     std: float | None
     source: str
     episodes: int | None = None
+    window: int | None = None
 
 
 #: Greedy returns the paper's figures show (read off the figures; REFERENCE-FACTS and issue 9).
@@ -136,10 +138,16 @@ PAPER_FIGURE: Mapping[tuple[str, str], PaperValue] = {
 
 #: The authors' released code, raw greedy returns, 8 seeds (REFERENCE-FACTS).
 RELEASED_RAW: Mapping[tuple[str, str], PaperValue] = {
-    ("cartpole", "teql"): PaperValue(76.1, 10.3, "released code, eps. 901-1000, 8 seeds", 1000),
-    ("cartpole", "tlr"): PaperValue(60.1, 16.5, "released code, eps. 901-1000, 8 seeds", 1000),
-    ("pendulum", "teql"): PaperValue(88.7, 3.9, "released code, eps. 1801-2000, 8 seeds", 2000),
-    ("pendulum", "tlr"): PaperValue(84.8, 11.5, "released code, eps. 1801-2000, 8 seeds", 2000),
+    ("cartpole", "teql"): PaperValue(
+        76.1, 10.3, "released code, eps. 901-1000, 8 seeds", 1000, 100
+    ),
+    ("cartpole", "tlr"): PaperValue(60.1, 16.5, "released code, eps. 901-1000, 8 seeds", 1000, 100),
+    ("pendulum", "teql"): PaperValue(
+        88.7, 3.9, "released code, eps. 1801-2000, 8 seeds", 2000, 200
+    ),
+    ("pendulum", "tlr"): PaperValue(
+        84.8, 11.5, "released code, eps. 1801-2000, 8 seeds", 2000, 200
+    ),
 }
 
 #: fig:ablation_boxplot caption: std across runs of the final-window returns, lambda = 0 -> > 0.

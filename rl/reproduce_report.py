@@ -110,8 +110,8 @@ def line_stats(runs: LineRuns, first: int, last: int) -> LineStats:
     """
     nan = math.nan
     inside = (runs.episodes >= first) & (runs.episodes <= last)
-    if not inside.any() or runs.greedy.size == 0:
-        empty = np.zeros(0)
+    if not inside.any() or runs.greedy.size == 0:  # no greedy evaluation in the window yet
+        empty = np.full(len(runs.seeds), nan)
         return LineStats(runs, first, last, empty, empty, *(nan,) * 8)
     scores = np.nanmean(runs.greedy[:, inside], axis=1)
     replaced = np.nanmean(replace_outliers(runs.greedy)[:, inside], axis=1)
@@ -241,13 +241,21 @@ def _save(figure: Any, out: Path, stem: str) -> list[Path]:
 def plot_curves(
     stats: Sequence[LineStats], title: str, out: Path, stem: str, postprocess: bool
 ) -> list[Path]:
-    """Draw the learning curves: one column per panel, rows raw and post-processed."""
+    """Draw the learning curves, raw and (if asked) post-processed beside them.
+
+    ``axes[view, panel]``: with one panel the views sit side by side, with
+    several each panel is a column and each view a row.
+    """
     from matplotlib.figure import Figure
 
     panels = list(dict.fromkeys(st.runs.line.panel for st in stats)) or [""]
     views = ["raw", "postprocessed"] if postprocess else ["raw"]
-    figure = Figure(figsize=(4.6 * len(panels), 3.4 * len(views)), layout="constrained")
-    axes = np.atleast_2d(figure.subplots(len(views), len(panels), squeeze=False))
+    if len(panels) == 1:  # one panel: raw and post-processed side by side
+        figure = Figure(figsize=(5.6 * len(views), 4.2), layout="constrained")
+        axes = figure.subplots(1, len(views), squeeze=False).T
+    else:  # one column per panel, one row per view
+        figure = Figure(figsize=(4.6 * len(panels), 3.6 * len(views)), layout="constrained")
+        axes = figure.subplots(len(views), len(panels), squeeze=False)
     colours: dict[str, Any] = {}
     for st in stats:
         runs = st.runs
@@ -291,7 +299,7 @@ def plot_box(stats: Sequence[LineStats], title: str, out: Path, stem: str) -> li
     for axis, attr, name in zip(
         axes, ("scores", "scores_replaced"), ("raw", "after outlier replacement"), strict=True
     ):
-        data = [getattr(st, attr) for st in stats]
+        data = [getattr(st, attr)[~np.isnan(getattr(st, attr))] for st in stats]
         if any(d.size for d in data):
             axis.boxplot([d if d.size else [np.nan] for d in data], tick_labels=labels)
         axis.set_title(f"{title}: final-window greedy return ({name})", fontsize=9)
@@ -311,8 +319,11 @@ def _pm(mean: float, std: float) -> str:
     return f"{_fmt(mean)} ± {_fmt(std)}" if not math.isnan(mean) else "n/a"
 
 
-def _paper(value: PaperValue | None, last: int) -> PaperValue | None:
+def _paper(value: PaperValue | None, last: int, window: int | None = None) -> PaperValue | None:
+    """Return ``value`` if it belongs to a run of ``last`` episodes (and this final window)."""
     if value is None or (value.episodes is not None and value.episodes != last):
+        return None
+    if value.window is not None and window is not None and value.window != window:
         return None
     return value
 
@@ -369,7 +380,7 @@ def _ablation_table(stats: Sequence[LineStats], env: str) -> list[str]:
             stated = f"{paper[0]:.2f}"
         elif paper is not None and st.runs.line.key == "teql-lam":
             stated = f"{paper[1]:.2f}"
-        replaced_std = float(np.std(st.scores_replaced)) if st.scores.size else math.nan
+        replaced_std = float(np.std(st.scores_replaced)) if not math.isnan(st.std) else math.nan
         rows.append(
             f"| {st.runs.line.label} | {len(st.runs.seeds)} | {_fmt(st.std, 2)} | "
             f"{_fmt(replaced_std, 2)} | {stated or '-'} |"
@@ -410,6 +421,32 @@ def _levels_table(env: str, stats: Sequence[LineStats]) -> list[str]:
     ]
 
 
+def _compare(stats: Mapping[str, LineStats], text: str, a: str, b: str, attr: str) -> str:
+    """Return whether ``attr`` of line ``a`` exceeds that of line ``b``, with both numbers."""
+    if a not in stats or b not in stats:
+        return ""
+    x, y = getattr(stats[a], attr), getattr(stats[b], attr)
+    if math.isnan(x) or math.isnan(y):
+        return ""
+    verdict = "holds" if x > y else "does not hold"
+    return f"- {text}: {verdict} ({_fmt(x, 2)} vs {_fmt(y, 2)})."
+
+
+def _checks(experiment: Experiment, stats: Sequence[LineStats]) -> list[str]:
+    """Return the paper's claims about this figure checked against our raw numbers."""
+    by_key = {st.runs.line.key: st for st in stats}
+    checks: list[tuple[str, str, str, str]] = []
+    if experiment.name in ("comparison", "highway"):
+        checks.append(("TEQL above TLR (raw mean)", "teql", "tlr", "mean"))
+        for other in ("lora-vi", "dqn", "sac"):
+            checks.append((f"TLR above {other} (raw mean)", "tlr", other, "mean"))
+    if experiment.box:
+        checks.append(("lambda > 0 reduces the std across seeds", "teql-lam0", "teql-lam", "std"))
+        checks.append(("lambda > 0 raises the mean", "teql-lam", "teql-lam0", "mean"))
+    found = [line for line in (_compare(by_key, *c) for c in checks) if line]
+    return ["", "The paper's claims against our raw numbers:", "", *found] if found else []
+
+
 def _env_section(
     experiment: Experiment,
     env: str,
@@ -442,7 +479,9 @@ def _env_section(
             _paper(PAPER_FIGURE.get((env, line.agent)), last) if line.key == line.agent else None
         )
         released = (
-            _paper(RELEASED_RAW.get((env, line.agent)), last) if line.key == line.agent else None
+            _paper(RELEASED_RAW.get((env, line.agent)), last, window)
+            if line.key == line.agent
+            else None
         )
         cells = [
             line.label + (f" [{line.panel}]" if line.panel else ""),
@@ -465,6 +504,7 @@ def _env_section(
         out += _ablation_table(stats, env)
     if experiment.name.startswith("sensitivity"):
         out += _levels_table(env, stats)
+    out += _checks(experiment, stats)
     ranked = sorted((st for st in stats if not math.isnan(st.mean)), key=lambda s: -s.mean)
     if ranked:
         order = " > ".join(f"{st.runs.line.label} {_fmt(st.mean)}" for st in ranked)

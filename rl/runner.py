@@ -73,18 +73,11 @@ _RESUMABLE_CHANGES = ("episodes", "out", "checkpoint_every")
 
 
 class EpisodeLog(NamedTuple):
-    """What one training episode (and its evaluation, if any) produced.
+    """What one training episode (and its evaluation, if any) produced, and when.
 
-    Attributes
-    ----------
-    episode : int
-        1-based training episode index.
-    returns, lengths : ndarray, shape (B,)
-        Undiscounted training return and number of steps of every replica.
-    greedy_returns : ndarray, shape (B,)
-        Mean greedy return of the evaluation after this episode; NaN if none.
-    wall_time : float
-        Seconds since the run started, summed over resumed segments.
+    The fields of `rl.lockstep.EpisodeResult` (episode, returns, lengths,
+    greedy_returns), then ``wall_time``: seconds since the run started, summed
+    over resumed segments.
     """
 
     episode: int
@@ -269,7 +262,7 @@ def run(
                         interrupted = True
                         runner.request_stop()  # replicas finish the episodes they are playing
                     if progress is not None:
-                        progress(EpisodeLog(episode, *result[1:], now))
+                        progress(EpisodeLog(*result, now))
                 interrupted = interrupted or episode == stop_after_episode
                 checkpoint_at(episode)
             if episode == start:

@@ -53,6 +53,21 @@ class OnlineCP:
     ----------
     Section "Low-Rank Tensor Q-Function Update" (the CP representation of Q_t
     and its parameter count R sum_n d_n).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> q = OnlineCP.random((3, 4, 2), rank=2, replicas=5, rng=np.random.default_rng(0))
+    >>> q
+    OnlineCP(shape=(3, 4, 2), rank=2, replicas=5, backend='numpy')
+    >>> q.n_params  # R * sum_n d_n per replica
+    18
+    >>> q.entries(np.zeros((5, 3), dtype=int)).shape  # entry (0, 0, 0) of each replica
+    (5,)
+    >>> q.subtensor(np.zeros((5, 2), dtype=int)).shape  # state (0, 0), all actions
+    (5, 2)
+    >>> q.to_cp_tensor(replica=0).shape  # a tensorly CPTensor (a view, no copy)
+    (3, 4, 2)
     """
 
     def __init__(self, factors: Sequence[Array]) -> None:

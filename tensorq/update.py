@@ -424,6 +424,23 @@ def bcd_update(
     ----------
     Algorithm 1; eq. (loss_function); eq. (gradient); eq. (factor_update);
     Assumption 2 (``bound``).
+
+    Examples
+    --------
+    Two replicas, one entry each; the stable rule with step 0.5 and one step
+    per mode closes 1 - 0.5**3 of the distance to the loss's minimum:
+
+    >>> import numpy as np
+    >>> from tensorq import OnlineCP
+    >>> q = OnlineCP.random((3, 4, 2), rank=2, replicas=2, scale=0.5, rng=np.random.default_rng(0))
+    >>> index = np.array([[0, 1, 1], [2, 3, 0]])
+    >>> result = bcd_update(q, index, target=np.array([1.0, -1.0]), visits=np.array([1.0, 5.0]),
+    ...                     step_size=0.5, lam=1e-3, eps=1e-4, tol=1e-3, max_inner=1,
+    ...                     variant="stable")
+    >>> result.before.round(4), result.after.round(4), result.iterations
+    (array([0.0423, 0.014 ]), array([ 0.8813, -0.8735]), array([3, 3]))
+    >>> bool(np.allclose(q.entries(index), result.after))  # the tensor changed in place
+    True
     """
     sweep = _VARIANT_SWEEPS.get(variant)
     if sweep is None:

@@ -28,7 +28,7 @@ SMALL: dict[str, dict[str, str]] = {
     "own-problem.md": {"TEQL_EPISODES": "40"},
     "low-rank.md": {"TEQL_RANKS": "6"},
     "backends.md": {},
-    "reproduce-figure.md": {"TEQL_SEEDS": "2", "TEQL_EPISODES": "20"},
+    "reproduce-figure.md": {"TEQL_SEEDS": "2", "TEQL_SCALE": "0.005"},
     "ray-sweep.md": {"TEQL_EPISODES": "5"},
 }
 
@@ -56,7 +56,9 @@ def script(page: Path) -> str:
     return "\n".join(parts)
 
 
-def run_tutorial(page: Path, workdir: Path, settings: dict[str, str]) -> subprocess.CompletedProcess:
+def run_tutorial(
+    page: Path, workdir: Path, settings: dict[str, str]
+) -> subprocess.CompletedProcess:
     """Run a page's script in ``workdir`` with ``settings`` in the environment."""
     path = workdir / "tutorial.py"
     path.write_text(script(page), encoding="utf-8")

@@ -89,7 +89,7 @@ class CompiledStep:
     explore_rule : int
         `rl.agents._kernels.EPSILON_GREEDY`, ``EUGE`` or ``EUGE_EPSILON``.
     update_rule : int
-        `rl.agents._kernels.PAPER`, ``RELEASED`` or ``TLR``.
+        `rl.agents._update_kernels.PAPER`, ``RELEASED``, ``TLR`` or ``STABLE``.
     visits : VisitTable or None
         TEQL's visit table (None: no counts, no Delta Q).
     c, alpha0, kappa, lam, eps, tol, max_inner, f_max : float or int

@@ -10,13 +10,10 @@ small functions composed by two entry points:
   (eq. (euge)), EUGE under an epsilon-greedy layer, or epsilon-greedy on Q;
   replicas in the ``greedy`` mask take the first maximizer of Q and draw nothing.
 - `observe_kernel`: the TD target, the visit count, one update rule on the
-  gathered rows (`paper_rule`: Algorithm 1; `released_rule`: the authors'
-  normalized Jacobi sweeps; `tlr_rule`: TLR's normalized Jacobi step;
-  `stable_rule`: Algorithm 1 with normalized-LMS row steps), Delta Q
-  (eq. (decomp_error)) and the counts, the step counter and epsilon.
-
-A further update rule is one more function with the signature of `tlr_rule`
-plus one branch in `apply_rule`.
+  gathered rows (`rl.agents._update_kernels`: Algorithm 1, the authors'
+  normalized Jacobi sweeps, TLR's step, the stable reading's normalized-LMS
+  steps), Delta Q (eq. (decomp_error)) and the counts, the step counter and
+  epsilon.
 
 Random draws are those of the reference path (`rl.agents._explore`): per
 active replica, ``random()`` for the epsilon test, ``integers(0, |A|)`` for a
@@ -37,6 +34,8 @@ import numpy as np
 from numba import njit
 from numba.typed import List
 
+from rl.agents._update_kernels import apply_rule, cp_entry
+
 EMPTY = -1
 
 # Exploration rules of `act_kernel`.
@@ -44,11 +43,6 @@ EPSILON_GREEDY = 0  # epsilon-greedy on Q (TLR)
 EUGE = 1  # argmax of eq. (euge), random ties (TEQL)
 EUGE_EPSILON = 2  # epsilon-greedy layer over EUGE (TEQL as released)
 
-# Update rules of `observe_kernel`.
-PAPER = 0  # Algorithm 1
-RELEASED = 1  # the authors' normalized Jacobi sweeps
-TLR = 2  # TLR's normalized Jacobi step
-STABLE = 3  # Algorithm 1 with normalized-LMS row steps (the stable reading)
 
 # Slots of the float settings array of `observe_kernel`.
 GAMMA, ALPHA0, KAPPA, LAM, EPS, TOL, F_MAX, EPS_DECAY, EPS_MIN = range(9)
@@ -339,199 +333,6 @@ def act_kernel(
         for n in range(dims.shape[0] - 1, n_state - 1, -1):
             actions[b, n - n_state] = flat % dims[n]
             flat //= dims[n]
-
-
-# ---------------------------------------------------------------- update rules
-
-
-@njit(cache=True)
-def cp_entry(rows):
-    """sum_r prod_n rows[n, r], the entry of the gathered rows."""
-    total = 0.0
-    for r in range(rows.shape[1]):
-        term = rows[0, r]
-        for n in range(1, rows.shape[0]):
-            term = term * rows[n, r]
-        total += term
-    return total
-
-
-@njit(cache=True)
-def _suffix_products(rows, suffix):
-    """suffix[n] = rows[n+1] * (rows[n+2] * (...)), ones for the last mode."""
-    last = rows.shape[0] - 1
-    suffix[last, :] = 1.0
-    for n in range(last - 1, -1, -1):
-        for r in range(rows.shape[1]):
-            suffix[n, r] = rows[n + 1, r] if n + 1 == last else rows[n + 1, r] * suffix[n + 1, r]
-
-
-@njit(cache=True)
-def _clip(value, f_max, bounded):
-    if not bounded:
-        return value
-    if value > f_max:
-        return f_max
-    if value < -f_max:
-        return -f_max
-    return value
-
-
-@njit(cache=True)
-def paper_rule(rows, before, target, weight, step, tol, max_inner, f_max, bounded, scratch):
-    """Algorithm 1 on the gathered rows (N, R), in place: Gauss-Seidel modes, inner loop.
-
-    Mode n steps row_n -= alpha (slope Q - target) g_n with the gradient of
-    eq. (gradient), g_n = prod_{m<n} new rows * prod_{m>n} old rows, up to
-    ``max_inner`` times, stopping once Q moves less than ``tol`` (the first
-    comparison against the entry before the update, as Algorithm 1 is written).
-    Returns the row steps taken.
-    """
-    n_modes, rank = rows.shape
-    suffix, prefix, direction = scratch[:n_modes], scratch[-2], scratch[-1]
-    _suffix_products(rows, suffix)
-    prefix[:] = 1.0
-    slope = step * (1.0 - 2.0 * weight)
-    offset = step * target
-    entry = before
-    steps = 0
-    for n in range(n_modes):
-        for r in range(rank):
-            direction[r] = prefix[r] * suffix[n, r]
-        entry_prev = before
-        for i in range(max_inner):
-            coefficient = slope * entry - offset
-            entry = 0.0
-            for r in range(rank):
-                value = _clip(rows[n, r] - coefficient * direction[r], f_max, bounded)
-                rows[n, r] = value
-                entry += value * direction[r]
-            steps += 1
-            if i + 1 == max_inner or tol == 0.0:
-                continue
-            if not abs(entry - entry_prev) >= tol:
-                break
-            entry_prev = entry
-        for r in range(rank):
-            prefix[r] = prefix[r] * rows[n, r]
-    return steps
-
-
-@njit(cache=True)
-def _normalized_jacobi(rows, scale, sign, f_max, bounded, scratch):
-    """rows[n] += sign * scale * g_n / ||g_n|| for all n from the same old rows (in place)."""
-    n_modes, rank = rows.shape
-    suffix, moved = scratch[:n_modes], scratch[n_modes : 2 * n_modes]
-    prefix, direction = scratch[-2], scratch[-1]
-    _suffix_products(rows, suffix)
-    prefix[:] = 1.0
-    for n in range(n_modes):
-        squares = 0.0
-        for r in range(rank):
-            direction[r] = prefix[r] * suffix[n, r]
-            squares += direction[r] * direction[r]
-        norm = np.sqrt(squares)
-        if not norm > 0:  # g = 0 gives a zero step
-            norm = 1.0
-        for r in range(rank):
-            moved[n, r] = _clip(rows[n, r] + sign * (scale / norm) * direction[r], f_max, bounded)
-            prefix[r] = prefix[r] * rows[n, r]
-    rows[:, :] = moved
-
-
-@njit(cache=True)
-def released_rule(rows, before, target, weight, step, tol, max_inner, f_max, bounded, scratch):
-    """Run the authors' update on the gathered rows, in place: normalized Jacobi sweeps.
-
-    Each sweep moves every row from the pre-sweep rows by
-    -alpha (-(target - Q) - w) g_n / ||g_n||, w = lambda / (N + epsilon);
-    up to ``max_inner`` sweeps, stopping once Q moves less than ``tol``.
-    Returns the row steps taken (N per sweep).
-    """
-    offset = step * (target + weight)
-    entry = before
-    steps = 0
-    for i in range(max_inner):
-        scale = step * entry - offset
-        _normalized_jacobi(rows, scale, -1.0, f_max, bounded, scratch)
-        stepped = cp_entry(rows)
-        moved = stepped - entry
-        entry = stepped
-        steps += rows.shape[0]
-        if i + 1 == max_inner or tol == 0.0:
-            continue
-        if not abs(moved) >= tol:
-            break
-    return steps
-
-
-@njit(cache=True)
-def tlr_rule(rows, before, target, weight, step, tol, max_inner, f_max, bounded, scratch):
-    """TLR's step on the gathered rows, in place: rows += alpha (target - Q) g / ||g||, Jacobi."""
-    _normalized_jacobi(rows, step * (target - before), 1.0, f_max, bounded, scratch)
-    return rows.shape[0]
-
-
-@njit(cache=True)
-def stable_rule(rows, before, target, weight, step, tol, max_inner, f_max, bounded, scratch):
-    """Algorithm 1 with normalized-LMS row steps on the gathered rows (N, R), in place.
-
-    Mode n (in order, Gauss-Seidel) steps
-    row_n <- clip(row_n - eta ((1 - 2 w) Q - target) g_n / ||g_n||^2) up to
-    ``max_inner`` times, stopping once Q moves less than ``tol``; rows with
-    ||g_n|| = 0 do not move (`tensorq.update.stable_sweep`). Returns the row
-    steps taken.
-    """
-    n_modes, rank = rows.shape
-    suffix, prefix, direction = scratch[:n_modes], scratch[-2], scratch[-1]
-    _suffix_products(rows, suffix)
-    prefix[:] = 1.0
-    slope = step * (1.0 - 2.0 * weight)
-    offset = step * target
-    entry = before
-    steps = 0
-    for n in range(n_modes):
-        squares = 0.0
-        for r in range(rank):
-            direction[r] = prefix[r] * suffix[n, r]
-        for r in range(rank):
-            squares += direction[r] * direction[r]
-        inverse = 1.0 / squares if squares > 0 else 0.0
-        entry_prev = before
-        for i in range(max_inner):
-            coefficient = (slope * entry - offset) * inverse
-            entry = 0.0
-            for r in range(rank):
-                value = _clip(rows[n, r] - coefficient * direction[r], f_max, bounded)
-                rows[n, r] = value
-                entry += value * direction[r]
-            steps += 1
-            if i + 1 == max_inner or tol == 0.0:
-                continue
-            if not abs(entry - entry_prev) >= tol:
-                break
-            entry_prev = entry
-        for r in range(rank):
-            prefix[r] = prefix[r] * rows[n, r]
-    return steps
-
-
-@njit(cache=True)
-def apply_rule(rule, rows, before, target, weight, step, tol, max_inner, f_max, bounded, scratch):
-    """Dispatch to one update rule; returns the row steps taken."""
-    if rule == PAPER:
-        return paper_rule(
-            rows, before, target, weight, step, tol, max_inner, f_max, bounded, scratch
-        )
-    if rule == RELEASED:
-        return released_rule(
-            rows, before, target, weight, step, tol, max_inner, f_max, bounded, scratch
-        )
-    if rule == STABLE:
-        return stable_rule(
-            rows, before, target, weight, step, tol, max_inner, f_max, bounded, scratch
-        )
-    return tlr_rule(rows, before, target, weight, step, tol, max_inner, f_max, bounded, scratch)
 
 
 # ---------------------------------------------------------------- one observed transition

@@ -44,7 +44,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from rl import presets
-from rl.agents import _kernels
+from rl.agents import _kernels, _update_kernels
 from rl.agents._explore import argmax_random_ties
 from rl.agents._fast_path import CompiledStep
 from rl.agents.base import Transitions
@@ -103,7 +103,11 @@ class TEQLConfig(TensorAgentConfig):
         check_choice("visit_storage", self.visit_storage, ("auto", "dense", "sparse"))
 
 
-_UPDATE_RULES = {"paper": _kernels.PAPER, "released": _kernels.RELEASED, "stable": _kernels.STABLE}
+_UPDATE_RULES = {
+    "paper": _update_kernels.PAPER,
+    "released": _update_kernels.RELEASED,
+    "stable": _update_kernels.STABLE,
+}
 
 
 def preset(problem_name: str) -> dict[str, Any]:

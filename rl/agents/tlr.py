@@ -19,7 +19,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from rl import presets
-from rl.agents import _kernels
+from rl.agents import _kernels, _update_kernels
 from rl.agents._fast_path import CompiledStep
 from rl.agents.base import Transitions
 from rl.agents.tensor_agent import TensorAgent, TensorAgentConfig
@@ -74,7 +74,7 @@ class TLR(TensorAgent):
 
     def _build_compiled_step(self) -> CompiledStep:
         return CompiledStep(
-            self, explore_rule=_kernels.EPSILON_GREEDY, update_rule=_kernels.TLR,
+            self, explore_rule=_kernels.EPSILON_GREEDY, update_rule=_update_kernels.TLR,
             alpha0=self.config.alpha,
         )  # fmt: skip
 

@@ -8,7 +8,7 @@ from analysis.qstar import (
     estimate_model,
     exact_qstar,
     grid_qstar,
-    qstar,
+    q_star,
     qtensor_from_run,
     sampled_value_iteration,
 )
@@ -85,7 +85,7 @@ def test_exact_qstar_satisfies_bellman():
     assert q.tensor.shape == (4, 4, 4, 3, 3) and q.gamma == 0.9 and q.reward_bound == 1.0
     model = gymnasium.make("rl/LowRankMDP-v0").unwrapped
     assert bellman_residual(model, q.tensor) < 1e-8
-    assert qstar("inventory").tensor.shape == (2, 5, 5, 3, 3)
+    assert q_star("inventory").tensor.shape == (2, 5, 5, 3, 3)
 
 
 @pytest.mark.parametrize("bad", [0.0, 1.0, -0.5, 2.0])
@@ -96,9 +96,9 @@ def test_bad_gamma_is_rejected(bad):
 
 def test_no_model_for_highway_and_unknown_names():
     with pytest.raises(ValueError, match="--source run"):
-        qstar("highway")
+        q_star("highway")
     with pytest.raises(ValueError, match="Unknown env"):
-        qstar("mountaincar")
+        q_star("mountaincar")
     with pytest.raises(ValueError, match="samples"):
         estimate_model("pendulum", samples=0)
 

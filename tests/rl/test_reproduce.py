@@ -61,11 +61,15 @@ def test_list_lists_every_experiment():
 # Highway at scale 0.0001 is one episode of at most 50 simulator steps per seed and agent
 # (no greedy evaluation yet: the files are written, their numbers are n/a).
 TINY = [
-    (("comparison", "--env", "cartpole", "--episodes-scale", "0.001"), ["cartpole"], False),
+    (
+        ("comparison", "--env", "cartpole", "--episodes-scale", "0.001", "--deep-seeds", "1"),
+        ["cartpole"],
+        False,
+    ),
     (("ablation", "--env", "pendulum", "--episodes-scale", "0.00025"), ["pendulum"], True),
-    (("sensitivity", "--episodes-scale", "0.00025"), ["cartpole", "pendulum"], False),
-    (("sensitivity-tlr", "--env", "cartpole", "--episodes-scale", "0.001"), ["cartpole"], False),
-    (("highway", "--episodes-scale", "0.0001"), ["highway"], False),
+    (("sensitivity", "--episodes-scale", "0.001"), ["cartpole", "pendulum"], False),
+    (("sensitivity-tlr", "--env", "pendulum", "--episodes-scale", "0.00025"), ["pendulum"], False),
+    (("highway", "--episodes-scale", "0.0001", "--agents", "teql,sac"), ["highway"], False),
 ]
 
 
@@ -79,9 +83,10 @@ def test_each_command_writes_figures_tables_and_summary(tmp_path, args, envs, bo
         if box:
             assert (out / f"{env}-box.png").is_file() and (out / f"{env}-box.pdf").is_file()
         scores = _rows(out / f"{env}-scores.csv")
-        plan_lines = {line.key for line in EXPERIMENTS[args[0]].lines(env)}
-        assert {row["line"] for row in scores} == plan_lines
-        assert len(scores) == 2 * len(plan_lines)  # 2 seeds per line
+        plan = _plan(*args, "--seeds", "2")
+        assert {row["line"] for row in scores} == {p.line.key for p in plan.tasks if p.env == env}
+        expected = sum(2 if "/seed-" not in p.task.name else 1 for p in plan.tasks if p.env == env)
+        assert len(scores) == expected
     summary = (out / "summary.md").read_text()
     assert "Seeds: 2 per line" in summary and "**on**" in summary
     assert all(row["status"] == "done" for row in read_index(out))
@@ -118,11 +123,11 @@ def test_resume_after_a_killed_run_does_not_redo_finished_configurations(tmp_pat
         "--env",
         "cartpole",
         "--episodes-scale",
-        "0.003",
+        "0.002",
         "--seeds",
         "2",
         "--agents",
-        "tlr,sac",
+        "tlr,dqn",
         "--workers",
         "1",
         "--out",
