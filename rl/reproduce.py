@@ -58,15 +58,8 @@ from rl.reproduce_experiments import (
     experiment,
     reading_for,
 )
-from rl.reproduce_report import (
-    Settings,
-    line_stats,
-    load_line,
-    plot_box,
-    plot_curves,
-    write_summary,
-    write_tables,
-)
+from rl.reproduce_report import line_stats, load_line, plot_box, plot_curves, write_tables
+from rl.reproduce_summary import Settings, write_summary
 from rl.validation import MAX_REPLICAS
 
 READING_CHOICES = ("paper", "released", "stable")
@@ -381,6 +374,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+HISTORY_FILE = "commands.txt"
+"""The training invocations of an output directory: one line each, ``WALL_SECONDS<TAB>COMMAND``."""
+
+
+def _history(out: Path) -> tuple[tuple[str, str], ...]:
+    path = out / HISTORY_FILE
+    if not path.is_file():
+        return ()
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return tuple(tuple(line.split("\t", 1)) for line in lines if "\t" in line)  # type: ignore[misc]
+
+
 def _settings(args: argparse.Namespace, argv: Sequence[str], plan: Plan, wall: float) -> Settings:
     return Settings(
         command="python -m rl.reproduce " + " ".join(shlex.quote(a) for a in argv),
@@ -445,6 +450,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {out} does not exist; nothing to report.", file=sys.stderr)
         return 2
     settings = _settings(args, argv, plan, time.perf_counter() - start)
+    if not args.report_only:
+        with open(out / HISTORY_FILE, "a", encoding="utf-8") as handle:
+            handle.write(f"{settings.wall_time:.0f}\t{settings.command}\n")
+    settings = settings._replace(history=_history(out))
     written = write_report(plan, out, settings)
     failed = [r for r in results if r.status == "failed"]
     for result in failed:

@@ -58,8 +58,9 @@ def test_list_lists_every_experiment():
 
 
 # Tiny end-to-end runs: (arguments, environments whose files must exist, box plots?).
-# Highway at scale 0.0001 is one episode of at most 50 simulator steps per seed and agent
-# (no greedy evaluation yet: the files are written, their numbers are n/a).
+# Highway at scale 0.0001 is one episode of at most 50 simulator steps per seed (TEQL only:
+# each Highway seed is a task, and the simulator dominates); it has no greedy evaluation yet,
+# so the files are written and their numbers are n/a.
 TINY = [
     (
         ("comparison", "--env", "cartpole", "--episodes-scale", "0.001", "--deep-seeds", "1"),
@@ -69,7 +70,7 @@ TINY = [
     (("ablation", "--env", "pendulum", "--episodes-scale", "0.00025"), ["pendulum"], True),
     (("sensitivity", "--episodes-scale", "0.001"), ["cartpole", "pendulum"], False),
     (("sensitivity-tlr", "--env", "pendulum", "--episodes-scale", "0.00025"), ["pendulum"], False),
-    (("highway", "--episodes-scale", "0.0001", "--agents", "teql,sac"), ["highway"], False),
+    (("highway", "--episodes-scale", "0.0001", "--agents", "teql"), ["highway"], False),
 ]
 
 
@@ -149,8 +150,9 @@ def test_resume_after_a_killed_run_does_not_redo_finished_configurations(tmp_pat
         time.sleep(0.05)
     driver.send_signal(signal.SIGTERM)
     driver.communicate(timeout=60)
+    assert driver.returncode == 130
     done = {row["name"] for row in read_index(out) if row["status"] == "done"}
-    assert done, "no configuration finished before the kill"
+    assert 0 < len(done) < 3, "the kill must come after some and before all configurations"
     stamps = {name: (out / name / "metrics.csv").stat().st_mtime_ns for name in done}
     result = _reproduce(*args, "--resume")
     assert f"({len(done)} already done)" in result.stderr
@@ -271,3 +273,22 @@ def test_ray_backend_and_address_reach_the_executor(monkeypatch, tmp_path):
     assert (seen["backend"], seen["address"], seen["tasks"]) == ("ray", "10.0.0.1:6379", 3)
     assert "Missing (not finished or failed)" in (tmp_path / "o" / "summary.md").read_text()
     assert not (tmp_path / "o" / INDEX_FILE).exists()
+
+
+@pytest.mark.slow  # a local Ray instance starts in 10 to 30 s; the sweep tests cover the executor
+def test_ray_backend_writes_the_same_runs_as_the_local_pool(tmp_path):
+    ray = pytest.importorskip("ray")
+    args = ["ablation", "--env", "cartpole", "--episodes-scale", "0.002", "--seeds", "2"]
+    local, remote = tmp_path / "local", tmp_path / "ray"
+    assert main([*args, "--workers", "2", "--out", str(local)]) == 0
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    try:
+        assert main([*args, "--backend", "ray", "--out", str(remote)]) == 0
+    finally:
+        ray.shutdown()
+    for line in ("tlr", "teql-lam0", "teql-lam"):
+        a = read_metrics(local / "cartpole" / line / "metrics.csv")
+        b = read_metrics(remote / "cartpole" / line / "metrics.csv")
+        for column in EXCEPT_WALL:
+            np.testing.assert_array_equal(a[column], b[column], f"{line} {column}")
+    assert _rows(local / "cartpole-scores.csv") == _rows(remote / "cartpole-scores.csv")
