@@ -63,7 +63,10 @@ import hashlib
 import io
 import json
 import os
-from collections.abc import Callable, Mapping, Sequence
+import signal
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
@@ -476,3 +479,23 @@ def _finish(task: Task, digest: str, out: Path, outcome: Outcome) -> TaskResult:
             pass  # the index row still records the error
         return TaskResult(task.name, digest, "failed", outcome.wall_time, run_dir, error, True)
     return TaskResult(task.name, digest, "done", outcome.wall_time, run_dir, None, True)
+
+
+@contextmanager
+def sigterm_interrupts() -> Iterator[None]:
+    """Treat SIGTERM like Ctrl-C in the main thread, so the pool's processes stop with the driver.
+
+    Used by the drivers of `rl.sweep` and `rl.reproduce` around `run_tasks`.
+    """
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

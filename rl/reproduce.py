@@ -38,17 +38,22 @@ from __future__ import annotations
 
 import argparse
 import shlex
-import signal
 import sys
-import threading
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from rl.config import ConfigError, preset_config
-from rl.executor import ExecutorError, Task, TaskResult, read_index, require_ray, run_tasks
+from rl.executor import (
+    ExecutorError,
+    Task,
+    TaskResult,
+    read_index,
+    require_ray,
+    run_tasks,
+    sigterm_interrupts,
+)
 from rl.presets import PAPER_TABLE
 from rl.reproduce_experiments import (
     EXPERIMENTS,
@@ -224,23 +229,6 @@ class _Progress:
             file=sys.stderr,
             flush=True,
         )
-
-
-@contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
-    """Treat SIGTERM like Ctrl-C, so that the pool's processes stop with the driver."""
-
-    def interrupt(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 # ----------------------------------------------------------------------------- the report
@@ -424,7 +412,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     results: list[TaskResult] = []
     if not args.report_only:
         try:
-            with _sigterm_interrupts():
+            with sigterm_interrupts():
                 results = run_tasks(
                     [p.task for p in plan.tasks],
                     out,

@@ -44,11 +44,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import itertools
-import signal
 import sys
-import threading
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -61,6 +58,7 @@ from rl.executor import (
     hash_effective,
     require_ray,
     run_tasks,
+    sigterm_interrupts,
 )
 from rl.runner import build
 
@@ -325,23 +323,6 @@ def _report(results: Sequence[TaskResult], out: Path) -> str:
     return "\n".join(lines)
 
 
-@contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
-    """Treat SIGTERM like Ctrl-C, so that the pool's processes are stopped with the driver."""
-
-    def interrupt(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; return the exit code (0 done, 1 some failed, 2 refused, 130 interrupted)."""
     args = build_parser().parse_args(argv)
@@ -360,7 +341,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{config.name}  {_describe(config.values)}")
         return 0
     try:
-        with _sigterm_interrupts():
+        with sigterm_interrupts():
             results = run_tasks(
                 sweep_tasks(configs),
                 out,

@@ -78,6 +78,63 @@ def _times(a: Array | None, b: Array | None, like: Array) -> Array:
     return a * b
 
 
+def _gauss_seidel(
+    rows: list[Array],
+    before: Array,
+    target: Array,
+    weight: Array,
+    step_size: Array,
+    tol: float,
+    max_inner: int,
+    clip: Clip,
+    ops: ArrayOps,
+    normalized: bool,
+) -> tuple[list[Array], Array]:
+    """Algorithm 1's loop over modes: `paper_sweep`, or `stable_sweep` when ``normalized``."""
+    suffix = _suffix_products(rows)
+    prefix = None
+    new_rows = list(rows)
+    # step * dL/dQ = step * ((1 - 2 w) Q - y), eq. (gradient), as an affine map of Q.
+    slope = step_size * (1.0 - 2.0 * weight)
+    offset = step_size * target
+    entry = before
+    uniform_steps = 0  # steps taken by every replica
+    masked_steps = 0  # steps taken by replicas still active after a convergence test
+    for n in range(len(rows)):
+        direction = _times(prefix, suffix[n], rows[n])  # dQ / dF_n(i_n, :)
+        inverse = None
+        if normalized:  # 1 / ||g_n||^2, and no step where g_n = 0
+            squares = ops.rowdot(direction, direction)
+            inverse = ops.where(squares > 0, 1.0 / ops.where(squares > 0, squares, 1.0), 0.0)
+        row = rows[n]
+        entry_prev = before  # Algorithm 1: "Set Q_prev = Q_{t-1}(s_t, a_t)"
+        active = None  # None: every replica is still stepping
+        for i in range(max_inner):
+            scale = slope * entry - offset
+            if inverse is not None:
+                scale = scale * inverse
+            stepped = row - scale[:, None] * direction
+            if clip is not None:
+                stepped = clip(stepped)
+            stepped_entry = ops.rowdot(stepped, direction)
+            if active is None:
+                row, entry = stepped, stepped_entry
+                uniform_steps += 1
+            else:
+                row = ops.where(active[:, None], stepped, row)
+                entry = ops.where(active, stepped_entry, entry)
+                masked_steps = masked_steps + active
+            if i + 1 == max_inner or tol == 0.0:  # |change| < 0 never holds
+                continue
+            active = _still_moving(entry - entry_prev, tol, active, ops)
+            if active is False:
+                break
+            entry_prev = entry
+        new_rows[n] = row
+        prefix = row if prefix is None else prefix * row
+    return new_rows, _count(uniform_steps, masked_steps, before, ops)
+
+
 def paper_sweep(
     rows: list[Array],
     before: Array,
@@ -122,41 +179,9 @@ def paper_sweep(
     ----------
     Algorithm 1; eq. (gradient); eq. (factor_update).
     """
-    suffix = _suffix_products(rows)
-    prefix = None
-    new_rows = list(rows)
-    # alpha * dL/dQ = alpha * ((Q - target) - 2 w Q), eq. (gradient), as an affine map of Q.
-    slope = step_size * (1.0 - 2.0 * weight)
-    offset = step_size * target
-    entry = before
-    uniform_steps = 0  # steps taken by every replica
-    masked_steps = 0  # steps taken by replicas still active after a convergence test
-    for n in range(len(rows)):
-        direction = _times(prefix, suffix[n], rows[n])  # dQ / dF_n(i_n, :)
-        row = rows[n]
-        entry_prev = before  # Algorithm 1: "Set Q_prev = Q_{t-1}(s_t, a_t)"
-        active = None  # None: every replica is still stepping
-        for i in range(max_inner):
-            stepped = row - (slope * entry - offset)[:, None] * direction
-            if clip is not None:
-                stepped = clip(stepped)
-            stepped_entry = ops.rowdot(stepped, direction)
-            if active is None:
-                row, entry = stepped, stepped_entry
-                uniform_steps += 1
-            else:
-                row = ops.where(active[:, None], stepped, row)
-                entry = ops.where(active, stepped_entry, entry)
-                masked_steps = masked_steps + active
-            if i + 1 == max_inner or tol == 0.0:  # |change| < 0 never holds
-                continue
-            active = _still_moving(entry - entry_prev, tol, active, ops)
-            if active is False:
-                break
-            entry_prev = entry
-        new_rows[n] = row
-        prefix = row if prefix is None else prefix * row
-    return new_rows, _count(uniform_steps, masked_steps, before, ops)
+    return _gauss_seidel(
+        rows, before, target, weight, step_size, tol, max_inner, clip, ops, normalized=False
+    )
 
 
 def released_sweep(
@@ -284,43 +309,9 @@ def stable_sweep(
     Assumption 2 (``clip``); Proposition 2 (with the normalized step the
     proof's ||g_n||^2 <= R F_max^(2(N-1)) is replaced by 1).
     """
-    suffix = _suffix_products(rows)
-    prefix = None
-    new_rows = list(rows)
-    # eta * dL/dQ = eta * ((1 - 2 w) Q - y), an affine map of Q.
-    slope = step_size * (1.0 - 2.0 * weight)
-    offset = step_size * target
-    entry = before
-    uniform_steps = 0
-    masked_steps = 0
-    for n in range(len(rows)):
-        direction = _times(prefix, suffix[n], rows[n])
-        squares = ops.rowdot(direction, direction)
-        inverse = ops.where(squares > 0, 1.0 / ops.where(squares > 0, squares, 1.0), 0.0)
-        row = rows[n]
-        entry_prev = before
-        active = None
-        for i in range(max_inner):
-            stepped = row - ((slope * entry - offset) * inverse)[:, None] * direction
-            if clip is not None:
-                stepped = clip(stepped)
-            stepped_entry = ops.rowdot(stepped, direction)
-            if active is None:
-                row, entry = stepped, stepped_entry
-                uniform_steps += 1
-            else:
-                row = ops.where(active[:, None], stepped, row)
-                entry = ops.where(active, stepped_entry, entry)
-                masked_steps = masked_steps + active
-            if i + 1 == max_inner or tol == 0.0:
-                continue
-            active = _still_moving(entry - entry_prev, tol, active, ops)
-            if active is False:
-                break
-            entry_prev = entry
-        new_rows[n] = row
-        prefix = row if prefix is None else prefix * row
-    return new_rows, _count(uniform_steps, masked_steps, before, ops)
+    return _gauss_seidel(
+        rows, before, target, weight, step_size, tol, max_inner, clip, ops, normalized=True
+    )
 
 
 def _still_moving(

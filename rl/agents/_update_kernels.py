@@ -60,15 +60,10 @@ def _clip(value, f_max, bounded):
 
 
 @njit(cache=True)
-def paper_rule(rows, before, target, weight, step, tol, max_inner, f_max, bounded, scratch):
-    """Algorithm 1 on the gathered rows (N, R), in place: Gauss-Seidel modes, inner loop.
-
-    Mode n steps row_n -= alpha (slope Q - target) g_n with the gradient of
-    eq. (gradient), g_n = prod_{m<n} new rows * prod_{m>n} old rows, up to
-    ``max_inner`` times, stopping once Q moves less than ``tol`` (the first
-    comparison against the entry before the update, as Algorithm 1 is written).
-    Returns the row steps taken.
-    """
+def _gauss_seidel(
+    rows, before, target, weight, step, tol, max_inner, f_max, bounded, scratch, normalized
+):
+    """Algorithm 1's loop over modes: `paper_rule`, or `stable_rule` when ``normalized``."""
     n_modes, rank = rows.shape
     suffix, prefix, direction = scratch[:n_modes], scratch[-2], scratch[-1]
     _suffix_products(rows, suffix)
@@ -80,9 +75,17 @@ def paper_rule(rows, before, target, weight, step, tol, max_inner, f_max, bounde
     for n in range(n_modes):
         for r in range(rank):
             direction[r] = prefix[r] * suffix[n, r]
+        inverse = 1.0
+        if normalized:  # 1 / ||g_n||^2, and no step where g_n = 0
+            squares = 0.0
+            for r in range(rank):
+                squares += direction[r] * direction[r]
+            inverse = 1.0 / squares if squares > 0 else 0.0
         entry_prev = before
         for i in range(max_inner):
             coefficient = slope * entry - offset
+            if normalized:
+                coefficient = coefficient * inverse
             entry = 0.0
             for r in range(rank):
                 value = _clip(rows[n, r] - coefficient * direction[r], f_max, bounded)
@@ -97,6 +100,21 @@ def paper_rule(rows, before, target, weight, step, tol, max_inner, f_max, bounde
         for r in range(rank):
             prefix[r] = prefix[r] * rows[n, r]
     return steps
+
+
+@njit(cache=True)
+def paper_rule(rows, before, target, weight, step, tol, max_inner, f_max, bounded, scratch):
+    """Algorithm 1 on the gathered rows (N, R), in place: Gauss-Seidel modes, inner loop.
+
+    Mode n steps row_n -= alpha (slope Q - target) g_n with the gradient of
+    eq. (gradient), g_n = prod_{m<n} new rows * prod_{m>n} old rows, up to
+    ``max_inner`` times, stopping once Q moves less than ``tol`` (the first
+    comparison against the entry before the update, as Algorithm 1 is written).
+    Returns the row steps taken.
+    """
+    return _gauss_seidel(
+        rows, before, target, weight, step, tol, max_inner, f_max, bounded, scratch, False
+    )
 
 
 @njit(cache=True)
@@ -164,38 +182,9 @@ def stable_rule(rows, before, target, weight, step, tol, max_inner, f_max, bound
     ||g_n|| = 0 do not move (`tensorq.update.stable_sweep`). Returns the row
     steps taken.
     """
-    n_modes, rank = rows.shape
-    suffix, prefix, direction = scratch[:n_modes], scratch[-2], scratch[-1]
-    _suffix_products(rows, suffix)
-    prefix[:] = 1.0
-    slope = step * (1.0 - 2.0 * weight)
-    offset = step * target
-    entry = before
-    steps = 0
-    for n in range(n_modes):
-        squares = 0.0
-        for r in range(rank):
-            direction[r] = prefix[r] * suffix[n, r]
-        for r in range(rank):
-            squares += direction[r] * direction[r]
-        inverse = 1.0 / squares if squares > 0 else 0.0
-        entry_prev = before
-        for i in range(max_inner):
-            coefficient = (slope * entry - offset) * inverse
-            entry = 0.0
-            for r in range(rank):
-                value = _clip(rows[n, r] - coefficient * direction[r], f_max, bounded)
-                rows[n, r] = value
-                entry += value * direction[r]
-            steps += 1
-            if i + 1 == max_inner or tol == 0.0:
-                continue
-            if not abs(entry - entry_prev) >= tol:
-                break
-            entry_prev = entry
-        for r in range(rank):
-            prefix[r] = prefix[r] * rows[n, r]
-    return steps
+    return _gauss_seidel(
+        rows, before, target, weight, step, tol, max_inner, f_max, bounded, scratch, True
+    )
 
 
 @njit(cache=True)

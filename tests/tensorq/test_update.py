@@ -57,10 +57,23 @@ def check_against_reference(reference, variant, case, tol, max_inner, f_max=None
     )
     for b, (factors, before, after, steps) in enumerate(expected):
         for got, want in zip(replica(q, b), factors, strict=True):
-            np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+            _assert_close_or_both_overflowed(got, want, rtol=1e-10, atol=1e-12)
         np.testing.assert_allclose(res.before[b], before, rtol=1e-12, atol=1e-14)
-        np.testing.assert_allclose(res.after[b], after, rtol=1e-10, atol=1e-12)
+        _assert_close_or_both_overflowed(res.after[b], after, rtol=1e-10, atol=1e-12)
         assert res.iterations[b] == steps
+
+
+def _assert_close_or_both_overflowed(got, want, rtol, atol):
+    """Equal where the reference is finite; non-finite exactly where it is.
+
+    The paper's loss is concave on a first visit (2 lam / eps > 1), so a few steps
+    can overflow: whether an entry ends as inf or nan depends on the order of
+    the operations, not on the update.
+    """
+    got, want = np.asarray(got), np.asarray(want)
+    finite = np.isfinite(want)
+    np.testing.assert_array_equal(np.isfinite(got), finite)
+    np.testing.assert_allclose(got[finite], want[finite], rtol=rtol, atol=atol)
 
 
 @given(problems())
@@ -405,10 +418,23 @@ def test_normalized_step_equals_tlr_reference(case, sweep):
     res = normalized_step(q, index, target, step_size=step, **kwargs)
     for b, (factors, before, after, steps) in enumerate(expected):
         for got, want in zip(replica(q, b), factors, strict=True):
-            np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+            _assert_close_or_both_overflowed(got, want, rtol=1e-10, atol=1e-12)
         np.testing.assert_allclose(res.before[b], before, rtol=1e-12, atol=1e-14)
-        np.testing.assert_allclose(res.after[b], after, rtol=1e-10, atol=1e-12)
+        _assert_close_or_both_overflowed(res.after[b], after, rtol=1e-10, atol=1e-12)
         assert res.iterations[b] == steps
+
+
+def _assert_close_or_both_overflowed(got, want, rtol, atol):
+    """Equal where the reference is finite; non-finite exactly where it is.
+
+    The paper's loss is concave on a first visit (2 lam / eps > 1), so a few steps
+    can overflow: whether an entry ends as inf or nan depends on the order of
+    the operations, not on the update.
+    """
+    got, want = np.asarray(got), np.asarray(want)
+    finite = np.isfinite(want)
+    np.testing.assert_array_equal(np.isfinite(got), finite)
+    np.testing.assert_allclose(got[finite], want[finite], rtol=rtol, atol=atol)
 
 
 def test_normalized_step_mask_and_validation():
