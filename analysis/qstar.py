@@ -48,8 +48,6 @@ GRID_ENVS = ("cartpole", "pendulum")
 """Continuous problems whose grid MDP is estimated by sampling."""
 PAPER_GAMMA = 0.99
 """Discount of the paper's hyperparameter table."""
-RELEASED_GAMMA = 0.9
-"""Discount of the authors' released runs (CartPole and Pendulum)."""
 DEFAULT_MAX_ENTRIES = 50_000_000
 """Largest dense tensor `qtensor_from_run` builds (400 MB of float64)."""
 

@@ -62,6 +62,11 @@ def _cumulative_shares(singular_values: NDArray[np.float64]) -> NDArray[np.float
     return shares
 
 
+def _smallest_k(energy: NDArray[np.float64], share: float) -> int:
+    """Return the smallest k with ``energy[k - 1] >= share`` (up to `SHARE_ATOL`)."""
+    return int(np.searchsorted(energy, share - SHARE_ATOL, side="left")) + 1
+
+
 def _check_share(share: float) -> float:
     if isinstance(share, bool) or not isinstance(share, numbers.Real) or not 0 < share <= 1:
         raise ValueError(f"The 'share' parameter must be a float in (0, 1]. Got {share!r} instead.")
@@ -121,9 +126,7 @@ class Spectrum:
             0 for a zero tensor.
         """
         share = _check_share(share)
-        if self.total == 0.0:
-            return 0
-        return int(np.searchsorted(self.energy, share - SHARE_ATOL, side="left")) + 1
+        return 0 if self.total == 0.0 else _smallest_k(self.energy, share)
 
     def numerical_rank(self, rtol: float | None = None) -> int:
         """Return the number of singular values above ``rtol`` times the largest.
@@ -202,9 +205,7 @@ class SpectralEnergy:
         share = _check_share(share)
         if self.weights is None or self.weight_energy is None:
             raise ValueError("Component weights exist only for a CPTensor input.")
-        if not np.any(self.weights):
-            return 0
-        return int(np.searchsorted(self.weight_energy, share - SHARE_ATOL, side="left")) + 1
+        return _smallest_k(self.weight_energy, share) if np.any(self.weights) else 0
 
 
 def _numpy_cp(cp: Any) -> CPTensor:

@@ -143,9 +143,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-make_parser = build_parser  # the former name
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; return the exit code (0 done, 2 refused)."""
     args = build_parser().parse_args(argv)

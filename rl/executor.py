@@ -117,7 +117,6 @@ ERROR_FILE = "error.txt"
 
 
 Backend = Literal["local", "ray"]
-Status = Literal["pending", "done", "failed"]
 
 _HASH_LENGTH = 8
 

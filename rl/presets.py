@@ -139,15 +139,12 @@ class Reading:
         Problem short name -> config overrides on top of ``common``.
     env_options : mapping
         Problem short name -> ``make_problem`` options.
-    same_as : str or None
-        Name of another reading of the same agent that these settings equal.
     """
 
     description: str
     common: Mapping[str, Any] = field(default_factory=dict)
     per_problem: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     env_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    same_as: str | None = None
 
     def agent_params(self, problem: str) -> dict[str, Any]:
         """Return the config overrides of this reading on ``problem`` (a fresh dict)."""
@@ -260,7 +257,6 @@ READINGS: dict[str, dict[str, Reading]] = {
             "the released LoRa-VI is not a CUR method and crashes on CartPole: the paper's",
             per_problem=_CUR,
             env_options=_CUR_GRID,
-            same_as="paper",
         ),
     },  # fmt: skip
     "dqn": {
@@ -284,11 +280,11 @@ READINGS: dict[str, dict[str, Reading]] = {
     },  # fmt: skip
     "tabular": {
         "paper": Reading("not one of the paper's baselines: the config defaults (gamma 0.99)"),
-        "released": Reading("not in the released code: the config defaults", same_as="paper"),
+        "released": Reading("not in the released code: the config defaults"),
     },
     "random": {
         "paper": Reading("uniform random actions; no hyperparameters"),
-        "released": Reading("uniform random actions; no hyperparameters", same_as="paper"),
+        "released": Reading("uniform random actions; no hyperparameters"),
     },
 }
 # TLR: the paper gives no TLR settings of its own, so its reading is the released runs'

@@ -226,9 +226,6 @@ def _plot(run_dir: Path) -> None:
     plot_runs([run_dir], run_dir / FIGURE_FILE)
 
 
-make_parser = build_parser  # the former name
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; return the exit code.
 

@@ -83,36 +83,34 @@ def _slot(key, mask):
 
 
 @njit(cache=True)
-def table_find(keys, slot_rows, key):
-    """Row of ``key``, or -1 when it is not in the table."""
+def _probe(keys, key):
+    """Slot holding ``key``, or the empty slot where linear probing would insert it."""
     mask = keys.shape[0] - 1
     i = _slot(key, mask)
-    while True:
-        k = keys[i]
-        if k == key:
-            return slot_rows[i]
-        if k == EMPTY:
-            return -1
+    while keys[i] != key and keys[i] != EMPTY:
         i = (i + 1) & mask
+    return i
+
+
+@njit(cache=True)
+def table_find(keys, slot_rows, key):
+    """Row of ``key``, or -1 when it is not in the table."""
+    i = _probe(keys, key)
+    return slot_rows[i] if keys[i] == key else -1
 
 
 @njit(cache=True)
 def table_insert(keys, slot_rows, row_keys, used, key):
     """Row of ``key``, appending a new row when absent (the caller ensures room)."""
-    mask = keys.shape[0] - 1
-    i = _slot(key, mask)
-    while True:
-        k = keys[i]
-        if k == key:
-            return slot_rows[i]
-        if k == EMPTY:
-            row = used[0]
-            used[0] = row + 1
-            keys[i] = key
-            slot_rows[i] = row
-            row_keys[row] = key
-            return row
-        i = (i + 1) & mask
+    i = _probe(keys, key)
+    if keys[i] == key:
+        return slot_rows[i]
+    row = used[0]
+    used[0] = row + 1
+    keys[i] = key
+    slot_rows[i] = row
+    row_keys[row] = key
+    return row
 
 
 @njit(cache=True)

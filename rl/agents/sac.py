@@ -33,7 +33,7 @@ from rl.agents._torch_agent import ReplicatedTorchAgent, optimizer_step
 from rl.agents.base import Transitions
 from rl.problems import Problem
 from rl.seeding import AgentRandom
-from rl.validation import check_choice, check_int, check_real
+from rl.validation import MAX_JOINT_ACTIONS, check_choice, check_int, check_real
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ class DiscreteSACConfig:
     """Target entropy as a fraction of the maximum entropy log |A|."""
     input_scaling: str = "unit"
     """``"unit"``: index / (d_n - 1) in [0, 1]; ``"raw"``: indices as floats (released)."""
-    max_joint_actions: int = 4096
+    max_joint_actions: int = MAX_JOINT_ACTIONS
     """Refuse problems whose joint action count (product of action_dims) exceeds this."""
 
     def __post_init__(self) -> None:

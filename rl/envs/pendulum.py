@@ -51,9 +51,10 @@ REWARD_BOUND = THETA_THRESHOLD**2 + 0.1 * MAX_SPEED**2 + 0.1 * MAX_TORQUE**2 - 1
 _OBS_HIGH = np.array([math.pi, MAX_SPEED])
 
 
-def angle_normalize(theta: NDArray[np.float64]) -> NDArray[np.float64]:
-    """Wrap angles to [-pi, pi)."""
-    return ((theta + np.pi) % (2 * np.pi)) - np.pi
+@njit(cache=True)
+def angle_normalize(theta: float) -> float:
+    """Wrap an angle to [-pi, pi)."""
+    return ((theta + math.pi) % (2.0 * math.pi)) - math.pi
 
 
 @njit(cache=True)
@@ -92,7 +93,7 @@ def pendulum_step(
     for i in range(n_rows):
         u = min(max(action[i, 0], -MAX_TORQUE), MAX_TORQUE)
         theta, theta_dot = state[i, 0], state[i, 1]
-        wrapped = ((theta + math.pi) % (2.0 * math.pi)) - math.pi
+        wrapped = angle_normalize(theta)
         reward[i] = 1.0 - (wrapped * wrapped + 0.1 * theta_dot * theta_dot + 0.1 * u * u)
         new_theta_dot = (
             theta_dot

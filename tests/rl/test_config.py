@@ -259,7 +259,7 @@ def configs(draw):
 @given(case=configs(), suffix=st.sampled_from([".json", ".toml"]))
 def test_random_configs_build_or_raise_config_error_naming_the_key(tmp_path, case, suffix):
     from rl.runner import build
-    from rl.train import config_from_args, make_parser
+    from rl.train import build_parser, config_from_args
 
     values, sets, mutated = case
     mutated = mutated | _keys(values)  # junk tables bring their own (junk) keys
@@ -267,7 +267,7 @@ def test_random_configs_build_or_raise_config_error_naming_the_key(tmp_path, cas
     _write_config(path, values)
     argv = ["--config", str(path), "--out", str(tmp_path / "out"), *(f"--set={s}" for s in sets)]
     try:
-        runner, _ = build(config_from_args(make_parser().parse_args(argv)))
+        runner, _ = build(config_from_args(build_parser().parse_args(argv)))
     except ConfigError as error:
         message = str(error)
         assert "\n" not in message

@@ -13,7 +13,7 @@ from rl.config import ConfigError, TrainConfig, agent_config, preset_config
 from rl.metrics import read_metrics
 from rl.param_formulas import cp_params
 from rl.runner import build, train
-from rl.train import config_from_args, make_parser
+from rl.train import build_parser, config_from_args
 
 ROOT = Path(__file__).resolve().parents[2]
 ALL_PRESETS = sorted(presets.presets())
@@ -95,17 +95,17 @@ def test_precedence_defaults_reading_file_set(tmp_path):
         'env = "cartpole"\nagent = "teql"\nreading = "released"\nout = "o"\n'
         "[agent_params]\nmax_inner = 3\nc = 0.5\n"
     )
-    args = make_parser().parse_args(["--config", str(path), "--set", "max_inner=2"])
+    args = build_parser().parse_args(["--config", str(path), "--set", "max_inner=2"])
     config = config_from_args(args)
     cfg = agent_config(config)
     assert (cfg.max_inner, cfg.c, cfg.kappa) == (2, 0.5, 0.0)
     # --preset is below the file and the flags
-    args = make_parser().parse_args(
+    args = build_parser().parse_args(
         ["--preset", "pendulum-tlr-released", "--reading", "paper", "--out", "o"]
     )
     config = config_from_args(args)
     assert (config.env, config.agent, config.reading) == ("pendulum", "tlr", "paper")
-    args = make_parser().parse_args(["--preset", "pendulum-tlr-released", "--config", str(path)])
+    args = build_parser().parse_args(["--preset", "pendulum-tlr-released", "--config", str(path)])
     assert config_from_args(args).env == "cartpole"
 
 
