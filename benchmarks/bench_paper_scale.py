@@ -38,22 +38,15 @@ def measure(label: str, seeds: int, episodes: int) -> dict[str, Any]:
             out=str(Path(directory) / "run"),
         )  # fmt: skip
         runner, effective = build(config)
-        counted = [0]
-        step = runner.env.step
-
-        def counting(actions: Any, active: Any) -> Any:
-            counted[0] += int(active.sum())
-            return step(actions, active)
-
-        runner.env.step = counting
         start = time.perf_counter()
         run(runner, config, effective)
         seconds = time.perf_counter() - start
+        agent_steps = runner.agent_steps
         runner.close()
-    per_step = seconds / counted[0]
+    per_step = seconds / agent_steps
     full_steps = PAPER_SEEDS * PAPER_EPISODES * PAPER_STEPS * 1.1  # + one greedy episode in 10
     return {
-        "reading": label, "seeds": seeds, "episodes": episodes, "agent_steps": counted[0],
+        "reading": label, "seeds": seeds, "episodes": episodes, "agent_steps": agent_steps,
         "seconds": seconds, "us_per_agent_step": 1e6 * per_step,
         "paper_scale_minutes": per_step * full_steps / 60,
     }  # fmt: skip

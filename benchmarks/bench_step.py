@@ -1,15 +1,18 @@
 """Microseconds per agent-step of the tensor agents at B = 1 .. 1000, against the plain loop.
 
 For TEQL (the paper's update with I_max = 1, and the released reading) and
-TLR, on CartPole's grid end to end through the runner (environment included)
-and on Highway's grid (20^9 states x 5 actions) with synthetic observations,
-so that the simulator is not timed. Each configuration runs in its own
-subprocess, which also gives its peak resident memory. The time per agent-step
-is split into the environment (step, encode, decode), action selection
+TLR, on CartPole end to end through the runner (environment included), and on
+Highway's grid (20^9 states x 5 actions) with synthetic observations, so that
+the simulator is not timed. CartPole is timed twice: ``cartpole`` with the
+fused runner (`rl.fused`, the default wherever it applies), end to end only,
+since everything happens inside one compiled call; and ``cartpole-step``, the
+step-by-step runner (``Runner.fused = False``), whose time per agent-step is
+split into the environment (step, encode, decode), action selection
 (``agent.act``), the update (``agent.observe``, visit tables included: the
-compiled path updates them inside the same kernel) and the rest of the
-runner. The yardstick, `benchmarks.plain_loop`, runs in the same process
-right before, and every row carries its ratio.
+compiled path updates them inside the same kernel) and the rest of the runner
+(resets, bookkeeping). Each configuration runs in its own subprocess, which
+also gives its peak resident memory. The yardstick, `benchmarks.plain_loop`,
+runs in the same process right before, and every row carries its ratio.
 
 Run with ``python -m benchmarks step`` (or ``python benchmarks/bench_step.py``).
 """
@@ -32,7 +35,7 @@ AGENTS = {
     "teql-released": ("teql-released", {}),
     "tlr": ("tlr", {}),
 }
-GRIDS = ("cartpole", "highway-grid")
+GRIDS = ("cartpole", "cartpole-step", "highway-grid")
 CARTPOLE_SHAPE = ((10, 10, 20, 20), 10)
 HIGHWAY_SHAPE = ((20,) * 9, 5)
 
@@ -56,7 +59,9 @@ class _Clock:
         return timed
 
 
-def _cartpole(agent: str, params: dict, replicas: int, seconds: float) -> dict[str, float]:
+def _cartpole(
+    agent: str, params: dict, replicas: int, seconds: float, fused: bool
+) -> dict[str, float]:
     from rl.config import TrainConfig
     from rl.runner import build
 
@@ -65,21 +70,24 @@ def _cartpole(agent: str, params: dict, replicas: int, seconds: float) -> dict[s
         agent_params=params,
     )  # fmt: skip
     runner, _ = build(config)
+    runner.fused = fused
     runner.episode(1)  # warm-up: compilation, allocation
     clock = _Clock()
-    problem, env = runner.problem, runner.env
-    runner.env.step = clock.wrap("env", env.step)
-    object.__setattr__(problem, "encode", clock.wrap("env", problem.encode))
-    object.__setattr__(problem, "decode", clock.wrap("env", problem.decode))
-    runner.agent.act = clock.wrap("act", runner.agent.act)
-    runner.agent.observe = clock.wrap("update", runner.agent.observe)
     clock.seconds["env"] = 0.0
-    steps, start = 0, time.perf_counter()
-    for result in runner.episodes(1, 10**6):
-        steps += int(result.lengths.sum())
+    if not fused:  # the fused runner makes none of these calls: it is timed end to end only
+        problem, env = runner.problem, runner.env
+        runner.env.step = clock.wrap("env", env.step)
+        object.__setattr__(problem, "encode", clock.wrap("env", problem.encode))
+        object.__setattr__(problem, "decode", clock.wrap("env", problem.decode))
+        runner.agent.act = clock.wrap("act", runner.agent.act)
+        runner.agent.observe = clock.wrap("update", runner.agent.observe)
+        clock.seconds["env"] = 0.0
+    played, start = runner.agent_steps, time.perf_counter()
+    for _ in runner.episodes(1, 10**6):
         if time.perf_counter() - start > seconds:
             break
     total = time.perf_counter() - start
+    steps = runner.agent_steps - played
     runner.close()
     return _split(clock, total, steps)
 
@@ -133,9 +141,12 @@ def _highway_grid(agent: str, params: dict, replicas: int, seconds: float) -> di
 
 
 def _split(clock: _Clock, total: float, steps: int) -> dict[str, float]:
-    per = {name: 1e6 * value / steps for name, value in clock.seconds.items()}
+    per = dict.fromkeys(("env", "act", "update"), float("nan"))
+    per |= {name: 1e6 * value / steps for name, value in clock.seconds.items()}
     per["total"] = 1e6 * total / steps
     per["other"] = per["total"] - sum(clock.seconds[n] for n in clock.seconds) * 1e6 / steps
+    if len(clock.seconds) == 1:  # end to end only: no split
+        per["other"] = float("nan")
     per["agent_steps"] = steps
     return per
 
@@ -145,10 +156,12 @@ def measure(label: str, grid: str, replicas: int, seconds: float) -> dict[str, A
     from benchmarks.plain_loop import plain_loop_us
 
     agent, params = AGENTS[label]
-    shape = CARTPOLE_SHAPE if grid == "cartpole" else HIGHWAY_SHAPE
+    shape = HIGHWAY_SHAPE if grid == "highway-grid" else CARTPOLE_SHAPE
     yardstick = plain_loop_us((*shape[0], shape[1]), len(shape[0]), steps=1000)
-    run = _cartpole if grid == "cartpole" else _highway_grid
-    row = run(agent, params, replicas, seconds)
+    if grid == "highway-grid":
+        row = _highway_grid(agent, params, replicas, seconds)
+    else:
+        row = _cartpole(agent, params, replicas, seconds, fused=grid == "cartpole")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB -> MB on Linux
     return {
         "agent": label, "grid": grid, "B": replicas, **row, "plain_loop_us": yardstick,
@@ -199,17 +212,17 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         "ratio",
         "MB",
     )
-    print("{:14} {:12} {:>5} {:>7} {:>6} {:>6} {:>7} {:>6} {:>6} {:>6} {:>6}".format(*header))
+    print("{:14} {:13} {:>5} {:>7} {:>6} {:>6} {:>7} {:>6} {:>6} {:>6} {:>6}".format(*header))
     for grid in args.grids:
         for label in args.agents:
             for replicas in args.replicas:
                 row = _row(label, grid, replicas, args.seconds, args.inline)
                 if isinstance(row, str):
-                    print(f"{label:14} {grid:12} {replicas:>5} failed: {row}")
+                    print(f"{label:14} {grid:13} {replicas:>5} failed: {row}")
                     continue
                 rows.append(row)
                 print(
-                    f"{label:14} {grid:12} {replicas:>5} {row['total']:7.2f} {row['env']:6.2f} "
+                    f"{label:14} {grid:13} {replicas:>5} {row['total']:7.2f} {row['env']:6.2f} "
                     f"{row['act']:6.2f} {row['update']:7.2f} {row['other']:6.2f} "
                     f"{row['plain_loop_us']:6.1f} {row['speedup']:6.1f} {row['peak_mb']:6.0f}"
                 )

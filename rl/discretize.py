@@ -44,6 +44,36 @@ RULES = ("centre", "endpoint")
 
 
 @njit(cache=True)
+def bin_index(x: float, low: float, scale: float, last: int, centre: bool) -> int:
+    """Bin index of one coordinate: ``(x - low) scale`` floored (centre) or rounded (endpoint).
+
+    Round-half-to-even (``numpy.rint``) for the endpoint rule; NaN maps to bin
+    0 and +-inf to the last or first bin, as ``clip(nan_to_num(raw), 0, last)`` does.
+    """
+    scaled = (x - low) * scale
+    raw = np.floor(scaled) if centre else np.rint(scaled)
+    if math.isnan(raw) or raw <= 0.0:
+        return 0
+    if raw >= last:
+        return last
+    return int(raw)
+
+
+@njit(cache=True)
+def bin_value(k: int, low: float, high: float, width: float, last: int, centre: bool) -> float:
+    """Point of bin ``k`` (in range): its centre, or its grid point (endpoint rule).
+
+    Centre rule: ``low + (k + 1/2) width``. Endpoint rule: ``min(low + k width,
+    high)``, or the middle of the interval when the dimension has one bin.
+    """
+    if centre:
+        return low + (k + 0.5) * width
+    if last == 0:
+        return 0.5 * (low + high)
+    return min(low + k * width, high)
+
+
+@njit(cache=True)
 def uniform_index(
     x: NDArray[np.float64],
     low: NDArray[np.float64],
@@ -51,24 +81,12 @@ def uniform_index(
     last: NDArray[np.int64],
     centre: bool,
 ) -> NDArray[np.int64]:
-    """Return the bin indices of the rows of ``x`` (N, D): ``(x - low) scale`` floored or rounded.
-
-    ``centre`` selects ``floor`` (the centre rule) or round-half-to-even
-    (``numpy.rint``, the endpoint rule); NaN maps to bin 0 and +-inf to the
-    last or first bin, as ``clip(nan_to_num(raw), 0, last)`` does.
-    """
+    """Return the bin indices of the rows of ``x`` (N, D), one `bin_index` per coordinate."""
     n_rows, n_dims = x.shape
     out = np.empty((n_rows, n_dims), dtype=np.int64)
     for i in range(n_rows):
         for j in range(n_dims):
-            scaled = (x[i, j] - low[j]) * scale[j]
-            raw = np.floor(scaled) if centre else np.rint(scaled)
-            if math.isnan(raw) or raw <= 0.0:
-                out[i, j] = 0
-            elif raw >= last[j]:
-                out[i, j] = last[j]
-            else:
-                out[i, j] = int(raw)
+            out[i, j] = bin_index(x[i, j], low[j], scale[j], last[j], centre)
     return out
 
 
@@ -81,11 +99,7 @@ def uniform_value(
     last: NDArray[np.int64],
     centre: bool,
 ) -> tuple[NDArray[np.float64], bool]:
-    """Return the points of the index rows (N, D) and whether all indices were in range.
-
-    Centre rule: ``low + (i + 1/2) width``. Endpoint rule: ``min(low + i width,
-    high)``, or the middle of the interval when the dimension has one bin.
-    """
+    """Return the points of the index rows (N, D) (`bin_value`) and whether all were in range."""
     n_rows, n_dims = index.shape
     out = np.empty((n_rows, n_dims))
     for i in range(n_rows):
@@ -93,12 +107,7 @@ def uniform_value(
             k = index[i, j]
             if k < 0 or k > last[j]:
                 return out, False
-            if centre:
-                out[i, j] = low[j] + (k + 0.5) * width[j]
-            elif last[j] == 0:
-                out[i, j] = 0.5 * (low[j] + high[j])
-            else:
-                out[i, j] = min(low[j] + k * width[j], high[j])
+            out[i, j] = bin_value(k, low[j], high[j], width[j], last[j], centre)
     return out, True
 
 
@@ -170,6 +179,15 @@ class UniformGrid:
     def ndim(self) -> int:
         """Number of dimensions D."""
         return len(self.dims)
+
+    def kernel_arrays(self) -> tuple[NDArray, NDArray, NDArray, NDArray, NDArray, bool]:
+        """Return (low, high, scale, width, last, centre): what `bin_index` and `bin_value` read.
+
+        Arrays of shape (D,), indexed per dimension; compiled code (the fused
+        runner, `rl.fused`) encodes and decodes with them exactly as `index`
+        and `value` do.
+        """
+        return self.low, self.high, self._scale, self._width, self._last, self._centre
 
     def _check(self, x: NDArray, name: str) -> None:
         if x.shape[-1:] != (self.ndim,):

@@ -36,17 +36,20 @@ its experimental protocol: one greedy episode after every 10th training episode.
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
 
 from rl.agents.base import Agent, Transitions
+from rl.fused import FusedLoop
 from rl.problems import Problem
-from rl.replicas import ReplicaEnvs, StepResult
+from rl.replicas import ReplicaEnvs, StepResult, non_finite_error
 from rl.seeding import ReplicaStreams
+from rl.slots import EV_EPISODE, EV_GREEDY, EV_LENGTH, EV_REPLICA, EV_RETURN, Slots, end_episodes
 
 
 class EpisodeResult(NamedTuple):
@@ -86,49 +89,56 @@ def _check_finite(
         bad |= active & ~np.isfinite(observations.reshape(len(active), -1)).all(axis=1)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise ValueError(
-            f"Environment {env_id!r} returned a non-finite reward or observation for replica "
-            f"{i} (seed {seeds[i]}): reward {step.rewards[i]!r}, observation {observations[i]!r}."
-        )
+        raise non_finite_error(env_id, i, seeds[i], step.rewards[i], observations[i])
 
 
 class _Segment:
-    """Bookkeeping of `Runner.episodes` between two barriers: per-slot phase and results.
+    """Bookkeeping of `Runner.episodes` between two barriers: the slots and the results.
 
     Results are kept only for the episodes some replica has finished and not
     all have (at most the spread between the fastest and the slowest replica).
     """
 
-    def __init__(self, start: int, stop: int, replicas: int) -> None:
+    def __init__(self, start: int, stop: int, replicas: int, capacity: int) -> None:
         self.start = start
         self.stop = stop
         self.replicas = replicas
+        self.slots = Slots(start, replicas, capacity)
         self.results: dict[int, EpisodeResult] = {}
         self.finished: dict[int, int] = {}  # episode -> replicas done with it
-        self.episode = np.full(replicas, start + 1, dtype=np.int64)  # current training episode
-        self.eval_index = np.full(replicas, -1, dtype=np.int64)  # -1: on a training episode
-        self.running = np.ones(replicas, dtype=bool)  # False once waiting at the barrier
-        self.episode_return = np.zeros(replicas)
-        self.episode_length = np.zeros(replicas, dtype=np.int64)
-        self.greedy_sum = np.zeros(replicas)
         self.update_masks()
+
+    @property
+    def running(self) -> NDArray[np.bool_]:
+        """False for the replicas waiting at the barrier (a view)."""
+        return self.slots.running
 
     def update_masks(self) -> None:
         """Recompute which running slots are on an evaluation or a training episode."""
-        self.greedy = self.running & (self.eval_index >= 0)
-        self.training = self.running & (self.eval_index < 0)
+        evaluating = self.slots.eval_index >= 0
+        self.greedy = self.running & evaluating
+        self.training = self.running & ~evaluating
         self.any_greedy = bool(self.greedy.any())
         self.any_training = bool(self.training.any())
 
-    def result(self, episode: int) -> EpisodeResult:
-        """Return the (partly filled) result row of ``episode``."""
-        if episode not in self.results:
-            b = self.replicas
-            self.results[episode] = EpisodeResult(
-                episode, np.zeros(b), np.zeros(b, dtype=np.int64), np.full(b, np.nan)
-            )
-            self.finished[episode] = 0
-        return self.results[episode]
+    def book(self, n_events: int) -> None:
+        """File the first ``n_events`` events of the slots' buffers into the result rows."""
+        ints = self.slots.event_ints[:n_events]
+        floats = self.slots.event_floats[:n_events]
+        for episode in np.unique(ints[:, EV_EPISODE]).tolist():
+            rows = ints[:, EV_EPISODE] == episode
+            replicas = ints[rows, EV_REPLICA]
+            if episode not in self.results:
+                b = self.replicas
+                self.results[episode] = EpisodeResult(
+                    episode, np.zeros(b), np.zeros(b, dtype=np.int64), np.full(b, np.nan)
+                )
+                self.finished[episode] = 0
+            result = self.results[episode]
+            result.returns[replicas] = floats[rows, EV_RETURN]
+            result.lengths[replicas] = ints[rows, EV_LENGTH]
+            result.greedy_returns[replicas] = floats[rows, EV_GREEDY]
+            self.finished[episode] += len(replicas)
 
     def pop_complete(self, episode: int) -> EpisodeResult | None:
         """Remove and return the result of ``episode`` once every replica has finished it."""
@@ -138,8 +148,8 @@ class _Segment:
         return self.results.pop(episode)
 
     def lower_stop(self) -> None:
-        """Move the barrier to the last episode any replica has started."""
-        self.stop = min(self.stop, int(self.episode[self.running].max(initial=self.start + 1)))
+        """Move the barrier to the furthest episode any replica has started (or waits at)."""
+        self.stop = min(self.stop, int(self.slots.episode.max()))
 
 
 class Runner:
@@ -157,6 +167,11 @@ class Runner:
         Evaluate after training episodes whose index is a multiple of this; 0 never.
     eval_episodes : int
         Greedy episodes per evaluation.
+    fused : bool
+        Play whole stretches of episodes in one compiled call (`rl.fused`)
+        wherever that applies (`rl.fused.FusedLoop.applies`); False always
+        steps through the agent and environment objects, one lockstep step at
+        a time. Results are bitwise the same either way.
     """
 
     def __init__(
@@ -167,6 +182,7 @@ class Runner:
         *,
         eval_every: int = 10,
         eval_episodes: int = 1,
+        fused: bool = True,
     ) -> None:
         self.problem = problem
         self.agent = agent
@@ -175,7 +191,12 @@ class Runner:
         self.eval_every = eval_every
         self.eval_episodes = eval_episodes
         self.env = ReplicaEnvs(problem, len(self.streams))
+        self.agent_steps = 0
+        """Agent-steps played so far (training and evaluation, summed over replicas)."""
+        self._restart = np.zeros(self.replicas, dtype=bool)
         self._segment: _Segment | None = None
+        self.fused = fused
+        self._fused: FusedLoop | None = None  # made by `_fused_loop` when first needed
 
     @property
     def replicas(self) -> int:
@@ -204,18 +225,31 @@ class Runner:
         """
         if stop <= start:
             raise ValueError(f"The 'stop' parameter must exceed start={start}. Got {stop}.")
-        segment = self._segment = _Segment(start, stop, self.replicas)
-        everyone = np.ones(self.replicas, dtype=bool)
-        states = self._reset(segment, everyone, np.zeros((self.replicas, 0), np.int64))
+        fused = self._fused_loop()
+        if fused is not None:
+            segment = _Segment(start, stop, self.replicas, fused.event_capacity)
+            advance = functools.partial(fused.advance, segment)
+        else:
+            segment = _Segment(start, stop, self.replicas, self.replicas)
+            advance = self._stepper(segment)
+        self._segment = segment
         pending = start + 1  # the next episode to yield
         try:
             while pending <= segment.stop:
-                states = self._step(segment, states)
+                self.agent_steps += advance()
                 while pending <= segment.stop and (result := segment.pop_complete(pending)):
                     yield result
                     pending += 1
         finally:
             self._segment = None
+
+    def _fused_loop(self) -> FusedLoop | None:
+        """Return the fused runner if ``fused`` is on and it applies now (hooks can change)."""
+        if not self.fused or not FusedLoop.applies(self):
+            return None
+        if self._fused is None:
+            self._fused = FusedLoop(self)
+        return self._fused
 
     def request_stop(self) -> None:
         """Lower the barrier of the running `episodes` to the episodes now in progress.
@@ -231,6 +265,18 @@ class Runner:
         (result,) = self.episodes(episode - 1, episode)
         return result
 
+    def _stepper(self, segment: _Segment) -> Callable[[], int]:
+        """Return a callable that plays one lockstep step and returns the agent-steps taken."""
+        states = self._reset(segment, np.ones(self.replicas, dtype=bool), None)
+
+        def advance() -> int:
+            nonlocal states
+            taken = int(segment.running.sum())
+            states = self._step(segment, states)
+            return taken
+
+        return advance
+
     def _step(self, segment: _Segment, states: NDArray[np.int64]) -> NDArray[np.int64]:
         """One lockstep step of every running slot; returns the next states."""
         active, greedy, training = segment.running, segment.greedy, segment.training
@@ -242,12 +288,22 @@ class Runner:
             self.agent.observe(
                 Transitions(states, actions, step.rewards, next_states, step.terminated, training)
             )
-        segment.episode_return += step.rewards  # 0 for inactive slots (ReplicaEnvs guarantees it)
-        segment.episode_length += active
         ended = step.terminated | step.truncated  # both False for inactive slots
+        trained = ended & training
+        if trained.any():
+            self.agent.end_episode(trained)
+        slots = segment.slots
+        restart = self._restart
+        n_events = end_episodes(
+            ended, step.rewards, slots.ints, slots.floats, slots.running, self.eval_every,
+            self.eval_episodes, segment.stop, slots.event_ints, slots.event_floats, restart,
+        )  # fmt: skip
         if not ended.any():
             return next_states
-        return self._episodes_ended(segment, ended, next_states)
+        if n_events:
+            segment.book(n_events)
+        segment.update_masks()
+        return self._reset(segment, restart, next_states) if restart.any() else next_states
 
     def _env_actions(self, actions: NDArray[np.int64]) -> NDArray:
         """Return the environment actions: bin values, or the agent's continuous draws.
@@ -264,50 +320,14 @@ class Runner:
         decoded[drawn.mask] = drawn.values[drawn.mask].reshape(decoded[drawn.mask].shape)
         return decoded
 
-    def _episodes_ended(
-        self, segment: _Segment, ended: NDArray[np.bool_], states: NDArray[np.int64]
-    ) -> NDArray[np.int64]:
-        """Record the episodes that just ended and reset those slots for their next one."""
-        trained = ended & segment.training
-        if trained.any():
-            self.agent.end_episode(trained)
-        restart = np.zeros(self.replicas, dtype=bool)
-        for i in np.flatnonzero(ended).tolist():
-            episode = int(segment.episode[i])
-            result = segment.result(episode)
-            if trained[i]:
-                result.returns[i] = segment.episode_return[i]
-                result.lengths[i] = segment.episode_length[i]
-                if self.eval_every and episode % self.eval_every == 0:
-                    segment.eval_index[i], segment.greedy_sum[i] = 0, 0.0
-                    restart[i] = True
-                    continue
-            else:
-                segment.greedy_sum[i] += segment.episode_return[i]
-                segment.eval_index[i] += 1
-                if segment.eval_index[i] < self.eval_episodes:
-                    restart[i] = True
-                    continue
-                result.greedy_returns[i] = segment.greedy_sum[i] / self.eval_episodes
-                segment.eval_index[i] = -1
-            segment.finished[episode] += 1
-            if episode >= segment.stop:
-                segment.running[i] = False
-            else:
-                segment.episode[i] += 1
-                restart[i] = True
-        segment.episode_return[ended] = 0.0
-        segment.episode_length[ended] = 0
-        segment.update_masks()
-        return self._reset(segment, restart, states) if restart.any() else states
-
     def _reset(
-        self, segment: _Segment, mask: NDArray[np.bool_], states: NDArray[np.int64]
+        self, segment: _Segment, mask: NDArray[np.bool_], states: NDArray[np.int64] | None
     ) -> NDArray[np.int64]:
         """Reset the masked slots for the episode their phase says; returns all states."""
         seeds = np.zeros(self.replicas, dtype=np.int64)
+        slots = segment.slots
         for i in np.flatnonzero(mask).tolist():
-            episode, k = int(segment.episode[i]), int(segment.eval_index[i])
+            episode, k = int(slots.episode[i]), int(slots.eval_index[i])
             stream = self.streams[i]
             seeds[i] = (
                 episode_seed(stream.env_seed, episode)
@@ -315,7 +335,7 @@ class Runner:
                 else episode_seed(stream.eval_seed, episode, k)
             )
         fresh = self.problem.encode(self.env.reset(seeds.tolist(), mask))
-        if mask.all():
+        if states is None or mask.all():
             return fresh
         return np.where(mask[:, None], fresh, states)
 

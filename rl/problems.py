@@ -99,6 +99,9 @@ class Problem:
     with it); agents use it unless the configuration sets ``gamma``."""
     action_interval: tuple[tuple[float, ...], tuple[float, ...]] | None = None
     """(low, high) of each continuous action component, for ``continuous_random_actions``."""
+    grids: tuple[UniformGrid | DiscreteGrid, UniformGrid | DiscreteGrid] | None = None
+    """The (state, action) grids behind `encode` and `decode`, for the bundled problems;
+    the fused runner (`rl.fused`) encodes and decodes with their compiled helpers."""
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -236,6 +239,7 @@ def _grid_problem(
         action_interval=None
         if preset.action_low is None
         else (tuple(preset.action_low), tuple(preset.action_high)),
+        grids=(state_grid, action_grid),
     )
 
 
@@ -277,6 +281,7 @@ def _exact_problem(entry: BundledEnv, env_kwargs: dict, options: dict[str, Any])
         decode=_decoder(action_grid, len(action_grid.dims)),
         vectorized=entry.vectorized,
         discount=float(env.gamma),
+        grids=(state_grid, action_grid),
     )
 
 

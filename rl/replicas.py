@@ -76,6 +76,16 @@ def _make_vector(problem: Problem, copies: int) -> Any:
     return None
 
 
+def non_finite_error(
+    env_id: str, replica: int, seed: int, reward: float, observation: Any
+) -> ValueError:
+    """Return the error for a non-finite reward or observation of one replica's copy."""
+    return ValueError(
+        f"Environment {env_id!r} returned a non-finite reward or observation for replica "
+        f"{replica} (seed {seed}): reward {reward!r}, observation {observation!r}."
+    )
+
+
 class ReplicaEnvs:
     """B copies of a problem's environment, one per replica, behind ``reset`` / ``step``.
 
@@ -99,6 +109,11 @@ class ReplicaEnvs:
         if self._vector is None:
             self._envs = [problem.make_env() for _ in range(copies)]
         self._last: NDArray | None = None
+
+    @property
+    def vector(self) -> Any:
+        """The Gymnasium vector environment holding the copies, or None for a list of copies."""
+        return self._vector
 
     def reset(
         self, seeds: Sequence[int | None] | NDArray, mask: NDArray[np.bool_] | None = None

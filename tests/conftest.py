@@ -16,7 +16,9 @@ def compiled_kernels():
     that CLI tests start, instead of each compiling them again.
     """
     from rl.agents._fast_path import warm
+    from rl.fused import warm as warm_fused
     from rl.problems import warm_kernels
 
     warm()
     warm_kernels()
+    warm_fused()

@@ -34,7 +34,11 @@ import numpy as np
 from numba import njit
 from numba.typed import List
 
+from rl.agents import _update_kernels
 from rl.agents._update_kernels import apply_rule, cp_entry
+from rl.numba_cache import drop_stale
+
+drop_stale(__file__, [_update_kernels.__file__])
 
 EMPTY = -1
 

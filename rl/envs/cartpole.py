@@ -69,14 +69,60 @@ _OBS_HIGH = np.array([2 * X_THRESHOLD, np.inf, 2 * THETA_THRESHOLD, np.inf])
 
 
 @njit(cache=True)
+def cartpole_row(state: NDArray[np.float64], a: float, out: NDArray[np.float64]) -> tuple:
+    """Advance one cart-pole by one Euler step: ``out`` gets the next state.
+
+    Parameters
+    ----------
+    state : ndarray of float64, shape (4,)
+        (x, x_dot, theta, theta_dot).
+    a : float
+        Normalised force in [-1, 1] (clipped).
+    out : ndarray of float64, shape (4,)
+        Receives the next state (may be ``state`` itself).
+
+    Returns
+    -------
+    reward : float
+    terminated : bool
+
+    References
+    ----------
+    Rozada et al. (2024), continuous cart-pole; see the module docstring.
+    """
+    a = min(max(a, -1.0), 1.0)
+    x, x_dot, theta, theta_dot = state[0], state[1], state[2], state[3]
+    cos_t = math.cos(theta)
+    sin_t = math.sin(theta)
+    temp = (FORCE_MAG * a + POLE_MASS_LENGTH * theta_dot * theta_dot * sin_t) / TOTAL_MASS
+    theta_acc = (GRAVITY * sin_t - cos_t * temp) / (
+        HALF_LENGTH * (4.0 / 3.0 - MASS_POLE * cos_t * cos_t / TOTAL_MASS)
+    )
+    x_acc = temp - POLE_MASS_LENGTH * theta_acc * cos_t / TOTAL_MASS
+    new_x = x + TAU * x_dot
+    new_theta = theta + TAU * theta_dot
+    new_theta_dot = theta_dot + TAU * theta_acc
+    out[0] = new_x
+    out[1] = x_dot + TAU * x_acc
+    out[2] = new_theta
+    out[3] = new_theta_dot
+    done = abs(new_x) > X_THRESHOLD or abs(new_theta) > THETA_THRESHOLD
+    theta_sq = new_theta * new_theta
+    theta_dot_sq = new_theta_dot * new_theta_dot
+    effort = 10.0 * a * a
+    if done:
+        return -theta_sq - 0.1 * theta_dot_sq - effort, done
+    return 1.0 - theta_sq - theta_dot_sq - effort, done
+
+
+@njit(cache=True)
 def cartpole_step(
     state: NDArray[np.float64], action: NDArray[np.float64]
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.bool_]]:
-    """Advance a batch of cart-poles by one Euler step (a compiled kernel).
+    """Advance a batch of cart-poles by one Euler step (`cartpole_row` on every row).
 
-    Each row is computed on its own with the same scalar operations, so a row
-    does not depend on B (the single and the vector environment agree bit for
-    bit).
+    Each row is computed on its own, so a row does not depend on B (the single
+    and the vector environment agree bit for bit).
 
     Parameters
     ----------
@@ -90,41 +136,13 @@ def cartpole_step(
     next_state : ndarray, shape (B, 4)
     reward : ndarray of float64, shape (B,)
     terminated : ndarray of bool, shape (B,)
-
-    References
-    ----------
-    Rozada et al. (2024), continuous cart-pole; see the module docstring.
     """
     n_rows = state.shape[0]
     next_state = np.empty((n_rows, 4))
     reward = np.empty(n_rows)
     terminated = np.empty(n_rows, dtype=np.bool_)
     for i in range(n_rows):
-        a = min(max(action[i, 0], -1.0), 1.0)
-        x, x_dot, theta, theta_dot = state[i, 0], state[i, 1], state[i, 2], state[i, 3]
-        cos_t = math.cos(theta)
-        sin_t = math.sin(theta)
-        temp = (FORCE_MAG * a + POLE_MASS_LENGTH * theta_dot * theta_dot * sin_t) / TOTAL_MASS
-        theta_acc = (GRAVITY * sin_t - cos_t * temp) / (
-            HALF_LENGTH * (4.0 / 3.0 - MASS_POLE * cos_t * cos_t / TOTAL_MASS)
-        )
-        x_acc = temp - POLE_MASS_LENGTH * theta_acc * cos_t / TOTAL_MASS
-        new_x = x + TAU * x_dot
-        new_theta = theta + TAU * theta_dot
-        new_theta_dot = theta_dot + TAU * theta_acc
-        next_state[i, 0] = new_x
-        next_state[i, 1] = x_dot + TAU * x_acc
-        next_state[i, 2] = new_theta
-        next_state[i, 3] = new_theta_dot
-        done = abs(new_x) > X_THRESHOLD or abs(new_theta) > THETA_THRESHOLD
-        terminated[i] = done
-        theta_sq = new_theta * new_theta
-        theta_dot_sq = new_theta_dot * new_theta_dot
-        effort = 10.0 * a * a
-        if done:
-            reward[i] = -theta_sq - 0.1 * theta_dot_sq - effort
-        else:
-            reward[i] = 1.0 - theta_sq - theta_dot_sq - effort
+        reward[i], terminated[i] = cartpole_row(state[i], action[i, 0], next_state[i])
     return next_state, reward, terminated
 
 
@@ -143,6 +161,7 @@ class ContinuousCartPole(PhysicsEnv):
     """
 
     reward_bound: float = REWARD_BOUND
+    reset_interval = (-RESET_BOUND, RESET_BOUND)
 
     @staticmethod
     def _observation_space() -> spaces.Box:
@@ -155,7 +174,7 @@ class ContinuousCartPole(PhysicsEnv):
     @staticmethod
     def _initial_state(rng: np.random.Generator) -> NDArray[np.float64]:
         """Draw the initial state uniformly in [-0.05, 0.05]^4."""
-        return rng.uniform(-RESET_BOUND, RESET_BOUND, size=(4,))
+        return rng.uniform(*ContinuousCartPole.reset_interval, size=(4,))
 
     #: Apply force 30 a for one step of 0.02 s (the compiled `cartpole_step`).
     _transition = staticmethod(cartpole_step)

@@ -58,14 +58,51 @@ def angle_normalize(theta: float) -> float:
 
 
 @njit(cache=True)
+def pendulum_row(state: NDArray[np.float64], u: float, out: NDArray[np.float64]) -> tuple:
+    """Advance one bounded pendulum by one step: ``out`` gets the next state.
+
+    Parameters
+    ----------
+    state : ndarray of float64, shape (2,)
+        (theta, theta_dot).
+    u : float
+        Torque (clipped to [-2, 2]).
+    out : ndarray of float64, shape (2,)
+        Receives the next state (may be ``state`` itself).
+
+    Returns
+    -------
+    reward : float
+        Computed from the state before the step.
+    terminated : bool
+        |theta'| > pi/4.
+
+    References
+    ----------
+    Rozada et al. (2024), bounded pendulum; see the module docstring.
+    """
+    u = min(max(u, -MAX_TORQUE), MAX_TORQUE)
+    theta, theta_dot = state[0], state[1]
+    wrapped = angle_normalize(theta)
+    reward = 1.0 - (wrapped * wrapped + 0.1 * theta_dot * theta_dot + 0.1 * u * u)
+    new_theta_dot = (
+        theta_dot
+        + (3.0 * GRAVITY / (2.0 * LENGTH) * math.sin(theta) + 3.0 / (MASS * LENGTH**2) * u) * DT
+    )
+    new_theta = theta + new_theta_dot * DT
+    out[0] = new_theta
+    out[1] = min(max(new_theta_dot, -MAX_SPEED), MAX_SPEED)
+    return reward, abs(new_theta) > THETA_THRESHOLD
+
+
+@njit(cache=True)
 def pendulum_step(
     state: NDArray[np.float64], action: NDArray[np.float64]
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.bool_]]:
-    """Advance a batch of bounded pendulums by one step (a compiled kernel).
+    """Advance a batch of bounded pendulums by one step (`pendulum_row` on every row).
 
-    Each row is computed on its own with the same scalar operations, so a row
-    does not depend on B (the single and the vector environment agree bit for
-    bit).
+    Each row is computed on its own, so a row does not depend on B (the single
+    and the vector environment agree bit for bit).
 
     Parameters
     ----------
@@ -78,31 +115,14 @@ def pendulum_step(
     -------
     next_state : ndarray, shape (B, 2)
     reward : ndarray of float64, shape (B,)
-        Computed from the state before the step.
     terminated : ndarray of bool, shape (B,)
-        |theta'| > pi/4.
-
-    References
-    ----------
-    Rozada et al. (2024), bounded pendulum; see the module docstring.
     """
     n_rows = state.shape[0]
     next_state = np.empty((n_rows, 2))
     reward = np.empty(n_rows)
     terminated = np.empty(n_rows, dtype=np.bool_)
     for i in range(n_rows):
-        u = min(max(action[i, 0], -MAX_TORQUE), MAX_TORQUE)
-        theta, theta_dot = state[i, 0], state[i, 1]
-        wrapped = angle_normalize(theta)
-        reward[i] = 1.0 - (wrapped * wrapped + 0.1 * theta_dot * theta_dot + 0.1 * u * u)
-        new_theta_dot = (
-            theta_dot
-            + (3.0 * GRAVITY / (2.0 * LENGTH) * math.sin(theta) + 3.0 / (MASS * LENGTH**2) * u) * DT
-        )
-        new_theta = theta + new_theta_dot * DT
-        next_state[i, 0] = new_theta
-        next_state[i, 1] = min(max(new_theta_dot, -MAX_SPEED), MAX_SPEED)
-        terminated[i] = abs(new_theta) > THETA_THRESHOLD
+        reward[i], terminated[i] = pendulum_row(state[i], action[i, 0], next_state[i])
     return next_state, reward, terminated
 
 
@@ -121,6 +141,7 @@ class BoundedPendulum(PhysicsEnv):
     """
 
     reward_bound: float = REWARD_BOUND
+    reset_interval = (0.0, RESET_HIGH)
 
     @staticmethod
     def _observation_space() -> spaces.Box:
@@ -133,7 +154,7 @@ class BoundedPendulum(PhysicsEnv):
     @staticmethod
     def _initial_state(rng: np.random.Generator) -> NDArray[np.float64]:
         """Draw theta and theta_dot uniformly in [0, 0.01)."""
-        return rng.uniform(0.0, RESET_HIGH, size=(2,))
+        return rng.uniform(*BoundedPendulum.reset_interval, size=(2,))
 
     #: Apply torque u for dt = 0.05 s (the compiled `pendulum_step`).
     _transition = staticmethod(pendulum_step)

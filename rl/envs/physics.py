@@ -39,6 +39,8 @@ class PhysicsEnv(gym.Env[NDArray[np.float64], NDArray[np.float64]], abc.ABC):
 
     metadata: dict[str, Any] = {"render_modes": []}
     reward_bound: float
+    reset_interval: tuple[float, float]
+    """(low, high): `_initial_state` draws every coordinate uniformly from [low, high)."""
 
     def __init__(self) -> None:
         self.observation_space = self._observation_space()

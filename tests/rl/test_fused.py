@@ -1,0 +1,127 @@
+"""The fused runner (`rl.fused`) against the step-by-step runner, bit for bit."""
+
+import numpy as np
+import pytest
+
+from rl.config import TrainConfig
+from rl.envs.cartpole import ContinuousCartPole
+from rl.fused import FusedLoop
+from rl.lockstep import _Segment
+from rl.runner import build
+from tests.rl.agent_drivers import assert_tree_equal
+
+CASES = {
+    "teql paper I_max=1": ("teql", "cartpole", {"max_inner": 1}),
+    "teql paper I_max=5": ("teql", "cartpole", {"max_inner": 5}),
+    "released": ("teql-released", "cartpole", {}),
+    "released bounded, bin actions": (
+        "teql-released",
+        "cartpole",
+        {"bounded": True, "continuous_random_actions": False},
+    ),
+    "released sparse visits": ("teql-released", "cartpole", {"visit_storage": "sparse"}),
+    "stable": ("teql", "cartpole", {"reading": "stable"}),
+    "tlr cartpole": ("tlr", "cartpole", {}),
+    "tlr pendulum": ("tlr", "pendulum", {}),
+    "released pendulum": ("teql-released", "pendulum", {}),
+}
+
+
+def _runner(agent, env, params, *, fused, seeds=3, **fields):
+    params = dict(params)
+    reading = params.pop("reading", None)
+    config = TrainConfig(
+        env=env, agent=agent, reading=reading, seeds=seeds, eval_every=5, eval_episodes=2,
+        out="unused", agent_params=params, **fields,
+    )  # fmt: skip
+    runner, _ = build(config)
+    runner.fused = fused
+    return runner
+
+
+def _play(runner, barriers):
+    rows, start = [], 0
+    for stop in barriers:
+        rows += [tuple(map(np.copy, result)) for result in runner.episodes(start, stop)]
+        start = stop
+    return rows
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_fused_equals_step_by_step(case):
+    """Metrics, factors, visit tables, counters, epsilon, generator states, agent-steps."""
+    agent, env, params = CASES[case]
+    fused, stepped = (_runner(agent, env, params, fused=f) for f in (True, False))
+    rows = [_play(runner, (10, 20, 30)) for runner in (fused, stepped)]
+    assert fused._fused is not None and stepped._fused is None
+    assert len(rows[0]) == len(rows[1]) == 30
+    for a, b in zip(*rows, strict=True):
+        for x, y in zip(a, b, strict=True):
+            np.testing.assert_array_equal(x, y)
+    assert_tree_equal(fused.agent.state_dict(), stepped.agent.state_dict())
+    assert fused.agent_steps == stepped.agent_steps > 30 * 3
+
+
+def test_visit_table_grows_inside_a_fused_run():
+    runner = _runner("teql-released", "cartpole", {"visit_storage": "sparse"}, fused=True, seeds=8)
+    initial_rows = len(runner.agent.visits_.kernel_table()[2])
+    list(runner.episodes(0, 20))
+    assert len(runner.agent.visits_.kernel_table()[2]) > initial_rows
+    assert runner.agent.visits_.visited > initial_rows
+
+
+def test_request_stop_finishes_started_episodes_and_equals_a_run_to_that_barrier(monkeypatch):
+    monkeypatch.setattr("rl.fused.BUDGET_AGENT_STEPS", 64)  # small bursts: replicas spread out
+    runner = _runner("teql-released", "cartpole", {}, fused=True)
+    seen = []
+    for result in runner.episodes(0, 200):
+        seen.append(result.episode)
+        if result.episode == 2:
+            runner.request_stop()
+    stop = seen[-1]
+    assert seen == list(range(1, stop + 1)) and 2 <= stop < 200
+    straight = _runner("teql-released", "cartpole", {}, fused=False)
+    list(straight.episodes(0, stop))
+    assert_tree_equal(runner.agent.state_dict(), straight.agent.state_dict())
+
+
+def test_request_stop_never_lowers_below_a_replica_waiting_at_the_barrier():
+    """A replica that already finished the barrier episode keeps the barrier where it is."""
+    segment = _Segment(0, 3, 2, 2)
+    segment.slots.episode[:] = (3, 2)  # replica 0 finished episode 3 and waits
+    segment.slots.running[0] = False
+    segment.lower_stop()
+    assert segment.stop == 3
+    segment.slots.episode[0], segment.slots.running[0] = 2, True  # both still on episode 2
+    segment.lower_stop()
+    assert segment.stop == 2
+
+
+def test_applies_only_where_every_part_is_compiled():
+    assert FusedLoop.applies(_runner("teql", "cartpole", {}, fused=True))
+    assert FusedLoop.applies(_runner("tlr", "pendulum", {}, fused=True))
+    assert not FusedLoop.applies(_runner("teql", "cartpole", {"engine": "reference"}, fused=True))
+    assert not FusedLoop.applies(_runner("tabular", "cartpole", {}, fused=True))
+    assert not FusedLoop.applies(_runner("teql-released", "inventory", {}, fused=True))
+    hooked = _runner("teql", "cartpole", {}, fused=True)
+    hooked.agent.on_update = lambda record: None
+    assert not FusedLoop.applies(hooked)
+
+
+def test_divergence_gives_the_step_by_step_error():
+    params = {"bounded": False, "alpha0": 5.0, "max_inner": 10, "tol": 0.0}
+    messages = []
+    for fused in (True, False):
+        runner = _runner("teql", "cartpole", params, fused=fused)
+        with pytest.raises(ValueError, match="diverged") as error:
+            list(runner.episodes(0, 100))
+        messages.append(str(error.value))
+    assert messages[0] == messages[1]
+
+
+def test_non_finite_observation_names_the_replica_and_seed(monkeypatch):
+    monkeypatch.setattr(ContinuousCartPole, "reset_interval", (1e308, 1.7e308))
+    for fused in (True, False):
+        runner = _runner("teql-released", "cartpole", {}, fused=fused)
+        with pytest.raises(ValueError, match=r"non-finite .* replica 0 \(seed 0\)"):
+            list(runner.episodes(0, 2))
