@@ -1,8 +1,11 @@
-"""Run the benchmarks: ``python -m benchmarks [NAME ...] [--quick] [--json DIR]``.
+"""Run the benchmarks: ``python -m benchmarks [NAME ...] [--quick] [--json DIR] [FLAGS]``.
 
 Every benchmark module has a ``main(argv)`` with flags of its own; this entry
 point runs the selected ones in turn (all by default) and passes each the flags
 that ``--quick`` (a tiny run, used by the test suite) and ``--json`` imply.
+Other flags go to the benchmark when exactly one is named
+(``python -m benchmarks paper_scale --episodes 1000``); its own ``--help``
+lists them.
 """
 
 from __future__ import annotations
@@ -44,12 +47,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run each selected benchmark module's ``main`` (torch ones only when torch is installed)."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra and len(args.names) != 1:
+        parser.error(f"flags {' '.join(extra)} need exactly one benchmark named before them")
     for name in args.names or list(MODULES):
         if name == "deep" and importlib.util.find_spec("torch") is None:
             continue
         module = importlib.import_module(f"benchmarks.{MODULES[name]}")
-        flags = list(QUICK[name]) if args.quick else []
+        flags = [*(QUICK[name] if args.quick else []), *extra]
         if args.json and name in WRITES_JSON:
             Path(args.json).mkdir(parents=True, exist_ok=True)
             flags += ["--json", str(Path(args.json) / f"{name}.json")]

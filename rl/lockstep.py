@@ -28,6 +28,11 @@ stops bootstrapping; a truncation is passed as ``terminated=False`` and keeps
 it (the agent applies this rule). When a training episode ends,
 ``agent.end_episode`` is called with that replica's mask.
 
+Where every part of that step has compiled code (TEQL and TLR on CartPole and
+Pendulum), `rl.fused` plays the same steps, many at a time, in one compiled
+call; the results are bitwise the same (``fused=False`` forces the step-by-step
+loop).
+
 References
 ----------
 Algorithm 3 of the TEQL paper (the episode loop around each agent's step), and

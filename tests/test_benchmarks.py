@@ -1,6 +1,8 @@
 import json
 import math
 
+import pytest
+
 from benchmarks.__main__ import main
 
 
@@ -24,3 +26,12 @@ def test_quick_runs_of_the_other_benchmarks(capsys):
     assert main(["tensorq", "agents", "--quick"]) == 0
     out = capsys.readouterr().out
     assert "== tensorq" in out and "== agents" in out and "teql-released" in out
+
+
+def test_flags_go_to_the_one_benchmark_named(capsys):
+    assert main(["paper_scale", "--seeds", "2", "--episodes", "2"]) == 0
+    assert "teql-released" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as refused:
+        main(["--episodes=2"])
+    assert refused.value.code == 2
+    assert "exactly one benchmark" in capsys.readouterr().err

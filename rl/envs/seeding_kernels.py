@@ -103,10 +103,14 @@ def int_to_uint32_words(value: int, words: NDArray[np.uint32], start: int) -> in
 
 
 @njit(cache=True)
-def _hashmix(value, hash_const):
-    """SeedSequence's ``hashmix``: returns (mixed value, next hash constant)."""
+def _hashmix(value, hash_const, mult):
+    """SeedSequence's hash step: returns (mixed value, next hash constant).
+
+    ``mult`` is MULT_A in ``hashmix`` (entropy mixing) and MULT_B in
+    ``generate_state`` (one output word).
+    """
     value = (value ^ hash_const) & MASK32
-    hash_const = (hash_const * MULT_A) & MASK32
+    hash_const = (hash_const * mult) & MASK32
     value = (value * hash_const) & MASK32
     return value ^ (value >> XSHIFT), hash_const
 
@@ -138,26 +142,17 @@ def mix_entropy(entropy: NDArray[np.uint32], pool: NDArray[np.uint32]) -> None:
     n_entropy = entropy.shape[0]
     for i in range(n_pool):
         word = np.uint64(entropy[i]) if i < n_entropy else _U0
-        mixed, hash_const = _hashmix(word, hash_const)
+        mixed, hash_const = _hashmix(word, hash_const, MULT_A)
         pool[i] = np.uint32(mixed)
     for i_src in range(n_pool):
         for i_dst in range(n_pool):
             if i_src != i_dst:
-                mixed, hash_const = _hashmix(np.uint64(pool[i_src]), hash_const)
+                mixed, hash_const = _hashmix(np.uint64(pool[i_src]), hash_const, MULT_A)
                 pool[i_dst] = np.uint32(_mix(np.uint64(pool[i_dst]), mixed))
     for i_src in range(n_pool, n_entropy):
         for i_dst in range(n_pool):
-            mixed, hash_const = _hashmix(np.uint64(entropy[i_src]), hash_const)
+            mixed, hash_const = _hashmix(np.uint64(entropy[i_src]), hash_const, MULT_A)
             pool[i_dst] = np.uint32(_mix(np.uint64(pool[i_dst]), mixed))
-
-
-@njit(cache=True)
-def _state_word(pool_word, hash_const):
-    """One output word of ``generate_state``: returns (word, next hash constant)."""
-    value = (pool_word ^ hash_const) & MASK32
-    hash_const = (hash_const * MULT_B) & MASK32
-    value = (value * hash_const) & MASK32
-    return value ^ (value >> XSHIFT), hash_const
 
 
 @njit(cache=True)
@@ -178,7 +173,7 @@ def generate_state_uint32(pool: NDArray[np.uint32], out: NDArray[np.uint32]) -> 
     hash_const = INIT_B
     n_pool = pool.shape[0]
     for i in range(out.shape[0]):
-        word, hash_const = _state_word(np.uint64(pool[i % n_pool]), hash_const)
+        word, hash_const = _hashmix(np.uint64(pool[i % n_pool]), hash_const, MULT_B)
         out[i] = np.uint32(word)
 
 
@@ -203,8 +198,8 @@ def generate_state_uint64(pool: NDArray[np.uint32], out: NDArray[np.uint64]) -> 
     hash_const = INIT_B
     n_pool = pool.shape[0]
     for i in range(out.shape[0]):
-        low, hash_const = _state_word(np.uint64(pool[(2 * i) % n_pool]), hash_const)
-        high, hash_const = _state_word(np.uint64(pool[(2 * i + 1) % n_pool]), hash_const)
+        low, hash_const = _hashmix(np.uint64(pool[(2 * i) % n_pool]), hash_const, MULT_B)
+        high, hash_const = _hashmix(np.uint64(pool[(2 * i + 1) % n_pool]), hash_const, MULT_B)
         out[i] = low | (high << _SHIFT32)
 
 
@@ -236,7 +231,7 @@ def episode_seed_kernel(base: int, episode: int, k: int) -> int:
         n_words = int_to_uint32_words(k, words, n_words)
     pool = words[:POOL_SIZE]
     mix_entropy(words[POOL_SIZE:n_words], pool)
-    word, _ = _state_word(np.uint64(pool[0]), INIT_B)
+    word, _ = _hashmix(np.uint64(pool[0]), INIT_B, MULT_B)
     return np.int64(word)
 
 

@@ -229,10 +229,20 @@ def _start(*args):
     )
 
 
-def test_sigkill_at_random_moments_then_resume_equals_uninterrupted(tmp_path):
+FUSED = ["--env", "cartpole", "--agent", "teql-released", "--seeds", 8, *FAST[-2:]]
+
+
+@pytest.mark.parametrize(
+    ("setup", "episodes", "every"),
+    [(FAST, 120, 10), (FUSED, 3000, 100)],
+    ids=["step-by-step", "fused"],
+)
+def test_sigkill_at_random_moments_then_resume_equals_uninterrupted(
+    tmp_path, setup, episodes, every
+):
     rng = random.Random(0)  # the kill moments are random but the same on every run
-    episodes, out = 120, tmp_path / "killed"
-    args = [*FAST, "--checkpoint-every", 10, "--episodes", episodes]
+    out = tmp_path / "killed"
+    args = [*setup, "--checkpoint-every", every, "--episodes", episodes]
     process, killed = _start(*args, "--out", out), []
     for _ in range(3):
         _wait_for(out / "checkpoint.npz", process)
