@@ -55,12 +55,7 @@ def check_against_reference(reference, variant, case, tol, max_inner, f_max=None
         bound=bound,
         variant=variant,
     )
-    for b, (factors, before, after, steps) in enumerate(expected):
-        for got, want in zip(replica(q, b), factors, strict=True):
-            _assert_close_or_both_overflowed(got, want, rtol=1e-10, atol=1e-12)
-        np.testing.assert_allclose(res.before[b], before, rtol=1e-12, atol=1e-14)
-        _assert_close_or_both_overflowed(res.after[b], after, rtol=1e-10, atol=1e-12)
-        assert res.iterations[b] == steps
+    _assert_matches_reference(q, res, expected)
 
 
 def _assert_close_or_both_overflowed(got, want, rtol, atol):
@@ -74,6 +69,16 @@ def _assert_close_or_both_overflowed(got, want, rtol, atol):
     finite = np.isfinite(want)
     np.testing.assert_array_equal(np.isfinite(got), finite)
     np.testing.assert_allclose(got[finite], want[finite], rtol=rtol, atol=atol)
+
+
+def _assert_matches_reference(q, res, expected):
+    """Every replica's factors, entry before and after, and step count against the reference."""
+    for b, (factors, before, after, steps) in enumerate(expected):
+        for got, want in zip(replica(q, b), factors, strict=True):
+            _assert_close_or_both_overflowed(got, want, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(res.before[b], before, rtol=1e-12, atol=1e-14)
+        _assert_close_or_both_overflowed(res.after[b], after, rtol=1e-10, atol=1e-12)
+        assert res.iterations[b] == steps
 
 
 @given(problems())
@@ -416,25 +421,7 @@ def test_normalized_step_equals_tlr_reference(case, sweep):
     expected = [reference(replica(q, b), index[b], target[b], step[b]) for b in range(q.replicas)]
     kwargs = {} if sweep is None else {"sweep": sweep}
     res = normalized_step(q, index, target, step_size=step, **kwargs)
-    for b, (factors, before, after, steps) in enumerate(expected):
-        for got, want in zip(replica(q, b), factors, strict=True):
-            _assert_close_or_both_overflowed(got, want, rtol=1e-10, atol=1e-12)
-        np.testing.assert_allclose(res.before[b], before, rtol=1e-12, atol=1e-14)
-        _assert_close_or_both_overflowed(res.after[b], after, rtol=1e-10, atol=1e-12)
-        assert res.iterations[b] == steps
-
-
-def _assert_close_or_both_overflowed(got, want, rtol, atol):
-    """Equal where the reference is finite; non-finite exactly where it is.
-
-    The paper's loss is concave on a first visit (2 lam / eps > 1), so a few steps
-    can overflow: whether an entry ends as inf or nan depends on the order of
-    the operations, not on the update.
-    """
-    got, want = np.asarray(got), np.asarray(want)
-    finite = np.isfinite(want)
-    np.testing.assert_array_equal(np.isfinite(got), finite)
-    np.testing.assert_allclose(got[finite], want[finite], rtol=rtol, atol=atol)
+    _assert_matches_reference(q, res, expected)
 
 
 def test_normalized_step_mask_and_validation():
