@@ -32,6 +32,8 @@ from numba import njit
 from rl import discretize, slots
 from rl.agents import _kernels, _update_kernels
 from rl.agents._kernels import TARGET, act_kernel, observe_kernel
+from rl.agents.base import Agent
+from rl.agents.tensor_agent import TensorAgent
 from rl.discretize import UniformGrid, bin_index, bin_value
 from rl.envs import cartpole, pendulum, seeding_kernels
 from rl.envs.cartpole import ContinuousCartPole, cartpole_row
@@ -59,6 +61,8 @@ DONE, BUDGET, EVENTS_FULL, GROW, DIVERGED, NOT_FINITE = range(6)
 
 BUDGET_AGENT_STEPS = 65_536
 """Agent-steps one `run_steps` call plays at most before Python sees the results."""
+MIN_EVENT_ROWS = 4096
+"""Rows of the event buffer at least (finished episodes one `run_steps` call can book)."""
 
 
 @njit(cache=True)
@@ -190,9 +194,6 @@ class FusedLoop:
         A runner for which `applies` holds.
     """
 
-    event_capacity = 4096
-    """Rows of the event buffer (at least B are kept free before each lockstep step)."""
-
     def __init__(self, runner: Runner) -> None:
         self.runner = runner
         agent = runner.agent
@@ -200,7 +201,8 @@ class FusedLoop:
         vector = runner.env.vector
         state_grid, action_grid = runner.problem.grids
         replicas = runner.replicas
-        self.event_capacity = max(type(self).event_capacity, 4 * replicas)
+        self.event_capacity = max(MIN_EVENT_ROWS, 4 * replicas)
+        """Rows of the event buffer (`run_steps` keeps B free before each lockstep step)."""
         s_low, _, s_scale, _, s_last, s_centre = state_grid.kernel_arrays()
         a_low, a_high, _, a_width, a_last, a_centre = action_grid.kernel_arrays()
         single = vector.single_env
@@ -216,10 +218,11 @@ class FusedLoop:
             a_width, a_last, a_centre,
         )  # fmt: skip
         n_state, n_modes = len(runner.problem.state_dims), len(runner.problem.shape)
-        self.states = np.zeros((replicas, n_state), dtype=np.int64)
+        self.rewards = np.zeros(replicas)  # read back to name a non-finite reward
         self.work = (
-            self.states, np.zeros((replicas, n_modes - n_state), dtype=np.int64),
-            np.zeros((replicas, n_state), dtype=np.int64), np.zeros(replicas),
+            np.zeros((replicas, n_state), dtype=np.int64),
+            np.zeros((replicas, n_modes - n_state), dtype=np.int64),
+            np.zeros((replicas, n_state), dtype=np.int64), self.rewards,
             np.zeros(replicas, dtype=bool), np.zeros(replicas, dtype=bool),
             np.zeros(replicas, dtype=bool), np.zeros(replicas, dtype=bool), self.compiled.record,
         )  # fmt: skip
@@ -235,9 +238,6 @@ class FusedLoop:
         environment is a bundled physical system (CartPole, Pendulum) with one
         action component.
         """
-        from rl.agents.base import Agent
-        from rl.agents.tensor_agent import TensorAgent
-
         agent, problem = runner.agent, runner.problem
         vector = runner.env.vector
         return (
@@ -293,7 +293,7 @@ class FusedLoop:
             if status == NOT_FINITE:
                 raise non_finite_error(
                     self.runner.problem.env_id, replica, self.runner.seeds[replica],
-                    float(self.work[3][replica]), self.phys[replica],
+                    float(self.rewards[replica]), self.phys[replica],
                 )  # fmt: skip
             if status == EVENTS_FULL and not n_events:
                 raise RuntimeError("The fused runner's event buffer is smaller than B.")
