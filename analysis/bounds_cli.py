@@ -51,7 +51,13 @@ def build_parser() -> argparse.ArgumentParser:
     constants.add_argument("--step-size", type=float, default=0.005, help="alpha_t")
     constants.add_argument("--lam", type=float, default=1e-3, help="lambda")
     constants.add_argument("--eps", type=float, default=1e-4, help="epsilon of the loss")
-    constants.add_argument("--visits", type=float, nargs="+", default=[0, 1, 10, 100, 1000])
+    constants.add_argument(
+        "--visits",
+        type=float,
+        nargs="+",
+        default=[0, 1, 10, 100, 1000],
+        help="visit counts N at which to evaluate the bounds (default %(default)s)",
+    )
     constants.add_argument("--max-inner", type=int, default=10, help="I_max")
     constants.add_argument("--b-r", type=float, default=0.0, help="B_R")
     constants.add_argument("--noise", type=float, default=0.0, help="eps_bar of (A.2)")

@@ -255,7 +255,12 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m analysis.params",
         description="Print the TEQL paper's parameter table, recomputed from its formulas.",
     )
-    parser.add_argument("--format", choices=("text", "csv", "markdown"), default="text")
+    parser.add_argument(
+        "--format",
+        choices=("text", "csv", "markdown"),
+        default="text",
+        help="how to print the table (default %(default)s)",
+    )
     return parser
 
 

@@ -58,21 +58,24 @@ def parse_ranks(text: str) -> list[int]:
         If the text is not of that form.
     """
     try:
-        if ":" in text:
-            parts = [int(p) for p in text.split(":")]
-            if len(parts) not in (2, 3):
-                raise ValueError
-            step = parts[2] if len(parts) == 3 else 1
-            ranks = list(range(parts[0], parts[1] + 1, step))
-        else:
-            ranks = [int(p) for p in text.split(",")]
+        parts = [int(p) for p in text.split(":" if ":" in text else ",")]
     except ValueError:
-        raise UsageError(
-            f"--ranks must be FIRST:LAST[:STEP] or a comma list, got {text!r}."
-        ) from None
-    if not ranks or min(ranks) < 1:
+        parts = []
+    if not parts or (":" in text and len(parts) not in (2, 3)):
+        raise UsageError(f"--ranks must be FIRST:LAST[:STEP] or a comma list, got {text!r}.")
+    if ":" in text:
+        first, last, step = parts[0], parts[1], parts[2] if len(parts) == 3 else 1
+        if first > last:
+            raise UsageError(
+                f"--ranks {text!r} is a reversed range: FIRST must be <= LAST "
+                f"(did you mean {last}:{first}?)."
+            )
+        if step < 1:
+            raise UsageError(f"--ranks {text!r} has STEP {step}: it must be >= 1.")
+        parts = list(range(first, last + 1, step))
+    if min(parts) < 1:
         raise UsageError(f"--ranks must give ranks >= 1, got {text!r}.")
-    return sorted(set(ranks))
+    return sorted(set(parts))
 
 
 def write_csv(path: str | Any, columns: dict[str, NDArray]) -> None:

@@ -6,6 +6,9 @@ that ``--quick`` (a tiny run, used by the test suite) and ``--json`` imply.
 Other flags go to the benchmark when exactly one is named
 (``python -m benchmarks paper_scale --episodes 1000``); its own ``--help``
 lists them.
+
+Run it from the repository root, or from anywhere with the ``.venv`` that
+``bin/setup`` makes (it puts the repository on that environment's path).
 """
 
 from __future__ import annotations
@@ -39,7 +42,12 @@ WRITES_JSON = ("step",)
 def build_parser() -> argparse.ArgumentParser:
     """Return the command-line parser of ``python -m benchmarks``."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
-    parser.add_argument("names", nargs="*", choices=[[], *MODULES], help="benchmarks to run")
+    parser.add_argument(
+        "names",
+        nargs="*",
+        metavar="NAME",
+        help=f"benchmarks to run, any of: {', '.join(MODULES)} (default: all)",
+    )
     parser.add_argument("--quick", action="store_true", help="tiny sizes (a smoke test)")
     parser.add_argument("--json", metavar="DIR", help="write NAME.json tables into DIR")
     return parser
@@ -49,6 +57,9 @@ def main(argv: list[str] | None = None) -> int:
     """Run each selected benchmark module's ``main`` (torch ones only when torch is installed)."""
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
+    unknown = [name for name in args.names if name not in MODULES]
+    if unknown:
+        parser.error(f"unknown benchmark {unknown[0]!r}; choose from: {', '.join(MODULES)}")
     if extra and len(args.names) != 1:
         parser.error(f"flags {' '.join(extra)} need exactly one benchmark named before them")
     for name in args.names or list(MODULES):

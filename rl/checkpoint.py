@@ -496,7 +496,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True)
     convert = commands.add_parser("convert", help="convert RUN_DIR/checkpoint.pkl (unpickles it)")
-    convert.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
+    convert.add_argument(
+        "run_dirs", nargs="+", metavar="RUN_DIR", help="run directories to convert, in turn"
+    )
     return parser
 
 

@@ -105,7 +105,7 @@ class TrainConfig:
                 f"The 'reading' parameter {reading!r} conflicts with agent {self.agent!r}, "
                 f"which means reading {implied!r}."
             )
-        reading = reading or implied or "paper"
+        reading = reading or implied or presets.DEFAULT_READING
         if agent in AGENTS:  # an unknown agent is reported when it is looked up
             try:
                 presets.reading(agent, reading)

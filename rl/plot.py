@@ -129,7 +129,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m rl.plot", description="Plot learning curves of training runs."
     )
-    parser.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
+    parser.add_argument(
+        "run_dirs", nargs="+", metavar="RUN_DIR", help="run directories, one curve each"
+    )
     parser.add_argument("--out", required=True, help="image file to write (.png, .pdf, .svg)")
     parser.add_argument("--smooth", type=int, help="moving-average window in points")
     parser.add_argument("--band", type=float, default=1.0, help="band half-width in std")

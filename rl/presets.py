@@ -206,6 +206,9 @@ def _networks(agent: str, released: bool) -> dict[str, dict[str, Any]]:
 _CUR = {p: {"anchors": v["anchors"]} for p, v in PAPER_CUR.items()}
 _CUR_GRID = {p: {"state_bins": v["state_bins"]} for p, v in PAPER_CUR.items()}
 
+#: The reading a run uses when none is named: the paper's text.
+DEFAULT_READING = "paper"
+
 #: agent -> reading name -> `Reading`. Add a reading here (see the module docstring).
 READINGS: dict[str, dict[str, Reading]] = {
     "teql": {

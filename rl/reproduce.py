@@ -334,7 +334,12 @@ def build_parser() -> argparse.ArgumentParser:
         default="paper",
         help="settings of every agent (stable: TEQL's; others use paper)",
     )
-    parser.add_argument("--backend", choices=("local", "ray"), default="local")
+    parser.add_argument(
+        "--backend",
+        choices=("local", "ray"),
+        default="local",
+        help="where the tasks run: a local process pool or Ray (default %(default)s)",
+    )
     parser.add_argument("--address", help="address of a running Ray cluster (with --backend ray)")
     parser.add_argument(
         "--out", help="output directory (default runs/reproduce/NAME[-ENV]-READING)"

@@ -25,6 +25,7 @@ import numpy as np
 
 from rl.checkpoint import CheckpointError
 from rl.config import ConfigError, TrainConfig, build_dataclass, load_config_file, parse_assignment
+from rl.presets import DEFAULT_READING, READINGS
 from rl.rundir import RunDirError
 from rl.runner import (
     CHECKPOINT_FILE,
@@ -51,6 +52,24 @@ _FLAGS = {  # command-line flag (argparse dest) -> TrainConfig field
 }
 
 
+def _default(flag: str) -> str:
+    """Return ``"(default X)"`` for a flag of `_FLAGS`, X from `TrainConfig` (defined once)."""
+    return f"(default {TrainConfig.__dataclass_fields__[_FLAGS[flag]].default})"
+
+
+def _readings_help() -> str:
+    """Return the help of ``--reading``: every reading of `rl.presets.READINGS`, and whose."""
+    names = []
+    for name in dict.fromkeys(n for readings in READINGS.values() for n in readings):
+        owners = [agent for agent, readings in READINGS.items() if name in readings]
+        only = "" if len(owners) == len(READINGS) else f" ({', '.join(owners)} only)"
+        names.append(f"{name}{' (default)' if name == DEFAULT_READING else ''}{only}")
+    return (
+        f"which settings the agent starts from: {', '.join(names)} (rl.presets; "
+        "--list-presets shows them per environment)"
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser of ``python -m rl.train``."""
     parser = argparse.ArgumentParser(
@@ -65,10 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--agent", help="teql, tlr, lora-vi, tabular, dqn, sac, random (teql-released: an alias)"
     )
-    parser.add_argument(
-        "--reading",
-        help="paper (default) or released: which settings the agent starts from (rl.presets)",
-    )
+    parser.add_argument("--reading", help=_readings_help())
     parser.add_argument(
         "--preset",
         metavar="NAME",
@@ -78,17 +94,31 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--list-presets", action="store_true", help="list the presets, one a line, and exit"
     )
-    parser.add_argument("--seeds", type=int, help="number of replicas B (default 1)")
-    parser.add_argument("--seed", type=int, help="first seed; replica i uses seed + i (default 0)")
-    parser.add_argument("--episodes", type=int, help="training episodes per replica")
+    parser.add_argument("--seeds", type=int, help=f"number of replicas B {_default('seeds')}")
+    parser.add_argument(
+        "--seed", type=int, help=f"first seed; replica i uses seed + i {_default('seed')}"
+    )
+    parser.add_argument(
+        "--episodes", type=int, help=f"training episodes per replica {_default('episodes')}"
+    )
     parser.add_argument(
         "--eval-every",
         type=int,
-        help="greedy evaluation after every k-th episode (default 10; 0 disables)",
+        help=f"greedy evaluation after every k-th episode, 0 disables {_default('eval_every')}",
     )
-    parser.add_argument("--eval-episodes", type=int, help="greedy episodes per evaluation")
-    parser.add_argument("--checkpoint-every", type=int, help="checkpoint every n episodes")
-    parser.add_argument("--out", help="run directory")
+    parser.add_argument(
+        "--eval-episodes",
+        type=int,
+        help=f"greedy episodes per evaluation {_default('eval_episodes')}",
+    )
+    parser.add_argument(
+        "--checkpoint-every",
+        type=int,
+        help=f"checkpoint every n episodes {_default('checkpoint_every')}",
+    )
+    parser.add_argument(
+        "--out", help="run directory (required unless --resume or --config sets it)"
+    )
     parser.add_argument("--config", help="TOML or JSON file of TrainConfig fields")
     parser.add_argument(
         "--set",

@@ -78,6 +78,12 @@ def test_bad_gamma_exits_2_with_one_line(args):
         (["--env", "cartpole", "--source", "run"], "--run DIR"),
         (["--env", "cartpole", "--source", "run", "--run", "/nonexistent"], "not a run directory"),
         (["--env", "lowrank", "--ranks", "a:b"], "--ranks"),
+        (
+            ["--env", "lowrank", "--ranks", "5:1"],
+            "reversed range: FIRST must be <= LAST (did you mean 1:5?)",
+        ),
+        (["--env", "lowrank", "--ranks", "1:5:0"], "STEP 0: it must be >= 1"),
+        (["--env", "lowrank", "--ranks", "0,2"], "ranks >= 1"),
         (["--env", "lowrank", "--gamma", "1.0"], "gamma"),
     ],
 )
