@@ -199,7 +199,7 @@ def run_report(args: argparse.Namespace) -> list[str]:
         bar.close()
     s = record.settings
     b_r = rank_profile(record.q_star.tensor, [s.rank], restarts=3, random_state=args.seed)
-    b_r = float(b_r.rows[0]["sup_error"])
+    b_r = float(b_r.rows[0]["b_r_upper"])
     bound, ratio = prop2_check(record)
     curves = theorem1_curves(record, b_r)
     prop3 = prop3_table(record)

@@ -1,6 +1,7 @@
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from analysis import bounds_cli, rank_cli
@@ -31,8 +32,26 @@ def test_rank_command_end_to_end(tmp_path):
         assert (out / name).is_file(), name
     assert "rank 10: CP energy" in result.stdout
     assert "smallest rank reaching 90% CP energy" in result.stdout
+    assert "<= B_R <=" in result.stdout
     header = (out / "rank_profile.csv").read_text().splitlines()[0]
-    assert header.split(",")[:3] == ["rank", "rel_error", "energy"]
+    assert header.split(",")[:6] == [
+        "rank", "rel_error", "energy", "sup_error", "b_r_upper", "b_r_lower"
+    ]  # fmt: skip
+
+
+def test_rank_headline_follows_center():
+    rows = [
+        {"rank": r, "energy": e, "energy_about_mean": m}
+        for r, e, m in ((1, 0.99, 0.5), (2, 0.995, 0.8), (3, 0.999, 0.95))
+    ]
+    tail = rank_cli.summary_lines(_Q, rows, None, 1.0, centred=True)[-1]
+    assert tail == "smallest rank reaching 90% energy about the mean: 3 (CP energy: 1)"
+    tail = rank_cli.summary_lines(_Q, rows, None, 1.0)[-1]
+    assert tail == "smallest rank reaching 90% CP energy: 1 (energy about the mean: 3)"
+
+
+class _Q:  # the fields of analysis.qstar.QTensor that summary_lines reads
+    source, tensor, gamma = "a test tensor", np.zeros((2, 2)), None
 
 
 def test_bounds_commands_end_to_end(tmp_path):

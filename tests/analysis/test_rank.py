@@ -3,6 +3,8 @@ import csv
 import numpy as np
 import pytest
 import tensorly as tl
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tensorly.cp_tensor import cp_to_tensor
 from tensorly.random import random_cp
 
@@ -128,3 +130,78 @@ def test_row_lookup_errors(profile3):
 def test_bad_arguments(tensor, kwargs, name):
     with pytest.raises(ValueError, match=f"The '{name}' parameter"):
         rank_profile(tensor, **kwargs)
+
+
+# B_R: never worse with more effort, bracketed, exact on exact ranks ----------------------
+
+
+@settings(max_examples=12, deadline=None, derandomize=True)
+@given(
+    seed=st.integers(0, 2**16),
+    random_state=st.integers(0, 2**16),
+    restarts=st.integers(1, 3),
+    extra_restarts=st.integers(0, 2),
+    ranks=st.sets(st.integers(1, 4), min_size=1, max_size=3),
+    extra_ranks=st.sets(st.integers(1, 4), max_size=2),
+)
+def test_more_restarts_or_ranks_never_raise_b_r_upper(
+    seed, random_state, restarts, extra_restarts, ranks, extra_ranks
+):
+    tensor = np.random.default_rng(seed).standard_normal((4, 5, 3))
+    few = rank_profile(tensor, ranks, restarts=restarts, random_state=random_state, n_iter_max=20)
+    many = rank_profile(
+        tensor,
+        ranks | extra_ranks,
+        restarts=restarts + extra_restarts,
+        random_state=random_state,
+        n_iter_max=20,
+    )
+    for rank in ranks:
+        assert many.row(rank)["b_r_upper"] <= few.row(rank)["b_r_upper"]
+    for profile in (few, many):
+        upper = profile.column("b_r_upper")
+        assert np.all(np.diff(upper) <= 0)  # a rank-r fit is also a rank-R CP tensor, r < R
+        assert np.all(profile.column("b_r_lower") <= upper)
+        assert np.all(upper <= profile.column("sup_error"))
+
+
+def test_b_r_upper_is_the_sup_error_of_its_fit():
+    tensor = smooth_tensor()
+    profile = rank_profile(tensor, [2, 4], random_state=0, n_iter_max=30)
+    for rank in (2, 4):
+        row = profile.row(rank)
+        residual = tensor - profile.approximation(rank, norm="sup")
+        assert row["b_r_upper"] == pytest.approx(np.abs(residual).max(), rel=1e-12)
+        assert row["b_r_upper"] < 0.95 * row["sup_error"]  # the refinement bought something
+        assert row["b_r_lower"] <= row["b_r_upper"]
+
+
+def test_four_ways_of_asking_agree_on_an_exact_rank():
+    """The issue's table: listed ranks and restarts must not change an exact rank's B_R."""
+    rng = np.random.default_rng(3)
+    factors = [rng.uniform(0, 1, (d, 6)) for d in (8, 9, 10, 7)]  # a learned Q's [0, 1) init
+    with tl.backend_context("numpy"):
+        tensor = np.asarray(cp_to_tensor((np.ones(6), factors)))
+    values = [
+        rank_profile(tensor, ranks, restarts=restarts, random_state=0).row(6)["b_r_upper"]
+        for ranks, restarts in (([1, 2, 4, 6], 1), ([6], 1), ([1, 2, 4, 6], 3), ([6], 3))
+    ]
+    scale = np.abs(tensor).max()
+    assert max(values) <= 1e-5 * scale
+    assert max(values) - min(values) <= 1e-6 * scale
+
+
+@pytest.mark.parametrize(
+    ("shape", "rank"), [((20, 20, 10), 10), ((10, 10, 20), 5), ((6, 7, 8, 5), 4)]
+)
+def test_exact_rank_is_recovered_to_1e_8(shape, rank):
+    misses = 0
+    for seed in range(3):
+        rng = np.random.default_rng(seed)
+        with tl.backend_context("numpy"):
+            tensor = np.asarray(
+                cp_to_tensor((np.ones(rank), [rng.standard_normal((d, rank)) for d in shape]))
+            )
+        found = rank_profile(tensor, [rank], random_state=seed).row(rank)["b_r_upper"]
+        misses += found > 1e-8 * np.abs(tensor).max()
+    assert misses == 0
