@@ -222,3 +222,24 @@ def test_swept_tables_merge_onto_base():
         {"rank": 5, "c": 2.0},
         {"rank": 3, "c": 1.0},
     ]
+
+
+def test_resume_reruns_a_configuration_whose_files_were_damaged(tmp_path, capsys):
+    grid, out = _grid(tmp_path, episodes=5), tmp_path / "out"
+    command = [str(grid), "--out", str(out), "--workers", "2", "--no-progress", "--no-plot"]
+    assert main(command) == 0
+    names = [row["name"] for row in read_index(out)]
+    before = read_metrics(out / names[1] / "metrics.csv")
+    (out / names[1] / "checkpoint.npz").unlink()
+    capsys.readouterr()
+    assert main([*command, "--resume"]) == 0
+    captured = capsys.readouterr()
+    checkpoint = out / names[1] / "checkpoint.npz"
+    assert captured.err == (
+        f"rerunning {names[1]} (recorded done): Refusing checkpoint {checkpoint}: "
+        "the file does not exist.\n"
+    )
+    assert "4 configurations: 4 done (3 earlier), 0 failed." in captured.out
+    after = read_metrics(out / names[1] / "metrics.csv")
+    for column in EXCEPT_WALL:
+        np.testing.assert_array_equal(after[column], before[column], err_msg=column)
