@@ -19,7 +19,8 @@ seeds of a tensor agent run as replicas of one task, the PyTorch agents (and
 everything on Highway) one task per seed. Each task's run directory
 (``OUT/ENV/LINE`` or ``OUT/ENV/LINE/seed-S``, as ``rl.train`` writes it) and
 its row of ``OUT/index.csv`` are written when it finishes; ``--resume`` runs
-only the configurations not yet done, then redraws everything. Progress lines
+only the configurations not yet done (or whose files are missing or damaged,
+one line each on stderr, see `rl.run_verify`), then redraws everything. Progress lines
 on stderr give configurations done and the time left, estimated from the
 finished tasks' speed and the remaining tasks' estimated cost.
 

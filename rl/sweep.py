@@ -35,10 +35,9 @@ position and ``HASH`` the short hash of its effective configuration
 its swept values, directory, status, wall time and error). ``--resume`` runs
 only the configurations whose hash has no finished row, and those whose
 files are missing or damaged (`rl.run_verify.verify_run`, one line each on
-stderr). Exit codes: 0 all
-done; 1 some configurations failed (see ``index.csv`` and their
-``error.txt``); 2 a bad grid file or a refused output directory, before
-anything ran; 130 interrupted. See ``docs/scale-out.md``.
+stderr). Exit codes: 0 all done; 1 some configurations failed (see
+``index.csv`` and their ``error.txt``); 2 a bad grid file or a refused output
+directory, before anything ran; 130 interrupted. See ``docs/scale-out.md``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 import contextlib
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -306,3 +307,25 @@ def test_workers_end_with_a_killed_driver_and_resume_completes(tmp_path, capsys)
         assert len(whole["episode"]) == 2 * 400
         for column in EXCEPT_WALL:
             np.testing.assert_array_equal(resumed[column], whole[column], err_msg=column)
+
+
+def test_interrupted_sweep_prints_a_resume_command_that_pastes(tmp_path, monkeypatch, capsys):
+    folder = tmp_path / "my grids (1)"
+    folder.mkdir()
+    grid, out = _grid(folder, episodes=3), tmp_path / "my out"
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("rl.sweep.run_tasks", interrupted)
+    assert main([str(grid), "--out", str(out), "--no-progress"]) == 130
+    command = capsys.readouterr().err.rpartition("Continue with: ")[2]
+    assert shlex.split(command) == [
+        "python",
+        "-m",
+        "rl.sweep",
+        str(grid),
+        "--out",
+        str(out),
+        "--resume",
+    ]
