@@ -183,16 +183,17 @@ def _write_error(path: Path, doing: str, error: OSError, kept: int | None) -> Ru
     """
     run_dir = path.parent
     reason = error.strerror or " ".join(str(error).split())
+    remedy = "fix that"
     if error.errno == errno.ENOSPC:
-        reason = f"the disk is full ({reason})"
+        reason, remedy = f"the disk is full ({reason})", "free space"
     if kept is None:
         return RunWriteError(
             f"Cannot write {path} ({doing}): {reason}. No checkpoint was written, so the run "
-            f"cannot be resumed; free space and start afresh with: {_afresh(run_dir)}"
+            f"cannot be resumed; {remedy} and start afresh with: {_afresh(run_dir)}"
         )
     return RunWriteError(
         f"Cannot write {path} ({doing}): {reason}. The last good checkpoint, of episode {kept}, "
-        f"is kept; free space and continue with: python -m rl.train --resume "
+        f"is kept; {remedy} and continue with: python -m rl.train --resume "
         f"{shlex.quote(str(run_dir))}"
     )
 
