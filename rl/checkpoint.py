@@ -69,6 +69,7 @@ import json
 import math
 import os
 import re
+import shlex
 import sys
 import tempfile
 import zipfile
@@ -328,7 +329,7 @@ def _legacy_message(path: Path) -> CheckpointError:
         path,
         "it is an old pickled checkpoint (format 1), which is never loaded because unpickling "
         "can run arbitrary code. If you wrote this run yourself, convert it once with: "
-        f"python -m rl.checkpoint convert {path.parent}",
+        f"python -m rl.checkpoint convert {shlex.quote(str(path.parent))}",
     )
 
 
@@ -509,6 +510,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     status = 0
     for run_dir in map(Path, args.run_dirs):
+        if not (run_dir / LEGACY_CHECKPOINT_NAME).is_file():
+            print(
+                f"error: {run_dir / LEGACY_CHECKPOINT_NAME} does not exist; nothing to convert.",
+                file=sys.stderr,
+            )
+            status = 2
+            continue
         print(
             f"Unpickling {run_dir / LEGACY_CHECKPOINT_NAME} (this runs any code it holds; "
             "only convert runs you wrote yourself).",

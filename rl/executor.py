@@ -45,8 +45,11 @@ driver rewrites it atomically when a task finishes, so a killed driver or a
 lost worker loses only the unfinished tasks. A failed task also leaves
 ``OUT/NAME/error.txt`` (its configuration and the traceback); it does not stop
 the others. With ``resume=True`` a task whose configuration hash has a
-``done`` row (matched by hash, not by position) is not run again; the
-pending and failed ones run afresh. Without ``resume`` the call refuses an
+``done`` row (matched by hash, not by position) is not run again if its run
+files are complete (`rl.run_verify.verify_run`: the checkpoint loads and
+reaches the configured episodes, ``metrics.csv`` has one row per seed and
+episode); the pending and failed ones, and those whose files are missing or
+damaged, run afresh. Without ``resume`` the call refuses an
 ``OUT`` that already holds an ``index.csv`` or any of the run directories.
 A second driver on the same ``OUT`` is refused while the first runs
 (``OUT/.lock``, see `rl.rundir`).
@@ -90,6 +93,7 @@ from rl.executor_backends import (
     ray_outcomes,
     require_ray,
 )
+from rl.run_verify import verify_run
 from rl.rundir import RunLock, has_run_files, make_run_dir
 from rl.runner import RUN_FILES
 
@@ -260,12 +264,8 @@ def read_index(out: str | os.PathLike) -> list[dict[str, str]]:
 
 
 def finished(out: str | os.PathLike) -> dict[str, dict[str, str]]:
-    """Return hash -> index row of the tasks recorded ``done`` in ``OUT`` whose directory exists."""
-    return {
-        row["hash"]: row
-        for row in read_index(out)
-        if row.get("status") == "done" and (Path(out) / row.get("name", "")).is_dir()
-    }
+    """Return hash -> index row of the tasks recorded ``done`` in ``OUT`` (files not checked)."""
+    return {row["hash"]: row for row in read_index(out) if row.get("status") == "done"}
 
 
 # ----------------------------------------------------------------------------- the driver
@@ -300,6 +300,14 @@ def _check_tasks(tasks: Sequence[Task]) -> None:
         seen.add(task.name)
 
 
+def _not_finished(out: Path, name: str, task: Task) -> str | None:
+    """Return why the run ``OUT/name`` recorded done for ``task`` is not finished, or None."""
+    path = Path(name)
+    if not name or path.is_absolute() or ".." in path.parts:
+        return f"its row in {out / INDEX_FILE} names {name!r}, not a directory inside {out}"
+    return verify_run(out / name, task.config)
+
+
 def _progress_bar(total: int, enabled: bool) -> Any:
     from tqdm import tqdm
 
@@ -320,6 +328,7 @@ def run_tasks(
     workers: int | None = None,
     address: str | None = None,
     resume: bool = False,
+    on_start: Callable[[list[str], dict[str, str]], None] | None = None,
     on_done: Callable[[TaskResult], None] | None = None,
     progress: bool = False,
     plot: bool = True,
@@ -341,7 +350,12 @@ def run_tasks(
         Address of a running Ray cluster (``backend="ray"`` only).
     resume : bool
         Skip the tasks whose configuration hash ``OUT/index.csv`` records as
-        done; run the others afresh.
+        done and whose run files `rl.run_verify.verify_run` finds complete;
+        run the others afresh.
+    on_start : callable, optional
+        Called in the driver once before any task runs, with the names of the
+        tasks about to run and, for those recorded done whose files are
+        missing or damaged, name -> the reason (one line).
     on_done : callable, optional
         Called in the driver with the `TaskResult` of every task that ran, once
         it is recorded.
@@ -391,6 +405,7 @@ def run_tasks(
             workers,
             address,
             resume,
+            on_start,
             on_done,
             progress,
             plot,
@@ -406,6 +421,7 @@ def _drive(
     workers: int | None,
     address: str | None,
     resume: bool,
+    on_start: Callable[[list[str], dict[str, str]], None] | None,
     on_done: Callable[[TaskResult], None] | None,
     progress: bool,
     plot: bool,
@@ -414,9 +430,13 @@ def _drive(
     record = _Record(out, tasks, hashes)
     results: list[TaskResult | None] = [None] * len(tasks)
     jobs = []
+    reruns: dict[str, str] = {}
     for position, (task, digest) in enumerate(zip(tasks, hashes, strict=True)):
         old = done_before.get(digest)
-        if old is not None:
+        reason = None if old is None else _not_finished(out, old.get("name") or "", task)
+        if reason is not None:
+            reruns[task.name] = reason
+        elif old is not None:
             wall = float(old.get("wall_time") or 0.0)
             record.rows[position].update(name=old["name"], status="done", wall_time=wall)
             results[position] = TaskResult(
@@ -428,6 +448,8 @@ def _drive(
             (run_dir / ERROR_FILE).unlink()
         jobs.append((position, dataclasses.replace(task.config, out=str(run_dir)), str(run_dir)))
     record.write()
+    if on_start is not None:
+        on_start([tasks[position].name for position, _, _ in jobs], reruns)
     if not jobs:
         return list(results)
     outcomes = (

@@ -9,15 +9,18 @@ holds what runs in the workers and how they are started.
 from __future__ import annotations
 
 import concurrent.futures as futures
+import contextlib
 import dataclasses
 import multiprocessing
 import os
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -147,6 +150,24 @@ def cpu_workers(workers: int | None) -> int:
     return workers
 
 
+def _end_with_driver(driver: Connection) -> None:
+    """Pool initializer: end this worker as soon as the driver's end of ``driver`` closes.
+
+    Only the driver holds the writing end of the pipe, and the kernel closes
+    it when the driver dies, even by SIGKILL; the worker then exits at once
+    (its run directory's lock goes with it) instead of training on and waiting
+    for tasks forever. A worker's parent is the forkserver, which outlives the
+    driver, so watching the parent process would not do.
+    """
+
+    def watch() -> None:
+        with contextlib.suppress(EOFError, OSError):
+            driver.recv_bytes()  # nothing is ever sent: this returns on EOF
+        os._exit(1)
+
+    threading.Thread(target=watch, name="end-with-driver", daemon=True).start()
+
+
 def local_outcomes(
     jobs: Sequence[tuple[int, TrainConfig, str]], workers: int, plot: bool
 ) -> Iterator[tuple[int, Outcome]]:
@@ -154,11 +175,18 @@ def local_outcomes(
 
     ``jobs`` are (position, config, run directory as the driver names it).
     Closing the generator early (the driver interrupted) terminates the
-    running tasks.
+    running tasks; if the driver dies, the workers end with it
+    (`_end_with_driver`).
     """
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
-    pool = futures.ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=context)
+    alive_read, alive_write = context.Pipe(duplex=False)
+    pool = futures.ProcessPoolExecutor(
+        max_workers=min(workers, len(jobs)),
+        mp_context=context,
+        initializer=_end_with_driver,
+        initargs=(alive_read,),
+    )
     completed = False
     try:
         pending = {
@@ -181,6 +209,8 @@ def local_outcomes(
             for process in list(processes.values()):
                 process.join(timeout=10)  # its run directory's lock is free once it is gone
         pool.shutdown(wait=completed, cancel_futures=True)
+        alive_read.close()
+        alive_write.close()
 
 
 def require_ray() -> Any:

@@ -94,21 +94,51 @@ def read_metrics(path: str | os.PathLike) -> dict[str, NDArray]:
     dict of str to ndarray
         ``seed``, ``episode`` and ``length`` as int64, the others as float64
         (NaN where ``greedy_return`` is empty).
+
+    Raises
+    ------
+    OSError
+        If the file cannot be opened.
+    ValueError
+        In one line naming the file, if its header lacks a column or a row
+        does not parse (a damaged file).
     """
     with open(path, newline="", encoding="utf-8") as handle:
-        reader = csv.DictReader(handle)
-        missing = set(COLUMNS) - set(reader.fieldnames or ())
-        if missing:
-            raise ValueError(f"{path} lacks the columns {sorted(missing)}.")
-        rows = list(reader)
-    table: dict[str, NDArray] = {}
-    for column in COLUMNS:
-        values = [row[column] for row in rows]
-        if column in _INTEGER_COLUMNS:
-            table[column] = np.array([int(v) for v in values], dtype=np.int64)
-        else:
-            table[column] = np.array([float(v) if v else np.nan for v in values])
-    return table
+        try:
+            reader = csv.DictReader(handle)
+            missing = set(COLUMNS) - set(reader.fieldnames or ())
+            if missing:
+                raise ValueError(f"{path} lacks the columns {sorted(missing)}.")
+            return _parse_rows(reader)
+        except (csv.Error, UnicodeDecodeError) as error:
+            raise ValueError(f"{path} is damaged: {error}.") from None
+        except _RowError as error:
+            raise ValueError(f"{path} is damaged: line {reader.line_num}: {error}.") from None
+
+
+class _RowError(ValueError):
+    """A row of ``metrics.csv`` does not parse."""
+
+
+def _parse_rows(reader: csv.DictReader) -> dict[str, NDArray]:
+    """Return the columns of the rows ``reader`` yields, raising `_RowError` on a bad row."""
+    values: dict[str, list] = {column: [] for column in COLUMNS}
+    for row in reader:
+        if None in row or None in row.values():
+            raise _RowError(f"expected {len(COLUMNS)} fields")
+        try:
+            for column in COLUMNS:
+                text = row[column]
+                if column in _INTEGER_COLUMNS:
+                    values[column].append(int(text))
+                else:
+                    values[column].append(float(text) if text else np.nan)
+        except ValueError as error:
+            raise _RowError(str(error)) from None
+    return {
+        column: np.array(values[column], dtype=np.int64 if column in _INTEGER_COLUMNS else float)
+        for column in COLUMNS
+    }
 
 
 def pivot(table: dict[str, NDArray], column: str) -> tuple[NDArray[np.int64], NDArray]:

@@ -19,7 +19,8 @@ seeds of a tensor agent run as replicas of one task, the PyTorch agents (and
 everything on Highway) one task per seed. Each task's run directory
 (``OUT/ENV/LINE`` or ``OUT/ENV/LINE/seed-S``, as ``rl.train`` writes it) and
 its row of ``OUT/index.csv`` are written when it finishes; ``--resume`` runs
-only the configurations not yet done, then redraws everything. Progress lines
+only the configurations not yet done (or whose files are missing or damaged,
+one line each on stderr, see `rl.run_verify`), then redraws everything. Progress lines
 on stderr give configurations done and the time left, estimated from the
 finished tasks' speed and the remaining tasks' estimated cost.
 
@@ -200,18 +201,24 @@ def default_out(args: argparse.Namespace) -> Path:
 class _Progress:
     """Print configurations done and the time left (by estimated cost) after each task."""
 
-    def __init__(self, plan: Plan, out: Path, resume: bool) -> None:
-        done = {row["name"] for row in read_index(out) if row.get("status") == "done"}
+    def __init__(self, plan: Plan) -> None:
         self.costs = {p.task.name: p.cost for p in plan.tasks}
-        todo = [p for p in plan.tasks if not (resume and p.task.name in done)]
-        self.total = len(todo)
-        self.remaining = sum(p.cost for p in todo)
+        self.total = 0
+        self.remaining = 0.0
         self.done_cost = 0.0
         self.count = 0
         self.failed = 0
         self.start = time.perf_counter()
+
+    def started(self, names: list[str], reruns: dict[str, str]) -> None:
+        """Print what runs: the `rl.executor.run_tasks` ``on_start`` callback."""
+        for name, reason in reruns.items():
+            print(f"rerunning {name} (recorded done): {reason}", file=sys.stderr)
+        self.total = len(names)
+        self.remaining = sum(self.costs.get(name, 0.0) for name in names)
+        self.start = time.perf_counter()
         print(
-            f"{self.total} configurations to run ({len(plan.tasks) - self.total} already done).",
+            f"{self.total} configurations to run ({len(self.costs) - self.total} already done).",
             file=sys.stderr,
         )
 
@@ -416,6 +423,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     start = time.perf_counter()
     results: list[TaskResult] = []
     if not args.report_only:
+        progress = _Progress(plan)
         try:
             with sigterm_interrupts():
                 results = run_tasks(
@@ -425,7 +433,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     workers=args.workers,
                     address=args.address,
                     resume=args.resume,
-                    on_done=_Progress(plan, out, args.resume),
+                    on_start=progress.started,
+                    on_done=progress,
                     progress=False,
                     plot=False,
                 )

@@ -19,7 +19,10 @@ its experimental protocol: one greedy episode after every 10th training episode.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
+import os
+import shlex
 import signal
 import threading
 import time
@@ -138,6 +141,11 @@ def _prepare_run_dir(run_dir: Path, overwrite: bool) -> RunLock:
         raise ConfigError(f"The 'out' parameter {str(run_dir)!r} is a file, not a directory.")
     if has_run_files(run_dir) and not overwrite:
         refuse_if_locked(run_dir)
+        if not _has_checkpoint(run_dir):
+            raise ConfigError(
+                f"The run directory {str(run_dir)!r} is not empty but holds no checkpoint, "
+                "so it cannot be resumed; use --overwrite to start again."
+            )
         raise ConfigError(
             f"The run directory {str(run_dir)!r} is not empty; use --resume to continue "
             "it or --overwrite to start again."
@@ -153,6 +161,41 @@ def _prepare_run_dir(run_dir: Path, overwrite: bool) -> RunLock:
         lock.release()
         raise
     return lock
+
+
+def _has_checkpoint(run_dir: Path) -> bool:
+    """Whether ``run_dir`` holds a checkpoint file (of either format), valid or not."""
+    return any(
+        os.path.lexists(run_dir / name) for name in (CHECKPOINT_FILE, LEGACY_CHECKPOINT_NAME)
+    )
+
+
+def _afresh(run_dir: Path) -> str:
+    """Return the command that starts the run in ``run_dir`` afresh from its ``config.json``."""
+    config = shlex.quote(str(run_dir / CONFIG_FILE))
+    return f"python -m rl.train --config {config} --overwrite"
+
+
+def _write_error(path: Path, doing: str, error: OSError, kept: int | None) -> RunWriteError:
+    """Return the one-line error for a failed write of ``path`` while ``doing``; say what is kept.
+
+    ``kept`` is the episode of the last checkpoint on disk, None if there is none.
+    """
+    run_dir = path.parent
+    reason = error.strerror or " ".join(str(error).split())
+    remedy = "fix that"
+    if error.errno == errno.ENOSPC:
+        reason, remedy = f"the disk is full ({reason})", "free space"
+    if kept is None:
+        return RunWriteError(
+            f"Cannot write {path} ({doing}): {reason}. No checkpoint was written, so the run "
+            f"cannot be resumed; {remedy} and start afresh with: {_afresh(run_dir)}"
+        )
+    return RunWriteError(
+        f"Cannot write {path} ({doing}): {reason}. The last good checkpoint, of episode {kept}, "
+        f"is kept; {remedy} and continue with: python -m rl.train --resume "
+        f"{shlex.quote(str(run_dir))}"
+    )
 
 
 def _check_resumable(saved: dict, current: dict) -> None:
@@ -210,6 +253,11 @@ def run(
     lock = RunLock.acquire(run_dir) if resume else _prepare_run_dir(run_dir, overwrite)
     try:  # the lock is released in the ``finally`` below, or here if training never starts
         if resume:
+            if not _has_checkpoint(run_dir):
+                raise ConfigError(
+                    f"Cannot resume {run_dir}: no checkpoint was written (the run stopped before "
+                    f"its first one); start afresh with: {_afresh(run_dir)}"
+                )
             checkpoint = load_checkpoint(run_dir / CHECKPOINT_FILE)
             _check_resumable(checkpoint.config, effective)
             check_writable(run_dir)
@@ -226,19 +274,29 @@ def run(
     def wall() -> float:
         return wall_base + time.perf_counter() - clock
 
+    kept = start if resume else None  # the episode of the last checkpoint on disk
+
+    def failed(path: Path, doing: str, error: OSError) -> RunWriteError:
+        with contextlib.suppress(OSError):  # keep this message, not the close's error
+            writer.close()
+        return _write_error(path, doing, error, kept)
+
     def checkpoint_at(episode: int) -> None:
+        nonlocal kept
+        doing = f"checkpoint of episode {episode}"
         state = runner.agent.state_dict()
         try:
-            checkpoint = Checkpoint(episode, state, wall(), writer.flush(), effective)
-            save_checkpoint(run_dir / CHECKPOINT_FILE, checkpoint)
+            metrics_bytes = writer.flush()
         except OSError as error:
-            with contextlib.suppress(OSError):  # keep this message, not the close's error
-                writer.close()
-            raise RunWriteError(
-                f"Cannot write the checkpoint of episode {episode} in {run_dir}: "
-                f"{error.strerror or error}. The last good checkpoint is kept; free space and "
-                f"continue with: python -m rl.train --resume {run_dir}"
-            ) from error
+            raise failed(run_dir / METRICS_FILE, doing, error) from error
+        try:
+            save_checkpoint(
+                run_dir / CHECKPOINT_FILE,
+                Checkpoint(episode, state, wall(), metrics_bytes, effective),
+            )
+        except OSError as error:
+            raise failed(run_dir / CHECKPOINT_FILE, doing, error) from error
+        kept = episode
 
     episode, interrupted = start, False
     try:
@@ -249,15 +307,19 @@ def run(
                 barrier = _next_barrier(episode, config, stop_after_episode)
                 for result in runner.episodes(episode, barrier):
                     episode, now = result.episode, wall()
-                    for i, seed in enumerate(runner.seeds):
-                        writer.write(
-                            seed,
-                            episode,
-                            result.returns[i],
-                            result.lengths[i],
-                            result.greedy_returns[i],
-                            now,
-                        )
+                    try:
+                        for i, seed in enumerate(runner.seeds):
+                            writer.write(
+                                seed,
+                                episode,
+                                result.returns[i],
+                                result.lengths[i],
+                                result.greedy_returns[i],
+                                now,
+                            )
+                    except OSError as error:
+                        doing = f"rows of episode {episode}"
+                        raise failed(run_dir / METRICS_FILE, doing, error) from error
                     if interrupt.requested and not interrupted:
                         interrupted = True
                         runner.request_stop()  # replicas finish the episodes they are playing

@@ -33,10 +33,11 @@ writes ``DIR/NNN-HASH/`` exactly as ``rl.train`` would, where ``NNN`` is its
 position and ``HASH`` the short hash of its effective configuration
 (`rl.executor.config_hash`), and ``DIR/index.csv`` (one row per configuration:
 its swept values, directory, status, wall time and error). ``--resume`` runs
-only the configurations whose hash has no finished row. Exit codes: 0 all
-done; 1 some configurations failed (see ``index.csv`` and their
-``error.txt``); 2 a bad grid file or a refused output directory, before
-anything ran; 130 interrupted. See ``docs/scale-out.md``.
+only the configurations whose hash has no finished row, and those whose
+files are missing or damaged (`rl.run_verify.verify_run`, one line each on
+stderr). Exit codes: 0 all done; 1 some configurations failed (see
+``index.csv`` and their ``error.txt``); 2 a bad grid file or a refused output
+directory, before anything ran; 130 interrupted. See ``docs/scale-out.md``.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import itertools
+import shlex
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -323,6 +325,11 @@ def _report(results: Sequence[TaskResult], out: Path) -> str:
     return "\n".join(lines)
 
 
+def _say_reruns(names: list[str], reruns: dict[str, str]) -> None:
+    for name, reason in reruns.items():
+        print(f"rerunning {name} (recorded done): {reason}", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; return the exit code (0 done, 1 some failed, 2 refused, 130 interrupted)."""
     args = build_parser().parse_args(argv)
@@ -349,6 +356,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 workers=args.workers,
                 address=args.address,
                 resume=args.resume,
+                on_start=_say_reruns,
                 progress=not args.no_progress,
                 plot=not args.no_plot,
             )
@@ -358,7 +366,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(
             f"\nInterrupted; finished configurations are recorded in {out / INDEX_FILE}. "
-            f"Continue with: python -m rl.sweep {args.grid_file} --out {out} --resume",
+            "Continue with: python -m rl.sweep "
+            f"{shlex.quote(args.grid_file)} --out {shlex.quote(str(out))} --resume",
             file=sys.stderr,
         )
         return 130

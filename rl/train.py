@@ -16,6 +16,7 @@ run is using or that cannot be written. See ``docs/training.md``.
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -250,6 +251,11 @@ def _format_summary(result: RunResult, config: TrainConfig) -> str:
     return "\n".join(lines)
 
 
+def _resume_command(run_dir: str) -> str:
+    """Return ``python -m rl.train --resume RUN_DIR``, quoted for a POSIX shell."""
+    return f"python -m rl.train --resume {shlex.quote(run_dir)}"
+
+
 def _plot(run_dir: Path) -> None:
     from rl.plot import plot_runs
 
@@ -296,25 +302,41 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print(
-            f"\nAborted. The last periodic checkpoint in {config.out} remains valid; "
-            f"continue with: python -m rl.train --resume {config.out}",
-            file=sys.stderr,
-        )
+        if (Path(config.out) / CHECKPOINT_FILE).is_file():
+            print(
+                f"\nAborted. The last periodic checkpoint in {config.out} remains valid; "
+                f"continue with: {_resume_command(config.out)}",
+                file=sys.stderr,
+            )
+        else:
+            print(
+                f"\nAborted before the first checkpoint of {config.out} was written, so it "
+                "cannot be resumed; start afresh with --overwrite.",
+                file=sys.stderr,
+            )
         return 130
     finally:
         close_bar()
         runner.close()
-    if not args.no_plot:
-        _plot(result.run_dir)
-    if result.interrupted:
+    try:
+        if not args.no_plot:
+            _plot(result.run_dir)
+        summary = None if result.interrupted else _format_summary(result, config)
+    except (ValueError, OSError) as error:  # a metrics.csv damaged by someone else
+        print(
+            f"error: Training ended, but its metrics cannot be read back for the plot and "
+            f"summary: {' '.join(str(error).split())}",
+            file=sys.stderr,
+        )
+        return 1
+    if summary is None:
         print(
             f"Interrupted after episode {result.episodes_done}; checkpoint written. "
-            f"Continue with: python -m rl.train --resume {config.out}",
+            f"Continue with: {_resume_command(config.out)}",
             file=sys.stderr,
         )
         return 130
-    print(_format_summary(result, config))
+    print(summary)
     print(
         f"Wrote {result.run_dir}/"
         f"{{{METRICS_FILE}, {CONFIG_FILE}, {FIGURE_FILE}, {CHECKPOINT_FILE}}}"

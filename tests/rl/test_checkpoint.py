@@ -3,6 +3,7 @@ import io
 import json
 import os
 import pickle
+import shlex
 import zipfile
 
 import numpy as np
@@ -308,3 +309,22 @@ def test_every_agent_resumes_bitwise_through_the_npz_checkpoint(tmp_path, agent,
     straight = read_metrics(tmp_path / "straight" / "metrics.csv")
     for column in COLUMNS[:-1]:  # all but wall_time
         np.testing.assert_array_equal(resumed[column], straight[column], err_msg=column)
+
+
+def test_convert_of_a_missing_pickle_says_so_without_unpickling(tmp_path, capsys):
+    (tmp_path / "run").mkdir()
+    assert main(["convert", str(tmp_path / "run"), str(tmp_path / "absent")]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {tmp_path / 'run' / 'checkpoint.pkl'} does not exist; nothing to convert.\n"
+        f"error: {tmp_path / 'absent' / 'checkpoint.pkl'} does not exist; nothing to convert.\n"
+    )
+    assert not (tmp_path / "absent").exists()
+
+
+def test_convert_hint_is_shell_quoted(tmp_path):
+    run_dir = tmp_path / "my run (1)"
+    run_dir.mkdir()
+    (run_dir / "checkpoint.pkl").write_bytes(pickle.dumps({"format": 1}))
+    message = _refused(run_dir / "checkpoint.npz", "old pickled checkpoint")
+    command = message.rpartition("convert it once with: ")[2]
+    assert shlex.split(command) == ["python", "-m", "rl.checkpoint", "convert", str(run_dir)]

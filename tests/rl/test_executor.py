@@ -1,6 +1,8 @@
 import dataclasses
+import shutil
 import sys
 
+import numpy as np
 import pytest
 
 from rl.config import TrainConfig
@@ -14,7 +16,11 @@ from rl.executor import (
     read_index,
     run_tasks,
 )
+from rl.metrics import COLUMNS, read_metrics
+from rl.run_verify import verify_run
+from rl.runner import train
 
+EXCEPT_WALL = [c for c in COLUMNS if c != "wall_time"]
 BASE = TrainConfig(env="cartpole", agent="teql", out="unused", seeds=2, episodes=12, eval_every=4)
 
 
@@ -104,3 +110,51 @@ def test_bad_arguments_are_refused(tmp_path, kwargs, match):
 def test_duplicate_task_names_are_refused(tmp_path):
     with pytest.raises(ExecutorError, match="unique"):
         run_tasks([*_tasks(1), *_tasks(1)], tmp_path / "out")
+
+
+def test_resume_reruns_tasks_whose_files_are_missing_or_damaged(tmp_path):
+    tasks = _tasks(5)
+    run_tasks(tasks, tmp_path, workers=2, plot=False)
+    before = {t.name: read_metrics(tmp_path / t.name / "metrics.csv") for t in tasks}
+    (tmp_path / "t0" / "metrics.csv").unlink()
+    checkpoint = tmp_path / "t1" / "checkpoint.npz"
+    checkpoint.write_bytes(checkpoint.read_bytes()[:-100])
+    metrics = tmp_path / "t2" / "metrics.csv"
+    metrics.write_text("".join(metrics.read_text().splitlines(keepends=True)[:-1]))
+    shutil.rmtree(tmp_path / "t3")
+    started = []
+    results = run_tasks(
+        tasks,
+        tmp_path,
+        workers=2,
+        resume=True,
+        plot=False,
+        on_start=lambda names, reruns: started.append((names, reruns)),
+    )
+    ((names, reruns),) = started
+    assert names == ["t0", "t1", "t2", "t3"] and list(reruns) == names
+    assert reruns["t0"] == f"{tmp_path / 't0' / 'metrics.csv'} does not exist."
+    assert reruns["t1"].startswith(f"Refusing checkpoint {checkpoint}: ")
+    assert reruns["t2"] == f"{metrics} has 23 rows, not the 24 of 2 seeds times 12 episodes."
+    assert reruns["t3"] == f"The run directory {tmp_path / 't3'} does not exist."
+    assert [r.ran for r in results] == [True, True, True, True, False]
+    assert [r.status for r in results] == ["done"] * 5
+    for task in tasks:
+        after = read_metrics(tmp_path / task.name / "metrics.csv")
+        for column in EXCEPT_WALL:
+            np.testing.assert_array_equal(after[column], before[task.name][column], column)
+    assert verify_run(tmp_path / "t1", tasks[1].config) is None
+
+
+def test_verify_run_names_what_is_missing(tmp_path):
+    config = dataclasses.replace(BASE, out=str(tmp_path / "run"), episodes=4)
+    train(config)
+    assert verify_run(tmp_path / "run", config) is None
+    longer = dataclasses.replace(config, episodes=6)
+    assert verify_run(tmp_path / "run", longer) == (
+        f"The checkpoint {tmp_path / 'run' / 'checkpoint.npz'} is of episode 4, "
+        "before the 6 configured."
+    )
+    metrics = tmp_path / "run" / "metrics.csv"
+    metrics.write_text(metrics.read_text().replace("return", "retrun", 1))
+    assert verify_run(tmp_path / "run", config) == (f"{metrics} lacks the columns ['return'].")

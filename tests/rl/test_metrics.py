@@ -110,3 +110,23 @@ def test_refuses_to_resume_a_shortened_file(tmp_path):
     _write(path, [(0, 1, 1.0, 1, float("nan"), 0.0)])
     with pytest.raises(ValueError, match="fewer than"):
         MetricsWriter(path, truncate_to=10_000)
+
+
+DAMAGED = {
+    "renamed column": ("seed,episode,retrun,length,greedy_return,wall_time\n", "lacks the columns"),
+    "short row": (",".join(COLUMNS) + "\n0,1,2.0,5\n", "is damaged: line 2: expected 6 fields"),
+    "long row": (",".join(COLUMNS) + "\n0,1,2.0,5,,0.1,9\n", "is damaged: line 2: expected 6"),
+    "not a number": (",".join(COLUMNS) + "\n0,x,2.0,5,,0.1\n", "is damaged: line 2: invalid"),
+    "not UTF-8": (b"seed,\xff\xfe,episode\n", "is damaged: 'utf-8' codec can't decode"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DAMAGED))
+def test_damaged_file_raises_one_line_value_error(tmp_path, case):
+    text, message = DAMAGED[case]
+    path = tmp_path / "metrics.csv"
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    with pytest.raises(ValueError) as error:
+        read_metrics(path)
+    assert str(error.value).startswith(f"{path} ") and message in str(error.value)
+    assert "\n" not in str(error.value)

@@ -292,3 +292,23 @@ def test_ray_backend_writes_the_same_runs_as_the_local_pool(tmp_path):
         for column in EXCEPT_WALL:
             np.testing.assert_array_equal(a[column], b[column], f"{line} {column}")
     assert _rows(local / "cartpole-scores.csv") == _rows(remote / "cartpole-scores.csv")
+
+
+def test_resume_reruns_a_configuration_whose_metrics_were_damaged(tmp_path, capsys):
+    out = tmp_path / "out"
+    args = ["ablation", "--env", "cartpole", "--episodes-scale", "0.001", "--seeds", "2"]
+    args += ["--workers", "2", "--out", str(out)]
+    assert main(args) == 0
+    metrics = out / "cartpole" / "tlr" / "metrics.csv"
+    before = read_metrics(metrics)
+    metrics.write_text("".join(metrics.read_text().splitlines(keepends=True)[:-2]))
+    capsys.readouterr()
+    assert main([*args, "--resume"]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith(
+        f"rerunning cartpole/tlr (recorded done): {metrics} has 18 rows, not the 20 of "
+        "2 seeds times 10 episodes.\n1 configurations to run (2 already done).\n"
+    ), err
+    after = read_metrics(metrics)
+    for column in EXCEPT_WALL:
+        np.testing.assert_array_equal(after[column], before[column], column)

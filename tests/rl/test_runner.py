@@ -1,3 +1,6 @@
+import errno
+import os
+
 import gymnasium
 import numpy as np
 import pytest
@@ -6,8 +9,9 @@ from rl.agents.random_agent import RandomAgent, RandomConfig
 from rl.checkpoint import load_checkpoint
 from rl.config import ConfigError, TrainConfig
 from rl.lockstep import episode_seed
-from rl.metrics import COLUMNS, read_metrics
+from rl.metrics import COLUMNS, MetricsWriter, read_metrics
 from rl.problems import Problem, make_problem
+from rl.rundir import RunWriteError
 from rl.runner import Runner, build, run, train
 from rl.seeding import spawn_replicas
 
@@ -249,3 +253,61 @@ def test_random_agent_greedy_is_a_fixed_policy_and_state_roundtrips():
     assert np.array_equal(drawn[1], [0, 0])
     with pytest.raises(ValueError, match="'gamma'"):
         RandomConfig(gamma=1.5)
+
+
+def _enospc(*args, **kwargs):
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def test_full_disk_between_checkpoints_names_the_file_and_what_is_kept(tmp_path, monkeypatch):
+    _, straight = _train(tmp_path, "straight")
+    out = tmp_path / "my run (1)"
+    config = TrainConfig(
+        out=str(out), env="cartpole", agent="random", episodes=12, seeds=3, checkpoint_every=5
+    )
+    write = MetricsWriter.write
+
+    def full_at_episode_7(self, seed, episode, *values):
+        if episode == 7:
+            _enospc()
+        write(self, seed, episode, *values)
+
+    monkeypatch.setattr(MetricsWriter, "write", full_at_episode_7)
+    with pytest.raises(RunWriteError) as error:
+        train(config)
+    assert str(error.value) == (
+        f"Cannot write {out / 'metrics.csv'} (rows of episode 7): the disk is full (No space "
+        "left on device). The last good checkpoint, of episode 5, is kept; free space and "
+        f"continue with: python -m rl.train --resume '{out}'"
+    )
+    monkeypatch.setattr(MetricsWriter, "write", write)
+    train(config, resume=True)
+    _assert_same(read_metrics(out / "metrics.csv"), straight)
+
+
+def test_failed_first_checkpoint_says_only_overwrite_starts_afresh(tmp_path, monkeypatch):
+    out = tmp_path / "my run (1)"
+    config = TrainConfig(out=str(out), env="cartpole", agent="random", episodes=4, seeds=2)
+    monkeypatch.setattr("rl.runner.save_checkpoint", _enospc)
+    afresh = f"python -m rl.train --config '{out / 'config.json'}' --overwrite"
+    with pytest.raises(RunWriteError) as error:
+        train(config)
+    assert str(error.value) == (
+        f"Cannot write {out / 'checkpoint.npz'} (checkpoint of episode 0): the disk is full (No "
+        "space left on device). No checkpoint was written, so the run cannot be resumed; free "
+        f"space and start afresh with: {afresh}"
+    )
+    monkeypatch.undo()
+    with pytest.raises(ConfigError) as error:
+        train(config, resume=True)
+    assert str(error.value) == (
+        f"Cannot resume {out}: no checkpoint was written (the run stopped before its first "
+        f"one); start afresh with: {afresh}"
+    )
+    with pytest.raises(ConfigError) as error:
+        train(config)
+    assert str(error.value) == (
+        f"The run directory {str(out)!r} is not empty but holds no checkpoint, so it cannot be "
+        "resumed; use --overwrite to start again."
+    )
+    assert train(config, overwrite=True).episodes_done == 4

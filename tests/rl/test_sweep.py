@@ -1,5 +1,7 @@
+import contextlib
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -11,6 +13,7 @@ import pytest
 
 from rl.executor import INDEX_FILE, read_index
 from rl.metrics import COLUMNS, read_metrics
+from rl.rundir import lock_holder
 from rl.sweep import build_parser, expand_grid, main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -221,4 +224,108 @@ def test_swept_tables_merge_onto_base():
     assert [values["agent_params"] for _, values in expand_grid(data)] == [
         {"rank": 5, "c": 2.0},
         {"rank": 3, "c": 1.0},
+    ]
+
+
+def test_resume_reruns_a_configuration_whose_files_were_damaged(tmp_path, capsys):
+    grid, out = _grid(tmp_path, episodes=5), tmp_path / "out"
+    command = [str(grid), "--out", str(out), "--workers", "2", "--no-progress", "--no-plot"]
+    assert main(command) == 0
+    names = [row["name"] for row in read_index(out)]
+    before = read_metrics(out / names[1] / "metrics.csv")
+    (out / names[1] / "checkpoint.npz").unlink()
+    capsys.readouterr()
+    assert main([*command, "--resume"]) == 0
+    captured = capsys.readouterr()
+    checkpoint = out / names[1] / "checkpoint.npz"
+    assert captured.err == (
+        f"rerunning {names[1]} (recorded done): Refusing checkpoint {checkpoint}: "
+        "the file does not exist.\n"
+    )
+    assert "4 configurations: 4 done (3 earlier), 0 failed." in captured.out
+    after = read_metrics(out / names[1] / "metrics.csv")
+    for column in EXCEPT_WALL:
+        np.testing.assert_array_equal(after[column], before[column], err_msg=column)
+
+
+def _holders(out, names):
+    """The lock holders (pid, host) of the run directories ``out/NAME`` that are locked."""
+    return [holder for holder in (lock_holder(out / name) for name in names) if holder]
+
+
+def _running(pid):
+    """Whether process ``pid`` exists and is not a zombie (Linux /proc)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="reads /proc")
+def test_workers_end_with_a_killed_driver_and_resume_completes(tmp_path, capsys):
+    text = GRID.format(episodes=400).replace('"agent_params.alpha0" = [0.005, 0.01]\n', "")
+    grid, out = _grid(tmp_path, text), tmp_path / "out"
+    options = ["--workers", "2", "--no-progress", "--no-plot"]
+    assert main([str(grid), "--out", str(out), "--dry-run"]) == 0
+    names = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "rl.sweep", str(grid), "--out", str(out), *options],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 40
+        while not _holders(out, names):  # a worker is training
+            assert driver.poll() is None and time.monotonic() < deadline
+            time.sleep(0.02)
+        os.kill(driver.pid, signal.SIGKILL)  # the driver alone
+        driver.wait()
+        workers = set()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            held = _holders(out, names)
+            workers |= {holder["pid"] for holder in held}
+            if not held and not any(map(_running, workers)):
+                break
+            time.sleep(0.05)
+        assert workers and _holders(out, names) == []
+        assert not any(map(_running, workers))
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(driver.pid, signal.SIGKILL)
+    assert main([str(grid), "--out", str(out), "--resume", *options]) == 0
+    assert main([str(grid), "--out", str(tmp_path / "whole"), *options]) == 0
+    report = capsys.readouterr().out
+    assert "2 configurations: 2 done (0 earlier), 0 failed." in report
+    assert report.count("2 configurations: 2 done (") == 2
+    for name in names:
+        resumed = read_metrics(out / name / "metrics.csv")
+        whole = read_metrics(tmp_path / "whole" / name / "metrics.csv")
+        assert len(whole["episode"]) == 2 * 400
+        for column in EXCEPT_WALL:
+            np.testing.assert_array_equal(resumed[column], whole[column], err_msg=column)
+
+
+def test_interrupted_sweep_prints_a_resume_command_that_pastes(tmp_path, monkeypatch, capsys):
+    folder = tmp_path / "my grids (1)"
+    folder.mkdir()
+    grid, out = _grid(folder, episodes=3), tmp_path / "my out"
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("rl.sweep.run_tasks", interrupted)
+    assert main([str(grid), "--out", str(out), "--no-progress"]) == 130
+    command = capsys.readouterr().err.rpartition("Continue with: ")[2]
+    assert shlex.split(command) == [
+        "python",
+        "-m",
+        "rl.sweep",
+        str(grid),
+        "--out",
+        str(out),
+        "--resume",
     ]

@@ -1,7 +1,9 @@
+import functools
 import json
 import os
 import pickle
 import random
+import shlex
 import signal
 import socket
 import subprocess
@@ -13,6 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from rl import runner
+from rl import train as train_cli
 from rl.checkpoint import load_checkpoint
 from rl.metrics import COLUMNS, read_metrics
 
@@ -340,3 +344,49 @@ def test_damaged_checkpoint_is_refused_and_nothing_changes(tmp_path, damage):
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
     assert done.stderr.startswith(f"error: Refusing checkpoint {checkpoint}:")
     assert _files(out) == before
+
+
+TINY = ["--env", "inventory", "--agent", "tabular", "--seeds", "2", "--no-progress"]
+
+
+def test_interrupted_run_prints_a_resume_command_that_pastes(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "my run (1)"
+    monkeypatch.setattr(train_cli, "run", functools.partial(runner.run, stop_after_episode=2))
+    assert train_cli.main([*TINY, "--no-plot", "--episodes", "5", "--out", str(out)]) == 130
+    err = capsys.readouterr().err
+    assert err == (
+        "Interrupted after episode 2; checkpoint written. "
+        f"Continue with: python -m rl.train --resume '{out}'\n"
+    )
+    command = shlex.split(err.rpartition("Continue with: ")[2])
+    assert command == ["python", "-m", "rl.train", "--resume", str(out)]
+    monkeypatch.undo()
+    assert train_cli.main([*command[3:], "--no-progress", "--no-plot"]) == 0
+
+
+def test_abort_before_the_first_checkpoint_does_not_promise_one(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "run"
+
+    def abort(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "save_checkpoint", abort)
+    assert train_cli.main([*TINY, "--no-plot", "--episodes", "5", "--out", str(out)]) == 130
+    assert capsys.readouterr().err == (
+        f"\nAborted before the first checkpoint of {out} was written, so it cannot be resumed; "
+        "start afresh with --overwrite.\n"
+    )
+
+
+def test_damaged_metrics_header_gives_one_line_after_training(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert train_cli.main([*TINY, "--no-plot", "--episodes", "4", "--out", str(out)]) == 0
+    metrics = out / "metrics.csv"
+    metrics.write_text(metrics.read_text().replace("return", "retrun", 1))
+    capsys.readouterr()
+    assert train_cli.main(["--resume", str(out), "--episodes", "6", "--no-progress"]) == 1
+    assert capsys.readouterr().err == (
+        "error: Training ended, but its metrics cannot be read back for the plot and summary: "
+        f"{metrics} lacks the columns ['return'].\n"
+    )
+    assert load_checkpoint(out / "checkpoint.npz").episode == 6
