@@ -214,9 +214,12 @@ class RankProfile:
             raise ValueError(
                 f"The 'norm' parameter must be 'frobenius' or 'sup'. Got {norm!r} instead."
             )
+        if self.settings.get("method") == "factors":
+            raise ValueError(
+                f"No dense fit exists for a tensor profiled from its factors (shape {self.shape}); "
+                "use the CPTensor in fits."
+            )
         fits = self.fits if norm == "frobenius" else self.sup_fits
-        if not fits:
-            raise ValueError("No dense fit exists for a tensor profiled from its factors.")
         with tl.backend_context("numpy"):
             return np.asarray(cp_to_tensor(fits[self._index(rank)])) + self.mean
 
