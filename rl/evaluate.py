@@ -14,9 +14,14 @@ changes the first ones. ``--video DIR`` records the episodes with
 ``gymnasium.wrappers.RecordVideo`` for environments that render
 ``rgb_array`` (Highway); it needs ``moviepy``.
 
+A run of an environment ``package.module:Env-v0`` is evaluated only with
+``--env package.module:Env-v0`` (the recorded id, named again) or
+``--trust-env-module``: a run directory never makes this command import a
+module on its own (`rl.load.load_run`).
+
 Exit codes: 0 done; 2 a run directory that cannot be loaded (no checkpoint, a
-refused checkpoint), bad arguments, or a video that cannot be recorded, each
-with a one-line message.
+refused checkpoint, an environment module not allowed), bad arguments, or a
+video that cannot be recorded, each with a one-line message.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from numpy.typing import NDArray
 from rl.load import LoadedRun, RunLoadError, load_run
 from rl.lockstep import episode_seed
 from rl.metrics import Summary, summarize
+from rl.user_problems import EnvModuleRefused
 
 MAX_STEPS = 100_000
 """Step cap of one evaluation episode of an environment without a time limit."""
@@ -140,6 +146,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=0, help="evaluation seed (default 0)")
     parser.add_argument("--replica", type=int, default=0, help="which replica acts (default 0)")
     parser.add_argument("--video", metavar="DIR", help="record the episodes (rgb_array envs)")
+    parser.add_argument(
+        "--env",
+        help="the run's environment id, named again: allows importing the module of a "
+        "'package.module:Env-v0' id (must equal the recorded id)",
+    )
+    parser.add_argument(
+        "--trust-env-module",
+        action="store_true",
+        help="import the module of the run's 'package.module:Env-v0' id without naming it",
+    )
     return parser
 
 
@@ -147,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; return the exit code (0 done, 2 refused)."""
     args = build_parser().parse_args(argv)
     try:
-        run = load_run(args.run_dir)
+        run = load_run(args.run_dir, env=args.env, trust_env_module=args.trust_env_module)
         result = evaluate(
             run,
             episodes=args.episodes,
@@ -155,6 +171,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             replica=args.replica,
             video_dir=args.video,
         )
+    except EnvModuleRefused as error:
+        print(f"error: {error.cli_message()}", file=sys.stderr)
+        return 2
     except (RunLoadError, VideoError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -370,6 +370,7 @@ def make_problem(
     index_rule: str | None = None,
     normalization: str | None = None,
     env_kwargs: dict | None = None,
+    import_env_module: bool = True,
     **unknown: Any,
 ) -> Problem:
     """Build the `Problem` (environment plus discretization) of ``env``.
@@ -413,6 +414,12 @@ def make_problem(
     env_kwargs : dict, optional
         Keyword arguments for the environment constructor (for example
         ``{"n_locations": 3}`` for ``inventory``); ids only.
+    import_env_module : bool, default True
+        Whether the module of a ``"package.module:Env-v0"`` id may be imported
+        (it runs that module's code). Loading a run directory passes False
+        unless the user named the environment or trusted it
+        (`rl.user_problems.EnvModuleRefused`); a module already imported is
+        always allowed.
 
     Returns
     -------
@@ -427,6 +434,9 @@ def make_problem(
     ValueError
         For an unknown name or option, an invalid option value, or a space
         that cannot be discretized (one line saying what is needed).
+    rl.user_problems.EnvModuleRefused
+        A ValueError: ``import_env_module`` is False and the id's module would
+        have to be imported.
 
     Examples
     --------
@@ -472,7 +482,7 @@ def make_problem(
     if not isinstance(env, str) or not (env in ENVIRONMENTS or env in _BY_ID):
         from rl.user_problems import user_problem
 
-        return user_problem(env, options)
+        return user_problem(env, options, import_env_module)
     entry = bundled_env(env)
     for option in options:
         if option not in _OPTIONS:

@@ -10,7 +10,10 @@ with ``--config runs/teql/config.json``), ``checkpoint.npz`` and
 finishes the current episode, writes a checkpoint and exits with code 130;
 ``--resume runs/teql`` continues. Bad configuration exits with code 2 and a
 message naming the key, as does a refused checkpoint or a run directory that another
-run is using or that cannot be written. See ``docs/training.md``.
+run is using or that cannot be written. ``--resume`` of a run on an environment
+``package.module:Env-v0`` needs ``--env package.module:Env-v0`` (the recorded id,
+named again) or ``--trust-env-module``: the run directory alone never makes it
+import a module. See ``docs/training.md``.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from rl.runner import (
     build,
     run,
 )
+from rl.user_problems import EnvModuleRefused
 
 _FLAGS = {  # command-line flag (argparse dest) -> TrainConfig field
     "env": "env",
@@ -110,6 +114,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--overwrite", action="store_true", help="start afresh in a non-empty run directory"
     )
+    parser.add_argument(
+        "--trust-env-module",
+        action="store_true",
+        help="with --resume: import the module of the run's 'package.module:Env-v0' id "
+        "without naming it again with --env",
+    )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.add_argument("--no-plot", action="store_true", help="do not draw the learning curve")
     return parser
@@ -129,6 +139,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
             raise ConfigError("Use either --resume or --config/--preset, not both.")
         values = load_config_file(Path(args.resume) / CONFIG_FILE)
         values["out"] = args.resume
+        recorded = values.get("env")
     else:
         if args.preset:
             from rl import presets
@@ -144,6 +155,11 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         if getattr(args, dest) is not None:
             values[field] = getattr(args, dest)
     if args.resume:
+        if args.env is not None and args.env != recorded:
+            raise ConfigError(
+                f"The 'env' parameter {args.env!r} differs from the environment of the run in "
+                f"{args.resume} ({recorded!r})."
+            )
         if args.out is not None and Path(args.out) != Path(args.resume):
             raise ConfigError("The 'out' parameter cannot differ from --resume RUN_DIR.")
         values["out"] = args.resume
@@ -241,7 +257,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     try:
         config = config_from_args(args)
-        runner, effective = build(config)
+        trusted = not args.resume or args.env is not None or args.trust_env_module
+        runner, effective = build(config, import_env_module=trusted)
+    except EnvModuleRefused as error:
+        print(f"error: {error.cli_message()}", file=sys.stderr)
+        return 2
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

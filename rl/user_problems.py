@@ -17,7 +17,12 @@ iterates and LoRa-VI's clipping), in this order:
 
 Ids. ``"package.module:Env-v0"`` imports ``package.module`` (its registration
 runs) and keeps the whole string as the problem's ``env_id``, so that
-``gymnasium.make`` in any later process imports it again.
+``gymnasium.make`` in any later process imports it again. Importing runs the
+module's code, so it happens only where the caller allows it
+(``import_env_module``): an id read from a run directory (``rl.load_run``,
+``rl.evaluate``, ``rl.train --resume``) is refused with `EnvModuleRefused`
+unless the user names the environment again or trusts the module. A module
+already imported is never refused: importing it again runs nothing.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from __future__ import annotations
 import copy
 import functools
 import importlib
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -42,9 +48,40 @@ ESTIMATE_STEPS = 1000
 """Step cap of each of those episodes."""
 
 
-def _spec(env_id: str) -> gymnasium.envs.registration.EnvSpec:
+class EnvModuleRefused(ValueError):
+    """An environment id read from data names a module that nobody allowed to be imported.
+
+    Parameters
+    ----------
+    env_id : str
+        The id, ``"module:Env-v0"``.
+    module : str
+        Its module.
+    """
+
+    def __init__(self, env_id: str, module: str) -> None:
+        self.env_id = env_id
+        self.module = module
+        super().__init__(self.explain(f"pass env={env_id!r} or trust_env_module=True"))
+
+    def explain(self, how: str) -> str:
+        """Return the one-line refusal, ending with ``how`` to allow the import."""
+        return (
+            f"Refusing to import module {self.module!r}, named by the environment "
+            f"{self.env_id!r} of the run directory (importing it runs its code); "
+            f"to allow it, {how}."
+        )
+
+    def cli_message(self) -> str:
+        """Return the refusal as the command-line tools print it."""
+        return self.explain(f"rerun with --env {self.env_id} or --trust-env-module")
+
+
+def _spec(env_id: str, import_env_module: bool = True) -> gymnasium.envs.registration.EnvSpec:
     module, sep, name = env_id.rpartition(":")
     if sep:
+        if not import_env_module and module not in sys.modules:
+            raise EnvModuleRefused(env_id, module)
         try:
             importlib.import_module(module)
         except ImportError as error:
@@ -61,10 +98,12 @@ def _spec(env_id: str) -> gymnasium.envs.registration.EnvSpec:
         ) from None
 
 
-def _source(env: Any, env_kwargs: dict) -> tuple[str, Callable[[], gymnasium.Env], bool]:
+def _source(
+    env: Any, env_kwargs: dict, import_env_module: bool = True
+) -> tuple[str, Callable[[], gymnasium.Env], bool]:
     """Return (env_id, factory, has a vector entry point) of an id, instance or factory."""
     if isinstance(env, str):
-        spec = _spec(env)
+        spec = _spec(env, import_env_module)
         factory = functools.partial(gymnasium.make, env, **env_kwargs)
         return env, factory, spec.vector_entry_point is not None
     if env_kwargs:
@@ -135,7 +174,7 @@ def _reward_bound(probe: gymnasium.Env, options: dict[str, Any]) -> tuple[float,
     return estimate_reward_bound(probe), "estimated"
 
 
-def user_problem(env: Any, options: dict[str, Any]) -> Problem:
+def user_problem(env: Any, options: dict[str, Any], import_env_module: bool = True) -> Problem:
     """Build the `Problem` of a user's environment (see `rl.problems.make_problem`).
 
     Parameters
@@ -144,15 +183,22 @@ def user_problem(env: Any, options: dict[str, Any]) -> Problem:
         A Gymnasium id (``"package.module:Env-v0"`` allowed), an instance or a factory.
     options : dict
         The `make_problem` options that were given (None values left out).
+    import_env_module : bool, default True
+        Whether the module of a ``"package.module:Env-v0"`` id may be imported.
 
     Returns
     -------
     Problem
+
+    Raises
+    ------
+    EnvModuleRefused
+        If ``import_env_module`` is False and the id's module is not imported yet.
     """
     if "normalization" in options:
         raise ValueError("The 'normalization' option applies to 'highway' only.")
     env_kwargs = dict(options.get("env_kwargs") or {})
-    env_id, factory, has_vector = _source(env, env_kwargs)
+    env_id, factory, has_vector = _source(env, env_kwargs, import_env_module)
     probe = factory()
     if not isinstance(probe, gymnasium.Env):
         raise ValueError(f"The factory {env_id!r} must return a gymnasium.Env. Got {probe!r}.")
