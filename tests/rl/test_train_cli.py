@@ -168,6 +168,8 @@ def test_refuses_non_empty_out_without_resume_or_overwrite(tmp_path):
         (["--env", "nope"], "nope"),
         (["--agent", "nope"], "nope"),
         (["--env-option", "state_bins=0"], "state_bins"),
+        (["--set", "gamma=" + "[" * 100_000], "The value of 'gamma' is nested deeper than 64"),
+        (["--set", "gamma=" + "9" * 5000], "The value of 'gamma' holds an integer longer than"),
     ],
 )
 def test_bad_arguments_exit_2_naming_the_key(tmp_path, args, key):
