@@ -28,6 +28,7 @@ import numpy as np
 
 from rl.checkpoint import CheckpointError
 from rl.config import ConfigError, TrainConfig, build_dataclass, load_config_file, parse_assignment
+from rl.problems import EnvFailure
 from rl.rundir import RunDirError
 from rl.runner import (
     CHECKPOINT_FILE,
@@ -119,6 +120,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="with --resume: import the module of the run's 'package.module:Env-v0' id "
         "without naming it again with --env",
+    )
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="show the full traceback of an error instead of its one-line message",
     )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.add_argument("--no-plot", action="store_true", help="do not draw the learning curve")
@@ -242,10 +248,20 @@ def _plot(run_dir: Path) -> None:
     plot_runs([run_dir], run_dir / FIGURE_FILE)
 
 
+def _env_failure(error: EnvFailure, debug: bool) -> int:
+    """Print a failure of the user's environment in one line (or re-raise it); return 1."""
+    if debug:
+        raise error
+    print(f"error: {error} (rerun with --debug for the traceback)", file=sys.stderr)
+    return 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; return the exit code.
 
-    0 done; 1 a failure during training (a non-finite reward, a failed write);
+    0 done; 1 a failure during training (a non-finite reward, a failed write,
+    an exception or a wrongly shaped observation of the environment: one line
+    naming the environment, replica and seed; ``--debug`` shows the traceback);
     2 bad configuration, a refused checkpoint, or a run directory in use or not
     writable; 130 interrupted.
     """
@@ -260,11 +276,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         trusted = not args.resume or args.env is not None or args.trust_env_module
         runner, effective = build(config, import_env_module=trusted)
     except EnvModuleRefused as error:
+        if args.debug:
+            raise
         print(f"error: {error.cli_message()}", file=sys.stderr)
         return 2
     except ConfigError as error:
+        if args.debug:
+            raise
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except EnvFailure as error:  # while estimating the reward bound
+        return _env_failure(error, args.debug)
     except KeyboardInterrupt:
         print("\nInterrupted before training started; nothing written.", file=sys.stderr)
         return 130
@@ -280,9 +302,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             handle_signals=True,
         )
     except (ConfigError, CheckpointError, RunDirError, FileNotFoundError) as error:
+        if args.debug:
+            raise
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except EnvFailure as error:
+        return _env_failure(error, args.debug)
     except (ValueError, OSError) as error:  # a non-finite reward, a damaged metrics file, disk full
+        if args.debug:
+            raise
         print(f"error: {error}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -37,7 +37,7 @@ from typing import Any
 import gymnasium
 import numpy as np
 
-from rl.problems import ENVIRONMENTS, Problem
+from rl.problems import ENVIRONMENTS, EnvFailure, Problem
 from rl.spaces import SpaceGrid
 from rl.validation import check_real
 
@@ -121,7 +121,11 @@ def _source(
 
 
 def estimate_reward_bound(
-    env: gymnasium.Env, episodes: int = ESTIMATE_EPISODES, max_steps: int = ESTIMATE_STEPS
+    env: gymnasium.Env,
+    episodes: int = ESTIMATE_EPISODES,
+    max_steps: int = ESTIMATE_STEPS,
+    *,
+    env_id: str | None = None,
 ) -> float:
     """Twice the largest |r| seen over random episodes (1.0 if every reward was 0).
 
@@ -134,27 +138,44 @@ def estimate_reward_bound(
         Stepped (it is left mid-episode).
     episodes, max_steps : int
         Episodes played and the step cap of each.
+    env_id : str, optional
+        How messages name the environment (default: its spec's id or class name).
 
     Returns
     -------
     float
+
+    Raises
+    ------
+    rl.problems.EnvFailure
+        If the environment raises in ``reset`` or ``step`` (naming the episode
+        and its reset seed; the original exception is the cause).
     """
     space = copy.deepcopy(env.action_space)
     space.seed(0)
     largest = 0.0
+    name = env_id or (env.spec.id if env.spec is not None else type(env.unwrapped).__name__)
     for episode in range(episodes):
-        env.reset(seed=episode)
-        for _ in range(max_steps):
-            _, reward, terminated, truncated, _ = env.step(space.sample())
-            largest = max(largest, abs(float(reward)))
-            if terminated or truncated:
-                break
+        call = "reset"
+        try:
+            env.reset(seed=episode)
+            call = "step"
+            for _ in range(max_steps):
+                _, reward, terminated, truncated, _ = env.step(space.sample())
+                largest = max(largest, abs(float(reward)))
+                if terminated or truncated:
+                    break
+        except Exception as error:  # noqa: BLE001 - any error of the user's code, reported
+            where = (
+                f"{call}() while estimating its reward bound (episode {episode}, seed {episode})"
+            )
+            raise EnvFailure.during(name, where, error) from error
     if not np.isfinite(largest):
         raise ValueError("The environment returned a non-finite reward; pass 'reward_bound'.")
     return 2.0 * largest if largest > 0 else 1.0
 
 
-def _reward_bound(probe: gymnasium.Env, options: dict[str, Any]) -> tuple[float, str]:
+def _reward_bound(probe: gymnasium.Env, env_id: str, options: dict[str, Any]) -> tuple[float, str]:
     declared = getattr(probe.unwrapped, "reward_bound", None)
     if declared is not None:
         return check_real("reward_bound", float(declared), 0.0, low_open=True), "environment"
@@ -171,7 +192,7 @@ def _reward_bound(probe: gymnasium.Env, options: dict[str, Any]) -> tuple[float,
         return check_real("reward_bound", float(value), 0.0, low_open=True), source
     if "reward_bound_source" in options:
         raise ValueError("The 'reward_bound_source' option needs a 'reward_bound'.")
-    return estimate_reward_bound(probe), "estimated"
+    return estimate_reward_bound(probe, env_id=env_id), "estimated"
 
 
 def user_problem(env: Any, options: dict[str, Any], import_env_module: bool = True) -> Problem:
@@ -218,7 +239,8 @@ def user_problem(env: Any, options: dict[str, Any], import_env_module: bool = Tr
             low=options.get("action_low"),
             high=options.get("action_high"),
         )
-        bound, source = _reward_bound(probe, options)
+        bound, source = _reward_bound(probe, env_id, options)
+        probe_shape = tuple(probe.observation_space.shape or ())
     finally:
         probe.close()
     return Problem(
@@ -234,4 +256,5 @@ def user_problem(env: Any, options: dict[str, Any], import_env_module: bool = Tr
         env_factory=None if isinstance(env, str) else factory,
         flatten=states.flatten if states.composite else None,
         reward_bound_source=source,
+        observation_shape=(states.n_components,) if states.composite else probe_shape,
     )

@@ -342,3 +342,26 @@ def test_damaged_checkpoint_is_refused_and_nothing_changes(tmp_path, damage):
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
     assert done.stderr.startswith(f"error: Refusing checkpoint {checkpoint}:")
     assert _files(out) == before
+
+
+def test_an_environment_error_is_one_line_and_debug_shows_its_traceback(tmp_path):
+    env = "tests.rl.toy_envs:ToyFailing-v0"
+    args = [
+        "--env", env, "--agent", "tabular", "--seeds", 2, "--seed", 5, "--episodes", 2,
+        "--env-option", "reward_bound=1.1", "--no-progress", "--no-plot",
+    ]  # fmt: skip
+    message = (
+        f"Environment {env!r} failed in step() of replica 0 (seed 5): ZeroDivisionError: "
+        "toy failure after 3 steps"
+    )
+    failed = _cli(*args, "--out", tmp_path / "a")
+    assert (failed.returncode, failed.stderr) == (
+        1,
+        f"error: {message} (rerun with --debug for the traceback)\n",
+    )
+    debug = _cli(*args, "--out", tmp_path / "b", "--debug")
+    assert debug.returncode == 1 and debug.stderr.startswith("Traceback")
+    assert 'toy_envs.py", line' in debug.stderr and "ZeroDivisionError: toy failure" in debug.stderr
+    assert debug.stderr.endswith(f"rl.problems.EnvFailure: {message}\n")
+    probe = _cli(*args[:-4], "--no-progress", "--out", tmp_path / "c")
+    assert probe.returncode == 1 and "while estimating its reward bound" in probe.stderr
