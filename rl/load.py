@@ -22,6 +22,7 @@ Example::
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -145,6 +146,50 @@ class LoadedRun:
         return [self.q_tensor(i) for i in range(self.replicas)]
 
 
+def run_problem(
+    run_dir: str | os.PathLike,
+    recorded_env: str,
+    env_options: Mapping[str, Any],
+    *,
+    env: str | None = None,
+    trust_env_module: bool = False,
+) -> Problem:
+    """Make the problem recorded in a run directory, importing no module that nobody named.
+
+    Parameters
+    ----------
+    run_dir : path-like
+        The run directory, named in messages.
+    recorded_env : str
+        The environment recorded in the run.
+    env_options : mapping
+        The recorded options of `rl.problems.make_problem`.
+    env : str, optional
+        The environment as the caller names it; it must equal ``recorded_env``,
+        whose module may then be imported.
+    trust_env_module : bool, default False
+        Import the module of ``recorded_env`` without its being named.
+
+    Returns
+    -------
+    Problem
+
+    Raises
+    ------
+    RunLoadError
+        If ``env`` differs from ``recorded_env``.
+    rl.user_problems.EnvModuleRefused
+        If the module would be imported without being named or trusted.
+    """
+    if env is not None and env != recorded_env:
+        raise RunLoadError(
+            f"The 'env' parameter {env!r} differs from the environment of the run in "
+            f"{run_dir} ({recorded_env!r})."
+        )
+    allowed = trust_env_module or env is not None
+    return make_problem(recorded_env, import_env_module=allowed, **env_options)
+
+
 def load_run(
     run_dir: str | os.PathLike, *, env: str | None = None, trust_env_module: bool = False
 ) -> LoadedRun:
@@ -194,13 +239,9 @@ def load_run(
         config = build_dataclass(TrainConfig, checkpoint.config, "the run's config")
         agent_class, config_class, _ = agent_parts(config.agent)
         agent_config = build_dataclass(config_class, config.agent_params, f"agent {config.agent!r}")
-        if env is not None and env != config.env:
-            raise RunLoadError(
-                f"The 'env' parameter {env!r} differs from the environment of the run in "
-                f"{run_dir} ({config.env!r})."
-            )
-        allowed = trust_env_module or env is not None
-        problem = make_problem(config.env, import_env_module=allowed, **config.env_options)
+        problem = run_problem(
+            run_dir, config.env, config.env_options, env=env, trust_env_module=trust_env_module
+        )
         streams = spawn_replicas(range(config.seed, config.seed + config.seeds))
         agent = agent_class(problem, agent_config, [s.agent for s in streams])
         agent.load_state_dict(checkpoint.agent_state)
