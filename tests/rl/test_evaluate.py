@@ -1,5 +1,6 @@
 """User environments on the CLI: rl.train on a module-qualified id with every agent; rl.evaluate."""
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -7,6 +8,13 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from rl.config import TrainConfig
+from rl.evaluate import evaluate
+from rl.load import load_run
+from rl.lockstep import episode_seed
+from rl.problems import EnvFailure, make_problem
+from rl.runner import train
 
 ROOT = Path(__file__).resolve().parents[2]
 TOY = "tests.rl.toy_envs:Toy-v0"
@@ -145,3 +153,17 @@ def test_evaluate_and_resume_never_import_a_module_the_run_names(payload_run):
         marker.unlink()
     resumed = _cli(*evaluate, "--trust-env-module", cwd=run_dir.parent).stdout
     assert "tabular on payload:Foo-v0, replica 0 (seed 0), after 3 training episodes" in resumed
+
+
+def test_an_environment_error_during_evaluation_names_episode_replica_and_seed(tmp_path):
+    config = TrainConfig(env=TOY, agent="tabular", out=str(tmp_path / "run"), episodes=2)
+    train(config)
+    loaded = load_run(tmp_path / "run")
+    failing = "tests.rl.toy_envs:ToyFailing-v0"
+    problem = make_problem(failing, reward_bound=1.1, env_kwargs={"fail_after": 3})
+    with pytest.raises(EnvFailure) as failed:
+        evaluate(dataclasses.replace(loaded, problem=problem), episodes=2, seed=3)
+    assert str(failed.value) == (
+        f"Environment {failing!r} failed in step() of evaluation episode 0 (replica 0, seed "
+        f"{episode_seed(3, 0)}): ZeroDivisionError: toy failure after 3 steps"
+    )
