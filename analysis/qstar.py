@@ -399,7 +399,12 @@ def _dense_from_factors(factors: list[NDArray], replica: int) -> NDArray[np.floa
 
 
 def qtensor_from_run(
-    run_dir: str | Path, *, replica: int = 0, max_entries: int = DEFAULT_MAX_ENTRIES
+    run_dir: str | Path,
+    *,
+    replica: int = 0,
+    max_entries: int = DEFAULT_MAX_ENTRIES,
+    env: str | None = None,
+    trust_env_module: bool = False,
 ) -> QTensor:
     """Return the Q-tensor of one replica of a finished run (tabular, TEQL or TLR).
 
@@ -416,6 +421,12 @@ def qtensor_from_run(
         Which replica (seed) of the run.
     max_entries : int, default 50_000_000
         Refuse to build a dense tensor with more entries than this.
+    env : str, optional
+        The run's environment, named by the caller (as `rl.load.load_run`); it
+        must equal the recorded one.
+    trust_env_module : bool, default False
+        Import the module of a recorded ``"package.module:Env-v0"`` id without
+        naming it (`rl.load.run_problem`).
 
     Returns
     -------
@@ -428,7 +439,7 @@ def qtensor_from_run(
         replica does not exist or the tensor is too large.
     """
     from rl.checkpoint import load_checkpoint
-    from rl.problems import make_problem
+    from rl.load import run_problem
     from rl.runner import CHECKPOINT_FILE
 
     path = Path(run_dir) / CHECKPOINT_FILE
@@ -436,7 +447,13 @@ def qtensor_from_run(
         raise ValueError(f"{run_dir} is not a run directory: it has no {CHECKPOINT_FILE}.")
     checkpoint = load_checkpoint(path)
     config = checkpoint.config
-    problem = make_problem(config["env"], **config.get("env_options", {}))
+    problem = run_problem(
+        run_dir,
+        config["env"],
+        config.get("env_options", {}),
+        env=env,
+        trust_env_module=trust_env_module,
+    )
     shape = problem.state_dims + problem.action_dims
     state, agent = checkpoint.agent_state, config.get("agent", "?")
     gamma = config.get("agent_params", {}).get("gamma")

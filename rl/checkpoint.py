@@ -80,6 +80,8 @@ from typing import Any
 
 import numpy as np
 
+from rl.documents import DocumentError, parse_json
+
 CHECKPOINT_FORMAT = 2
 """Version of the checkpoint layout; bumped when `Checkpoint` or the file changes incompatibly.
 
@@ -387,7 +389,9 @@ def _from_entries(path: Path, entries: dict[str, np.ndarray]) -> Checkpoint:
         raise _refuse(path, "it is not a checkpoint of this project (no checkpoint document).")
     document = str(raw[()])
     try:
-        body = json.loads(document)
+        body = parse_json(document, "its document")
+    except DocumentError as error:
+        raise _refuse(path, str(error)) from None
     except ValueError:
         body = None
     if not isinstance(body, dict) or body.get("kind") != CHECKPOINT_KIND:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sys
 import types
 import typing
 from collections.abc import Mapping
@@ -28,12 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rl.documents import DocumentError, parse_json, parse_toml, tomllib
 from rl.validation import MAX_REPLICAS, check_int
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python 3.10 only
-    import tomli as tomllib
 
 
 class ConfigError(ValueError):
@@ -235,19 +230,23 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     Raises
     ------
     ConfigError
-        If the file is missing, has another suffix, or does not parse.
+        If the file is missing, has another suffix, or does not parse, or is
+        nested deeper than `rl.documents.MAX_NESTING` levels or holds an
+        integer too long (`rl.documents.check_document`).
     """
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"Config file {str(path)!r} does not exist.")
+    what = f"Config file {str(path)!r}"
     try:
         if path.suffix == ".toml":
-            with open(path, "rb") as handle:
-                data = tomllib.load(handle)
+            data = parse_toml(path.read_bytes().decode("utf-8"), what)
         elif path.suffix == ".json":
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = parse_json(path.read_text(encoding="utf-8"), what)
         else:
             raise ConfigError(f"Config file {str(path)!r} must end in .toml or .json.")
+    except DocumentError as error:
+        raise ConfigError(str(error)) from None
     except (tomllib.TOMLDecodeError, json.JSONDecodeError, UnicodeDecodeError) as error:
         raise ConfigError(f"Cannot parse config file {str(path)!r}: {error}") from None
     if not isinstance(data, dict):
@@ -264,14 +263,17 @@ def parse_assignment(text: str) -> tuple[str, Any]:
     Raises
     ------
     ConfigError
-        If there is no ``=`` or the key is empty.
+        If there is no ``=``, the key is empty, or the value is nested too
+        deeply or holds an integer too long (`rl.documents.check_document`).
     """
     key, sep, raw = text.partition("=")
     key = key.strip()
     if not sep or not key:
         raise ConfigError(f"Expected KEY=VALUE, got {text!r}.")
     try:
-        value = json.loads(raw)
+        value = parse_json(raw, f"The value of '{key}'")
+    except DocumentError as error:
+        raise ConfigError(str(error)) from None
     except json.JSONDecodeError:
         value = raw
     return key, value

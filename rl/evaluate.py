@@ -14,9 +14,16 @@ changes the first ones. ``--video DIR`` records the episodes with
 ``gymnasium.wrappers.RecordVideo`` for environments that render
 ``rgb_array`` (Highway); it needs ``moviepy``.
 
-Exit codes: 0 done; 2 a run directory that cannot be loaded (no checkpoint, a
-refused checkpoint), bad arguments, or a video that cannot be recorded, each
-with a one-line message.
+A run of an environment ``package.module:Env-v0`` is evaluated only with
+``--env package.module:Env-v0`` (the recorded id, named again) or
+``--trust-env-module``: a run directory never makes this command import a
+module on its own (`rl.load.load_run`).
+
+Exit codes: 0 done; 1 the environment raised or returned an observation of the
+wrong shape (`rl.problems.EnvFailure`, naming the episode, replica and reset
+seed); 2 a run directory that cannot be loaded (no checkpoint, a refused
+checkpoint, an environment module not allowed), bad arguments, or a video that
+cannot be recorded, each with a one-line message.
 """
 
 from __future__ import annotations
@@ -35,6 +42,8 @@ from numpy.typing import NDArray
 from rl.load import LoadedRun, RunLoadError, load_run
 from rl.lockstep import episode_seed
 from rl.metrics import Summary, summarize
+from rl.problems import EnvFailure
+from rl.user_problems import EnvModuleRefused
 
 MAX_STEPS = 100_000
 """Step cap of one evaluation episode of an environment without a time limit."""
@@ -105,6 +114,12 @@ def evaluate(
     Returns
     -------
     Evaluation
+
+    Raises
+    ------
+    rl.problems.EnvFailure
+        If the environment raises or returns an observation of the wrong shape
+        (naming the episode, the replica and the reset seed).
     """
     if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
         raise ValueError(f"The 'episodes' parameter must be an int >= 1. Got {episodes!r}.")
@@ -116,14 +131,20 @@ def evaluate(
     lengths = np.zeros(episodes, dtype=np.int64)
     try:
         for k in range(episodes):
-            observation, _ = env.reset(seed=episode_seed(seed, k))
-            for _ in range(MAX_STEPS):
-                action = run.policy(observation, replica)
-                observation, reward, terminated, truncated, _ = env.step(action)
-                returns[k] += float(reward)
-                lengths[k] += 1
-                if terminated or truncated:
-                    break
+            call, reset_seed = "reset", episode_seed(seed, k)
+            try:
+                observation, _ = env.reset(seed=reset_seed)
+                call = "step"
+                for _ in range(MAX_STEPS):
+                    action = run.policy(observation, replica)
+                    observation, reward, terminated, truncated, _ = env.step(action)
+                    returns[k] += float(reward)
+                    lengths[k] += 1
+                    if terminated or truncated:
+                        break
+            except Exception as error:  # noqa: BLE001 - any error of the user's code, reported
+                where = f"{call}() of evaluation episode {k} (replica {replica}, seed {reset_seed})"
+                raise EnvFailure.during(run.problem.env_id, where, error) from error
     finally:
         env.close()
     return Evaluation(returns, lengths, summarize(returns))
@@ -140,14 +161,24 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=0, help="evaluation seed (default 0)")
     parser.add_argument("--replica", type=int, default=0, help="which replica acts (default 0)")
     parser.add_argument("--video", metavar="DIR", help="record the episodes (rgb_array envs)")
+    parser.add_argument(
+        "--env",
+        help="the run's environment id, named again: allows importing the module of a "
+        "'package.module:Env-v0' id (must equal the recorded id)",
+    )
+    parser.add_argument(
+        "--trust-env-module",
+        action="store_true",
+        help="import the module of the run's 'package.module:Env-v0' id without naming it",
+    )
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command; return the exit code (0 done, 2 refused)."""
+    """Run the command; return the exit code (0 done, 1 the environment failed, 2 refused)."""
     args = build_parser().parse_args(argv)
     try:
-        run = load_run(args.run_dir)
+        run = load_run(args.run_dir, env=args.env, trust_env_module=args.trust_env_module)
         result = evaluate(
             run,
             episodes=args.episodes,
@@ -155,6 +186,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             replica=args.replica,
             video_dir=args.video,
         )
+    except EnvModuleRefused as error:
+        print(f"error: {error.cli_message()}", file=sys.stderr)
+        return 2
+    except EnvFailure as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     except (RunLoadError, VideoError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

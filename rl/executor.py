@@ -255,12 +255,26 @@ def _cell(value: Any) -> str:
 
 
 def read_index(out: str | os.PathLike) -> list[dict[str, str]]:
-    """Return the rows of ``OUT/index.csv`` as dicts of strings (empty if there is none)."""
+    """Return the rows of ``OUT/index.csv`` as dicts of strings (empty if there is none).
+
+    Raises
+    ------
+    ExecutorError
+        If the file is not UTF-8 text or not CSV (one line naming it).
+    """
     path = Path(out) / INDEX_FILE
     if not path.is_file():
         return []
-    with open(path, newline="", encoding="utf-8") as handle:
-        return list(csv.DictReader(handle))
+    try:
+        text = path.read_bytes().decode("utf-8")
+        return list(csv.DictReader(io.StringIO(text, newline="")))
+    except UnicodeDecodeError as error:
+        raise ExecutorError(
+            f"Cannot read {path}: it is not UTF-8 text (byte {error.object[error.start]:#04x} at "
+            f"offset {error.start}); it was not written by this project."
+        ) from None
+    except csv.Error as error:
+        raise ExecutorError(f"Cannot read {path}: it is not a CSV index ({error}).") from None
 
 
 def finished(out: str | os.PathLike) -> dict[str, dict[str, str]]:

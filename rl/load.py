@@ -22,6 +22,7 @@ Example::
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ from rl.checkpoint import CHECKPOINT_NAME, LEGACY_CHECKPOINT_NAME, CheckpointErr
 from rl.config import ConfigError, TrainConfig, agent_parts, build_dataclass
 from rl.problems import Problem, make_problem
 from rl.seeding import spawn_replicas
+from rl.user_problems import EnvModuleRefused
 
 
 class RunLoadError(ValueError):
@@ -144,13 +146,69 @@ class LoadedRun:
         return [self.q_tensor(i) for i in range(self.replicas)]
 
 
-def load_run(run_dir: str | os.PathLike) -> LoadedRun:
+def run_problem(
+    run_dir: str | os.PathLike,
+    recorded_env: str,
+    env_options: Mapping[str, Any],
+    *,
+    env: str | None = None,
+    trust_env_module: bool = False,
+) -> Problem:
+    """Make the problem recorded in a run directory, importing no module that nobody named.
+
+    Parameters
+    ----------
+    run_dir : path-like
+        The run directory, named in messages.
+    recorded_env : str
+        The environment recorded in the run.
+    env_options : mapping
+        The recorded options of `rl.problems.make_problem`.
+    env : str, optional
+        The environment as the caller names it; it must equal ``recorded_env``,
+        whose module may then be imported.
+    trust_env_module : bool, default False
+        Import the module of ``recorded_env`` without its being named.
+
+    Returns
+    -------
+    Problem
+
+    Raises
+    ------
+    RunLoadError
+        If ``env`` differs from ``recorded_env``.
+    rl.user_problems.EnvModuleRefused
+        If the module would be imported without being named or trusted.
+    """
+    if env is not None and env != recorded_env:
+        raise RunLoadError(
+            f"The 'env' parameter {env!r} differs from the environment of the run in "
+            f"{run_dir} ({recorded_env!r})."
+        )
+    allowed = trust_env_module or env is not None
+    return make_problem(recorded_env, import_env_module=allowed, **env_options)
+
+
+def load_run(
+    run_dir: str | os.PathLike, *, env: str | None = None, trust_env_module: bool = False
+) -> LoadedRun:
     """Load a run directory written by ``python -m rl.train`` (or `rl.runner.train`).
+
+    A run directory is data: an environment id ``"package.module:Env-v0"``
+    recorded in it is made only if ``package.module`` is already imported, or
+    the caller names the environment (``env``) or trusts its module
+    (``trust_env_module``); importing a module runs its code.
 
     Parameters
     ----------
     run_dir : path-like
         The run's ``--out`` directory, holding ``checkpoint.npz``.
+    env : str, optional
+        The run's environment id, named by the caller: it must equal the
+        recorded one, and its module may then be imported.
+    trust_env_module : bool, default False
+        Import the module of the recorded environment id without naming it.
 
     Returns
     -------
@@ -161,7 +219,11 @@ def load_run(run_dir: str | os.PathLike) -> LoadedRun:
     RunLoadError
         If the directory or its checkpoint is missing, the checkpoint is
         refused (`rl.checkpoint.CheckpointError`), or its configuration no
-        longer builds a problem and agent; one line naming the reason.
+        longer builds a problem and agent, or ``env`` differs from the run's
+        environment; one line naming the reason.
+    rl.user_problems.EnvModuleRefused
+        A ValueError: the recorded environment would import a module that is
+        neither imported yet, named by ``env`` nor trusted.
     """
     run_dir = Path(run_dir)
     path = run_dir / CHECKPOINT_NAME
@@ -177,12 +239,16 @@ def load_run(run_dir: str | os.PathLike) -> LoadedRun:
         config = build_dataclass(TrainConfig, checkpoint.config, "the run's config")
         agent_class, config_class, _ = agent_parts(config.agent)
         agent_config = build_dataclass(config_class, config.agent_params, f"agent {config.agent!r}")
-        problem = make_problem(config.env, **config.env_options)
+        problem = run_problem(
+            run_dir, config.env, config.env_options, env=env, trust_env_module=trust_env_module
+        )
         streams = spawn_replicas(range(config.seed, config.seed + config.seeds))
         agent = agent_class(problem, agent_config, [s.agent for s in streams])
         agent.load_state_dict(checkpoint.agent_state)
     except (CheckpointError, ConfigError) as error:
         raise RunLoadError(str(error)) from None
+    except (RunLoadError, EnvModuleRefused):
+        raise
     except (ValueError, TypeError, ImportError, KeyError) as error:
         raise RunLoadError(f"Cannot rebuild the run in {run_dir}: {error}") from None
     return LoadedRun(run_dir, config, problem, agent, int(checkpoint.episode))

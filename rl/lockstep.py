@@ -195,7 +195,7 @@ class Runner:
         self.seeds = [s.seed for s in self.streams]
         self.eval_every = eval_every
         self.eval_episodes = eval_episodes
-        self.env = ReplicaEnvs(problem, len(self.streams))
+        self.env = ReplicaEnvs(problem, len(self.streams), self.seeds)
         self.agent_steps = 0
         """Agent-steps played so far (training and evaluation, summed over replicas)."""
         self._restart = np.zeros(self.replicas, dtype=bool)

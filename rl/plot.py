@@ -12,7 +12,6 @@ averages (see ``docs/training.md``); this command draws the plain curves.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,6 +19,7 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
+from rl.documents import parse_json
 from rl.metrics import pivot, read_metrics
 
 
@@ -56,9 +56,9 @@ def seed_band(
 
 def _label(run_dir: Path) -> str:
     try:
-        config = json.loads((run_dir / "config.json").read_text(encoding="utf-8"))
+        config = parse_json((run_dir / "config.json").read_text(encoding="utf-8"))
         return f"{run_dir.name} ({config['agent']}, {config['seeds']} seeds)"
-    except (OSError, ValueError, KeyError):
+    except (OSError, ValueError, KeyError, TypeError):  # not our config.json: the name alone
         return run_dir.name
 
 

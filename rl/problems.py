@@ -46,6 +46,27 @@ from rl.envs.value_iteration import ExactModel, is_exact_model, missing_model_me
 from rl.validation import MAX_BINS, check_ints
 
 
+class ObservationShapeError(ValueError):
+    """An environment returned an observation whose shape is not its observation space's."""
+
+
+class EnvFailure(RuntimeError):
+    """A user's environment raised, or returned an observation of the wrong shape.
+
+    The message is one line naming the environment, the replica and its seed (or
+    the probe episode) and the error; the original exception is ``__cause__``,
+    with its full traceback.
+    """
+
+    @classmethod
+    def during(cls, env_id: str, where: str, error: BaseException) -> EnvFailure:
+        """Return the failure of ``env_id`` at ``where`` (e.g. "step() of replica 1 (seed 1)")."""
+        message = " ".join(str(error).split())
+        if not isinstance(error, ObservationShapeError):
+            message = f"{type(error).__name__}: {message}" if message else type(error).__name__
+        return cls(f"Environment {env_id!r} failed in {where}: {message}")
+
+
 @dataclass(frozen=True)
 class Problem:
     """An environment together with its discretization.
@@ -102,6 +123,10 @@ class Problem:
     grids: tuple[UniformGrid | DiscreteGrid, UniformGrid | DiscreteGrid] | None = None
     """The (state, action) grids behind `encode` and `decode`, for the bundled problems;
     the fused runner (`rl.fused`) encodes and decodes with their compiled helpers."""
+    observation_shape: tuple[int, ...] | None = None
+    """Shape of one observation as `as_array` returns it (flattened for Tuple/Dict spaces),
+    for users' environments; `as_array` refuses any other. None: not checked (the bundled
+    environments)."""
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -124,10 +149,21 @@ class Problem:
         return gymnasium.make(self.env_id, **{**self.env_kwargs, **overrides})
 
     def as_array(self, observation: Any) -> NDArray:
-        """Return one raw observation as the array `encode` reads (Tuple/Dict flattened)."""
-        if self.flatten is not None:
-            return self.flatten(observation)
-        return np.asarray(observation)
+        """Return one raw observation as the array `encode` reads (Tuple/Dict flattened).
+
+        Raises
+        ------
+        ObservationShapeError
+            If ``observation_shape`` is set and the observation has another shape.
+        """
+        array = np.asarray(observation) if self.flatten is None else self.flatten(observation)
+        if self.observation_shape is not None and array.shape != self.observation_shape:
+            raise ObservationShapeError(
+                f"The observation has shape {array.shape}; the observation space of "
+                f"{self.env_id!r} has shape {self.observation_shape}"
+                f"{' (flattened)' if self.flatten is not None else ''}."
+            )
+        return array
 
     def encode_observation(self, observation: Any) -> NDArray[np.int64]:
         """Return the state index vector (D_S,) of one raw observation."""
@@ -370,6 +406,7 @@ def make_problem(
     index_rule: str | None = None,
     normalization: str | None = None,
     env_kwargs: dict | None = None,
+    import_env_module: bool = True,
     **unknown: Any,
 ) -> Problem:
     """Build the `Problem` (environment plus discretization) of ``env``.
@@ -413,6 +450,12 @@ def make_problem(
     env_kwargs : dict, optional
         Keyword arguments for the environment constructor (for example
         ``{"n_locations": 3}`` for ``inventory``); ids only.
+    import_env_module : bool, default True
+        Whether the module of a ``"package.module:Env-v0"`` id may be imported
+        (it runs that module's code). Loading a run directory passes False
+        unless the user named the environment or trusted it
+        (`rl.user_problems.EnvModuleRefused`); a module already imported is
+        always allowed.
 
     Returns
     -------
@@ -427,6 +470,9 @@ def make_problem(
     ValueError
         For an unknown name or option, an invalid option value, or a space
         that cannot be discretized (one line saying what is needed).
+    rl.user_problems.EnvModuleRefused
+        A ValueError: ``import_env_module`` is False and the id's module would
+        have to be imported.
 
     Examples
     --------
@@ -472,7 +518,7 @@ def make_problem(
     if not isinstance(env, str) or not (env in ENVIRONMENTS or env in _BY_ID):
         from rl.user_problems import user_problem
 
-        return user_problem(env, options)
+        return user_problem(env, options, import_env_module)
     entry = bundled_env(env)
     for option in options:
         if option not in _OPTIONS:

@@ -20,6 +20,11 @@ Either way `ReplicaEnvs` guarantees the same thing to the runner:
 - ``step(env_actions, active)`` steps only the active copies; inactive ones
   are left exactly as they were and report their last observation, reward 0
   and both flags False. No inactive copy consumes randomness.
+
+An exception raised by a copy's ``reset`` or ``step``, and an observation
+whose shape is not the observation space's (`rl.problems.Problem.as_array`),
+becomes `rl.problems.EnvFailure`: one line naming the environment, the replica
+and its seed, with the original exception as its cause.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from rl.envs.vector import NumpyVectorEnv
-from rl.problems import Problem
+from rl.problems import EnvFailure, ObservationShapeError, Problem
 
 
 class StepResult(NamedTuple):
@@ -96,11 +101,14 @@ class ReplicaEnvs:
         vector version exists.
     copies : int
         Number of copies B.
+    seeds : sequence of int, optional
+        The replicas' seeds, named in messages (default 0, 1, ..., B - 1).
     """
 
-    def __init__(self, problem: Problem, copies: int) -> None:
+    def __init__(self, problem: Problem, copies: int, seeds: Sequence[int] | None = None) -> None:
         self.problem = problem
         self.copies = copies
+        self.seeds = list(range(copies)) if seeds is None else [int(seed) for seed in seeds]
         self._vector: Any = None
         self._envs: list[gymnasium.Env] = []
         if problem.vectorized:
@@ -152,11 +160,13 @@ class ReplicaEnvs:
         for i in chosen:
             seed_list[i] = None if seeds[i] is None else int(seeds[i])
         if self._vector is not None:
-            observations, _ = self._vector.reset(seed=seed_list, options={"reset_mask": mask})
-            observations = np.asarray(observations)
+            try:
+                observations, _ = self._vector.reset(seed=seed_list, options={"reset_mask": mask})
+                observations = self._checked_batch(np.asarray(observations))
+            except Exception as error:  # noqa: BLE001 - any error of the user's code, reported
+                raise self._failure("reset", None, error) from error
         else:
-            as_array = self.problem.as_array
-            first = [as_array(self._envs[i].reset(seed=seed_list[i])[0]) for i in chosen]
+            first = [self._reset_copy(i, seed_list[i]) for i in chosen]
             if self._last is None:
                 observations = np.stack(first)
             else:
@@ -165,6 +175,31 @@ class ReplicaEnvs:
                     observations[i] = obs
         self._last = observations
         return observations.copy()
+
+    def _failure(self, call: str, copy: int | None, error: BaseException) -> EnvFailure:
+        """Return the failure of ``call`` on one copy (None: the vector environment)."""
+        if copy is None:
+            seeds = f"{self.seeds[0]}..{self.seeds[-1]}" if self.copies > 1 else self.seeds[0]
+            where = f"{call}() of its vector version (every replica, seeds {seeds})"
+        else:
+            where = f"{call}() of replica {copy} (seed {self.seeds[copy]})"
+        return EnvFailure.during(self.problem.env_id, where, error)
+
+    def _checked_batch(self, observations: NDArray) -> NDArray:
+        expected = self.problem.observation_shape
+        if expected is not None and observations.shape != (self.copies, *expected):
+            raise ObservationShapeError(
+                f"The observations have shape {observations.shape}; {self.copies} copies of the "
+                f"observation space of {self.problem.env_id!r} have shape "
+                f"{(self.copies, *expected)}."
+            )
+        return observations
+
+    def _reset_copy(self, copy: int, seed: int | None) -> NDArray:
+        try:
+            return self.problem.as_array(self._envs[copy].reset(seed=seed)[0])
+        except Exception as error:  # noqa: BLE001 - any error of the user's code, reported
+            raise self._failure("reset", copy, error) from error
 
     def step(self, env_actions: Any, active: NDArray[np.bool_]) -> StepResult:
         """Step the active copies with their rows of ``env_actions``.
@@ -195,8 +230,12 @@ class ReplicaEnvs:
                 env_actions, active=active
             )
         else:  # another vector env: it steps every copy that has not ended
-            observations, rewards, terminated, truncated, _ = self._vector.step(env_actions)
-            observations = np.array(observations)  # a copy: the env may reuse its buffer
+            try:
+                observations, rewards, terminated, truncated, _ = self._vector.step(env_actions)
+                # a copy: the env may reuse its buffer
+                observations = self._checked_batch(np.array(observations))
+            except Exception as error:  # noqa: BLE001 - any error of the user's code, reported
+                raise self._failure("step", None, error) from error
             rewards = np.asarray(rewards, dtype=np.float64)
             terminated = np.asarray(terminated, dtype=bool)
             truncated = np.asarray(truncated, dtype=bool)
@@ -213,9 +252,12 @@ class ReplicaEnvs:
         terminated = np.zeros(self.copies, dtype=bool)
         truncated = np.zeros(self.copies, dtype=bool)
         for i in np.flatnonzero(active):
-            obs, reward, term, trunc, _ = self._envs[i].step(env_actions[i])
-            observations[i] = self.problem.as_array(obs)
-            rewards[i], terminated[i], truncated[i] = float(reward), bool(term), bool(trunc)
+            try:
+                obs, reward, term, trunc, _ = self._envs[i].step(env_actions[i])
+                observations[i] = self.problem.as_array(obs)
+                rewards[i], terminated[i], truncated[i] = float(reward), bool(term), bool(trunc)
+            except Exception as error:  # noqa: BLE001 - any error of the user's code, reported
+                raise self._failure("step", int(i), error) from error
         return StepResult(observations, rewards, terminated, truncated)
 
     def close(self) -> None:

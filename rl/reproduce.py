@@ -382,7 +382,7 @@ def _history(out: Path) -> tuple[tuple[str, str], ...]:
     path = out / HISTORY_FILE
     if not path.is_file():
         return ()
-    lines = path.read_text(encoding="utf-8").splitlines()
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()  # shown, never run
     return tuple(tuple(line.split("\t", 1)) for line in lines if "\t" in line)  # type: ignore[misc]
 
 
@@ -455,8 +455,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.report_only:
         with open(out / HISTORY_FILE, "a", encoding="utf-8") as handle:
             handle.write(f"{settings.wall_time:.0f}\t{settings.command}\n")
-    settings = settings._replace(history=_history(out))
-    written = write_report(plan, out, settings)
+    try:
+        settings = settings._replace(history=_history(out))
+        written = write_report(plan, out, settings)
+    except ExecutorError as error:  # an index.csv that is not this project's
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     failed = [r for r in results if r.status == "failed"]
     for result in failed:
         print(f"failed: {result.name}: {result.error}", file=sys.stderr)

@@ -336,8 +336,16 @@ def run(
     return RunResult(run_dir, episode, interrupted, wall(), int(runner.agent.n_params))
 
 
-def build(config: TrainConfig) -> tuple[Runner, dict[str, Any]]:
+def build(config: TrainConfig, *, import_env_module: bool = True) -> tuple[Runner, dict[str, Any]]:
     """Make the problem, replica streams, agent and `Runner` that ``config`` describes.
+
+    Parameters
+    ----------
+    config : TrainConfig
+    import_env_module : bool, default True
+        Whether the module of a ``"package.module:Env-v0"`` id may be imported
+        (False for a configuration read from a run directory that the user did
+        not name the environment of; see `rl.problems.make_problem`).
 
     Returns
     -------
@@ -349,14 +357,19 @@ def build(config: TrainConfig) -> tuple[Runner, dict[str, Any]]:
     ------
     ConfigError
         If the environment, its options, the agent or its parameters are invalid.
+    rl.user_problems.EnvModuleRefused
+        If ``import_env_module`` is False and the id's module is not imported yet.
     """
     from rl.problems import make_problem
+    from rl.user_problems import EnvModuleRefused
 
     resolved = resolve_agent(config)  # the agent's classes and reading, once per run
     env_options = effective_env_options(config, resolved)
     agent_cfg = agent_config(config, resolved=resolved)  # checked before the env is built
     try:
-        problem = make_problem(config.env, **env_options)
+        problem = make_problem(config.env, import_env_module=import_env_module, **env_options)
+    except EnvModuleRefused:
+        raise
     except (ValueError, TypeError, ImportError) as error:
         raise ConfigError(f"The 'env' or 'env_options' parameter is invalid: {error}") from None
     if getattr(problem, "discount", None) is not None:  # the problem's own discount

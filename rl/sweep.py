@@ -21,7 +21,8 @@ dotted keys) set one entry of those tables; a table (``agent_params = {...}``,
 also as a grid value) sets several, merged key by key onto ``[base]``'s.
 The configurations are the grid's Cartesian product (the first key varies
 slowest), then the ``[[runs]]``; a file with neither is the
-single configuration ``[base]``. ``out`` in the file is ignored: ``--out``
+single configuration ``[base]``; at most `MAX_CONFIGURATIONS` (10,000) are
+allowed, counted before any is expanded. ``out`` in the file is ignored: ``--out``
 decides. Every configuration is built before anything runs (the same
 `rl.config` loader as ``rl.train``, and the agent and environment are
 constructed, without training); the first bad one stops the sweep with its
@@ -45,9 +46,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import itertools
+import math
 import shlex
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -72,6 +74,13 @@ NESTED = ("agent_params", "env_options")
 
 PRESET = "preset"
 """Key that selects an ``rl.train --preset`` (environment, agent, reading) below the other keys."""
+
+MAX_CONFIGURATIONS = 10_000
+"""Most configurations one grid file may describe (the grid's product plus its ``[[runs]]``).
+
+Every configuration is built before anything runs (a few milliseconds each), so
+a larger grid would wait minutes before starting, or not fit in memory: split
+it into several grid files."""
 
 
 class SweepConfig(NamedTuple):
@@ -182,7 +191,8 @@ def expand_grid(data: Mapping[str, Any]) -> list[tuple[dict[str, Any], dict[str,
     ------
     ConfigError
         On an unknown section or key, a grid value that is not a non-empty
-        list, or a ``runs`` that is not an array of tables.
+        list, a ``runs`` that is not an array of tables, or more than
+        `MAX_CONFIGURATIONS` configurations.
     """
     for section in data:
         if section not in SECTIONS:
@@ -201,6 +211,15 @@ def expand_grid(data: Mapping[str, Any]) -> list[tuple[dict[str, Any], dict[str,
     runs = data.get("runs", [])
     if not isinstance(runs, list):
         raise ConfigError("The 'runs' section must be an array of tables ([[runs]]).")
+    sizes = [len(options) for options in grid.values()]
+    count = (math.prod(sizes) if grid else 0) + len(runs)
+    if count > MAX_CONFIGURATIONS:
+        product = " x ".join(map(str, sizes)) if grid else "no grid"
+        raise ConfigError(
+            f"The grid file describes {count} configurations ({product} + {len(runs)} runs); "
+            f"at most {MAX_CONFIGURATIONS} (rl.sweep.MAX_CONFIGURATIONS) run in one sweep: "
+            "split it into several grid files."
+        )
     swept = (
         [
             dict(zip(grid, combination, strict=True))
@@ -220,7 +239,9 @@ def _describe(values: Mapping[str, Any]) -> str:
 
 
 def validate(
-    expanded: Sequence[tuple[dict[str, Any], dict[str, Any]]], out: str | Path
+    expanded: Sequence[tuple[dict[str, Any], dict[str, Any]]],
+    out: str | Path,
+    progress: Callable[[int], None] | None = None,
 ) -> list[SweepConfig]:
     """Build every configuration (agent and environment, no training); refuse the first bad one.
 
@@ -230,6 +251,8 @@ def validate(
         The output of `expand_grid`.
     out : path-like
         The sweep directory (a placeholder ``out`` for the configs).
+    progress : callable, optional
+        Called with the number of configurations built so far after each one.
 
     Returns
     -------
@@ -260,18 +283,37 @@ def validate(
             )
         seen[digest] = position
         configs.append(SweepConfig(position, values, config, digest))
+        if progress is not None:
+            progress(len(configs))
     return configs
 
 
-def load_sweep(path: str | Path, out: str | Path) -> list[SweepConfig]:
+def load_sweep(path: str | Path, out: str | Path, *, progress: bool = False) -> list[SweepConfig]:
     """Read, expand and validate a grid file; see `expand_grid` and `validate`.
+
+    Parameters
+    ----------
+    path : path-like
+        The grid file.
+    out : path-like
+        The sweep directory.
+    progress : bool
+        Show a progress bar on stderr while the configurations are built, if
+        that takes more than a second; it is removed when done.
 
     Raises
     ------
     ConfigError
         If the file is missing or does not parse, or a configuration is bad.
     """
-    return validate(expand_grid(load_config_file(path)), out)
+    expanded = expand_grid(load_config_file(path))
+    from tqdm import tqdm
+
+    with tqdm(
+        total=len(expanded), desc="building", unit="config", leave=False, delay=1.0,
+        disable=not progress,
+    ) as bar:  # fmt: skip
+        return validate(expanded, out, lambda done: bar.update(done - bar.n))
 
 
 def sweep_tasks(configs: Sequence[SweepConfig]) -> list[Task]:
@@ -339,7 +381,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             require_ray()
         elif args.address:
             raise ExecutorError("--address needs --backend ray.")
-        configs = load_sweep(args.grid_file, out)
+        configs = load_sweep(args.grid_file, out, progress=not args.no_progress)
     except (ConfigError, ExecutorError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

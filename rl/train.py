@@ -10,7 +10,10 @@ with ``--config runs/teql/config.json``), ``checkpoint.npz`` and
 finishes the current episode, writes a checkpoint and exits with code 130;
 ``--resume runs/teql`` continues. Bad configuration exits with code 2 and a
 message naming the key, as does a refused checkpoint or a run directory that another
-run is using or that cannot be written. See ``docs/training.md``.
+run is using or that cannot be written. ``--resume`` of a run on an environment
+``package.module:Env-v0`` needs ``--env package.module:Env-v0`` (the recorded id,
+named again) or ``--trust-env-module``: the run directory alone never makes it
+import a module. See ``docs/training.md``.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import numpy as np
 from rl.checkpoint import CheckpointError
 from rl.config import ConfigError, TrainConfig, build_dataclass, load_config_file, parse_assignment
 from rl.presets import DEFAULT_READING, READINGS
+from rl.problems import EnvFailure
 from rl.rundir import RunDirError
 from rl.runner import (
     CHECKPOINT_FILE,
@@ -38,6 +42,7 @@ from rl.runner import (
     build,
     run,
 )
+from rl.user_problems import EnvModuleRefused
 
 _FLAGS = {  # command-line flag (argparse dest) -> TrainConfig field
     "env": "env",
@@ -141,6 +146,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--overwrite", action="store_true", help="start afresh in a non-empty run directory"
     )
+    parser.add_argument(
+        "--trust-env-module",
+        action="store_true",
+        help="with --resume: import the module of the run's 'package.module:Env-v0' id "
+        "without naming it again with --env",
+    )
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="show the full traceback of an error instead of its one-line message",
+    )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.add_argument("--no-plot", action="store_true", help="do not draw the learning curve")
     return parser
@@ -160,6 +176,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
             raise ConfigError("Use either --resume or --config/--preset, not both.")
         values = load_config_file(Path(args.resume) / CONFIG_FILE)
         values["out"] = args.resume
+        recorded = values.get("env")
     else:
         if args.preset:
             from rl import presets
@@ -175,6 +192,11 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         if getattr(args, dest) is not None:
             values[field] = getattr(args, dest)
     if args.resume:
+        if args.env is not None and args.env != recorded:
+            raise ConfigError(
+                f"The 'env' parameter {args.env!r} differs from the environment of the run in "
+                f"{args.resume} ({recorded!r})."
+            )
         if args.out is not None and Path(args.out) != Path(args.resume):
             raise ConfigError("The 'out' parameter cannot differ from --resume RUN_DIR.")
         values["out"] = args.resume
@@ -262,10 +284,20 @@ def _plot(run_dir: Path) -> None:
     plot_runs([run_dir], run_dir / FIGURE_FILE)
 
 
+def _env_failure(error: EnvFailure, debug: bool) -> int:
+    """Print a failure of the user's environment in one line (or re-raise it); return 1."""
+    if debug:
+        raise error
+    print(f"error: {error} (rerun with --debug for the traceback)", file=sys.stderr)
+    return 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; return the exit code.
 
-    0 done; 1 a failure during training (a non-finite reward, a failed write);
+    0 done; 1 a failure during training (a non-finite reward, a failed write,
+    an exception or a wrongly shaped observation of the environment: one line
+    naming the environment, replica and seed; ``--debug`` shows the traceback);
     2 bad configuration, a refused checkpoint, or a run directory in use or not
     writable; 130 interrupted.
     """
@@ -277,10 +309,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     try:
         config = config_from_args(args)
-        runner, effective = build(config)
+        trusted = not args.resume or args.env is not None or args.trust_env_module
+        runner, effective = build(config, import_env_module=trusted)
+    except EnvModuleRefused as error:
+        if args.debug:
+            raise
+        print(f"error: {error.cli_message()}", file=sys.stderr)
+        return 2
     except ConfigError as error:
+        if args.debug:
+            raise
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except EnvFailure as error:  # while estimating the reward bound
+        return _env_failure(error, args.debug)
     except KeyboardInterrupt:
         print("\nInterrupted before training started; nothing written.", file=sys.stderr)
         return 130
@@ -296,9 +338,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             handle_signals=True,
         )
     except (ConfigError, CheckpointError, RunDirError, FileNotFoundError) as error:
+        if args.debug:
+            raise
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except EnvFailure as error:
+        return _env_failure(error, args.debug)
     except (ValueError, OSError) as error:  # a non-finite reward, a damaged metrics file, disk full
+        if args.debug:
+            raise
         print(f"error: {error}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

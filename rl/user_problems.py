@@ -17,7 +17,12 @@ iterates and LoRa-VI's clipping), in this order:
 
 Ids. ``"package.module:Env-v0"`` imports ``package.module`` (its registration
 runs) and keeps the whole string as the problem's ``env_id``, so that
-``gymnasium.make`` in any later process imports it again.
+``gymnasium.make`` in any later process imports it again. Importing runs the
+module's code, so it happens only where the caller allows it
+(``import_env_module``): an id read from a run directory (``rl.load_run``,
+``rl.evaluate``, ``rl.train --resume``) is refused with `EnvModuleRefused`
+unless the user names the environment again or trusts the module. A module
+already imported is never refused: importing it again runs nothing.
 """
 
 from __future__ import annotations
@@ -25,13 +30,14 @@ from __future__ import annotations
 import copy
 import functools
 import importlib
+import sys
 from collections.abc import Callable
 from typing import Any
 
 import gymnasium
 import numpy as np
 
-from rl.problems import ENVIRONMENTS, Problem
+from rl.problems import ENVIRONMENTS, EnvFailure, Problem
 from rl.spaces import SpaceGrid
 from rl.validation import check_real
 
@@ -42,9 +48,40 @@ ESTIMATE_STEPS = 1000
 """Step cap of each of those episodes."""
 
 
-def _spec(env_id: str) -> gymnasium.envs.registration.EnvSpec:
+class EnvModuleRefused(ValueError):
+    """An environment id read from data names a module that nobody allowed to be imported.
+
+    Parameters
+    ----------
+    env_id : str
+        The id, ``"module:Env-v0"``.
+    module : str
+        Its module.
+    """
+
+    def __init__(self, env_id: str, module: str) -> None:
+        self.env_id = env_id
+        self.module = module
+        super().__init__(self.explain(f"pass env={env_id!r} or trust_env_module=True"))
+
+    def explain(self, how: str) -> str:
+        """Return the one-line refusal, ending with ``how`` to allow the import."""
+        return (
+            f"Refusing to import module {self.module!r}, named by the environment "
+            f"{self.env_id!r} of the run directory (importing it runs its code); "
+            f"to allow it, {how}."
+        )
+
+    def cli_message(self) -> str:
+        """Return the refusal as the command-line tools print it."""
+        return self.explain(f"rerun with --env {self.env_id} or --trust-env-module")
+
+
+def _spec(env_id: str, import_env_module: bool = True) -> gymnasium.envs.registration.EnvSpec:
     module, sep, name = env_id.rpartition(":")
     if sep:
+        if not import_env_module and module not in sys.modules:
+            raise EnvModuleRefused(env_id, module)
         try:
             importlib.import_module(module)
         except ImportError as error:
@@ -61,10 +98,12 @@ def _spec(env_id: str) -> gymnasium.envs.registration.EnvSpec:
         ) from None
 
 
-def _source(env: Any, env_kwargs: dict) -> tuple[str, Callable[[], gymnasium.Env], bool]:
+def _source(
+    env: Any, env_kwargs: dict, import_env_module: bool = True
+) -> tuple[str, Callable[[], gymnasium.Env], bool]:
     """Return (env_id, factory, has a vector entry point) of an id, instance or factory."""
     if isinstance(env, str):
-        spec = _spec(env)
+        spec = _spec(env, import_env_module)
         factory = functools.partial(gymnasium.make, env, **env_kwargs)
         return env, factory, spec.vector_entry_point is not None
     if env_kwargs:
@@ -82,7 +121,11 @@ def _source(env: Any, env_kwargs: dict) -> tuple[str, Callable[[], gymnasium.Env
 
 
 def estimate_reward_bound(
-    env: gymnasium.Env, episodes: int = ESTIMATE_EPISODES, max_steps: int = ESTIMATE_STEPS
+    env: gymnasium.Env,
+    episodes: int = ESTIMATE_EPISODES,
+    max_steps: int = ESTIMATE_STEPS,
+    *,
+    env_id: str | None = None,
 ) -> float:
     """Twice the largest |r| seen over random episodes (1.0 if every reward was 0).
 
@@ -95,27 +138,44 @@ def estimate_reward_bound(
         Stepped (it is left mid-episode).
     episodes, max_steps : int
         Episodes played and the step cap of each.
+    env_id : str, optional
+        How messages name the environment (default: its spec's id or class name).
 
     Returns
     -------
     float
+
+    Raises
+    ------
+    rl.problems.EnvFailure
+        If the environment raises in ``reset`` or ``step`` (naming the episode
+        and its reset seed; the original exception is the cause).
     """
     space = copy.deepcopy(env.action_space)
     space.seed(0)
     largest = 0.0
+    name = env_id or (env.spec.id if env.spec is not None else type(env.unwrapped).__name__)
     for episode in range(episodes):
-        env.reset(seed=episode)
-        for _ in range(max_steps):
-            _, reward, terminated, truncated, _ = env.step(space.sample())
-            largest = max(largest, abs(float(reward)))
-            if terminated or truncated:
-                break
+        call = "reset"
+        try:
+            env.reset(seed=episode)
+            call = "step"
+            for _ in range(max_steps):
+                _, reward, terminated, truncated, _ = env.step(space.sample())
+                largest = max(largest, abs(float(reward)))
+                if terminated or truncated:
+                    break
+        except Exception as error:  # noqa: BLE001 - any error of the user's code, reported
+            where = (
+                f"{call}() while estimating its reward bound (episode {episode}, seed {episode})"
+            )
+            raise EnvFailure.during(name, where, error) from error
     if not np.isfinite(largest):
         raise ValueError("The environment returned a non-finite reward; pass 'reward_bound'.")
     return 2.0 * largest if largest > 0 else 1.0
 
 
-def _reward_bound(probe: gymnasium.Env, options: dict[str, Any]) -> tuple[float, str]:
+def _reward_bound(probe: gymnasium.Env, env_id: str, options: dict[str, Any]) -> tuple[float, str]:
     declared = getattr(probe.unwrapped, "reward_bound", None)
     if declared is not None:
         return check_real("reward_bound", float(declared), 0.0, low_open=True), "environment"
@@ -132,10 +192,10 @@ def _reward_bound(probe: gymnasium.Env, options: dict[str, Any]) -> tuple[float,
         return check_real("reward_bound", float(value), 0.0, low_open=True), source
     if "reward_bound_source" in options:
         raise ValueError("The 'reward_bound_source' option needs a 'reward_bound'.")
-    return estimate_reward_bound(probe), "estimated"
+    return estimate_reward_bound(probe, env_id=env_id), "estimated"
 
 
-def user_problem(env: Any, options: dict[str, Any]) -> Problem:
+def user_problem(env: Any, options: dict[str, Any], import_env_module: bool = True) -> Problem:
     """Build the `Problem` of a user's environment (see `rl.problems.make_problem`).
 
     Parameters
@@ -144,15 +204,22 @@ def user_problem(env: Any, options: dict[str, Any]) -> Problem:
         A Gymnasium id (``"package.module:Env-v0"`` allowed), an instance or a factory.
     options : dict
         The `make_problem` options that were given (None values left out).
+    import_env_module : bool, default True
+        Whether the module of a ``"package.module:Env-v0"`` id may be imported.
 
     Returns
     -------
     Problem
+
+    Raises
+    ------
+    EnvModuleRefused
+        If ``import_env_module`` is False and the id's module is not imported yet.
     """
     if "normalization" in options:
         raise ValueError("The 'normalization' option applies to 'highway' only.")
     env_kwargs = dict(options.get("env_kwargs") or {})
-    env_id, factory, has_vector = _source(env, env_kwargs)
+    env_id, factory, has_vector = _source(env, env_kwargs, import_env_module)
     probe = factory()
     if not isinstance(probe, gymnasium.Env):
         raise ValueError(f"The factory {env_id!r} must return a gymnasium.Env. Got {probe!r}.")
@@ -172,7 +239,8 @@ def user_problem(env: Any, options: dict[str, Any]) -> Problem:
             low=options.get("action_low"),
             high=options.get("action_high"),
         )
-        bound, source = _reward_bound(probe, options)
+        bound, source = _reward_bound(probe, env_id, options)
+        probe_shape = tuple(probe.observation_space.shape or ())
     finally:
         probe.close()
     return Problem(
@@ -188,4 +256,5 @@ def user_problem(env: Any, options: dict[str, Any]) -> Problem:
         env_factory=None if isinstance(env, str) else factory,
         flatten=states.flatten if states.composite else None,
         reward_bound_source=source,
+        observation_shape=(states.n_components,) if states.composite else probe_shape,
     )

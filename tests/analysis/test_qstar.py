@@ -1,5 +1,7 @@
 import math
+import sys
 
+import gymnasium
 import numpy as np
 import pytest
 
@@ -16,6 +18,7 @@ from rl.config import TrainConfig
 from rl.envs.pendulum import pendulum_step
 from rl.problems import make_problem
 from rl.runner import train
+from rl.user_problems import EnvModuleRefused
 
 
 def reference_model(samples, seed):
@@ -137,3 +140,18 @@ def test_runs_without_a_q_tensor(tmp_path):
         qtensor_from_run(_run(tmp_path, "random", "rand"))
     with pytest.raises(ValueError, match="not a run directory"):
         qtensor_from_run(tmp_path / "missing")
+
+
+def test_a_run_on_an_env_module_is_read_only_when_named_or_trusted(payload_run, monkeypatch):
+    run_dir, marker = payload_run
+    monkeypatch.syspath_prepend(str(run_dir.parent))
+    sys.modules.pop("payload", None)
+    with pytest.raises(EnvModuleRefused, match="Refusing to import module 'payload'"):
+        qtensor_from_run(run_dir)
+    assert not marker.exists()
+    try:
+        tensor = qtensor_from_run(run_dir, trust_env_module=True)
+        assert marker.is_file() and tensor.tensor.shape == (4, 4, 3, 3)
+    finally:
+        sys.modules.pop("payload", None)
+        gymnasium.envs.registry.pop("Foo-v0", None)

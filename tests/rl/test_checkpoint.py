@@ -211,6 +211,27 @@ def test_newer_format_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize(
+    ("tail", "reason"),
+    [
+        ('"x": ' + "[" * 100_000 + "]" * 100_000, "its document is nested deeper than 64 levels"),
+        ('"x": ' + "[" * 65 + "]" * 65, "its document is nested deeper than 64 levels"),
+        ('"x": ' + "7" * 5000, "its document holds an integer longer than 4300 digits"),
+    ],
+)
+def test_deep_or_huge_documents_are_refused_in_one_line(tmp_path, tail, reason):
+    path = tmp_path / "checkpoint.npz"
+
+    def deepen(entries):
+        document = str(entries["__document__"])
+        entries["__document__"] = np.array(document[:-1] + ", " + tail + "}")
+
+    path.write_bytes(_rewrite(checkpoint_bytes(_checkpoint(3)), deepen))
+    with pytest.raises(CheckpointError) as refused:
+        load_checkpoint(path)
+    assert str(refused.value) == f"Refusing checkpoint {path}: {reason}."
+
+
+@pytest.mark.parametrize(
     "content",
     [
         b"hello, not a checkpoint",

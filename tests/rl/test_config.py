@@ -112,6 +112,58 @@ def test_parse_assignment():
         parse_assignment("rank")
 
 
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("[" * 100_000, "is nested deeper than 64 levels"),
+        ("[" * 65 + "]" * 65, "is nested deeper than 64 levels"),
+        ("9" * 4301, "holds an integer longer than 4300 digits"),
+    ],
+)
+def test_deep_or_huge_set_values_are_config_errors(value, problem):
+    with pytest.raises(ConfigError) as refused:
+        parse_assignment(f"rank={value}")
+    assert str(refused.value) == f"The value of 'rank' {problem}."
+    deepest = "[" * 64 + "]" * 64
+    assert parse_assignment(f"bins={deepest}") == ("bins", json.loads(deepest))
+
+
+@pytest.mark.parametrize(
+    ("suffix", "text", "problem"),
+    [
+        (".toml", "env = " + "[" * 100_000 + "]" * 100_000, "is nested deeper than 64 levels"),
+        (".toml", "a = " + "{b = " * 5000 + "1" + "}" * 5000, "is nested deeper than 64 levels"),
+        (".toml", ".".join(["a"] * 100_000) + " = 1", "is nested deeper than 64 levels"),
+        (".toml", "[" + ".".join(["'a'"] * 65) + "]", "is nested deeper than 64 levels"),
+        (".toml", "seed = " + "1" * 5000, "holds an integer longer than 4300 digits"),
+        (".toml", "seed = 0x" + "f" * 4000, "holds an integer longer than 4300 digits"),
+        (
+            ".json",
+            '{"a": ' + "[" * 100_000 + "]" * 100_000 + "}",
+            "is nested deeper than 64 levels",
+        ),
+        (".json", '{"seed": ' + "1" * 5000 + "}", "holds an integer longer than 4300 digits"),
+    ],
+)
+def test_deep_or_huge_config_files_are_config_errors(tmp_path, suffix, text, problem):
+    path = tmp_path / f"config{suffix}"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as refused:
+        load_config_file(path)
+    assert str(refused.value) == f"Config file {str(path)!r} {problem}."
+
+
+def test_dotted_values_and_quoted_dots_are_not_keys(tmp_path):
+    path = tmp_path / "config.toml"
+    dotted = ".".join(["a"] * 63)
+    path.write_text(f'{dotted} = 1\nnote = "{"x." * 500}"\nbins = [{"1.5, " * 100}]\n')
+    data = load_config_file(path)
+    assert data["note"] == "x." * 500 and data["bins"] == [1.5] * 100
+    for _ in range(62):
+        data = data["a"]
+    assert data == {"a": 1}
+
+
 def test_agent_config_merges_preset_and_overrides():
     config = TrainConfig(
         env="cartpole", agent="tabular", out="o", agent_params={"gamma": 0.5, "max_entries": 10}

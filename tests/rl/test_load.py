@@ -1,5 +1,8 @@
 """rl.load_run: a user's environment trained through Python, loaded back, acting and exported."""
 
+import sys
+
+import gymnasium
 import numpy as np
 import pytest
 import tensorly as tl
@@ -8,6 +11,7 @@ import rl
 from rl.config import TrainConfig
 from rl.load import RunLoadError
 from rl.runner import build, run
+from rl.user_problems import EnvModuleRefused
 
 TOY = "tests.rl.toy_envs:Toy-v0"
 
@@ -85,3 +89,44 @@ def test_a_directory_without_checkpoint_is_refused(tmp_path):
     (tmp_path / "checkpoint.npz").write_bytes(b"not a checkpoint")
     with pytest.raises(RunLoadError, match="checkpoint"):
         rl.load_run(tmp_path)
+
+
+def _forget_payload():
+    sys.modules.pop("payload", None)
+    gymnasium.envs.registry.pop("Foo-v0", None)
+
+
+def test_a_module_named_by_the_run_is_imported_only_when_named_or_trusted(payload_run, monkeypatch):
+    run_dir, marker = payload_run
+    monkeypatch.syspath_prepend(str(run_dir.parent))  # as if python ran beside the run
+    _forget_payload()
+    with pytest.raises(EnvModuleRefused) as refused:
+        rl.load_run(run_dir)
+    assert str(refused.value) == (
+        "Refusing to import module 'payload', named by the environment 'payload:Foo-v0' of "
+        "the run directory (importing it runs its code); to allow it, pass "
+        "env='payload:Foo-v0' or trust_env_module=True."
+    )
+    with pytest.raises(RunLoadError, match=r"'env' parameter 'payload:Bar-v0' differs"):
+        rl.load_run(run_dir, env="payload:Bar-v0")
+    assert not marker.exists()
+    try:
+        for allow in ({"env": "payload:Foo-v0"}, {"trust_env_module": True}):
+            _forget_payload()
+            marker.unlink(missing_ok=True)
+            loaded = rl.load_run(run_dir, **allow)
+            assert marker.read_text() == "payload ran"
+            assert loaded.config.env == "payload:Foo-v0" and loaded.problem.shape == (4, 4, 3, 3)
+    finally:
+        _forget_payload()
+
+
+def test_bundled_and_plain_gymnasium_ids_load_without_trust(tmp_path):
+    for env, shape in (("inventory", (2, 5, 5, 3, 3)), ("FrozenLake-v1", (16, 4))):
+        config = TrainConfig(env=env, agent="tabular", out=str(tmp_path / env), episodes=1)
+        runner, effective = build(config)
+        try:
+            run(runner, config, effective)
+        finally:
+            runner.close()
+        assert rl.load_run(tmp_path / env).problem.shape == shape

@@ -69,3 +69,10 @@ def test_plot_missing_metrics_exits_2(tmp_path, capsys):
     assert "metrics.csv" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main([str(tmp_path), "--out", str(tmp_path / "x.png"), "--label", "a", "--label", "b"])
+
+
+@pytest.mark.parametrize("config", ["[" * 100_000 + "]" * 100_000, "[1, 2]", "{}"])
+def test_a_config_json_that_is_not_ours_labels_the_curve_with_the_name(tmp_path, config):
+    run = _fake_run(tmp_path / "run")
+    (run / "config.json").write_text(config)
+    assert plot_runs([run], tmp_path / "curve.png").read_bytes()[:4] == b"\x89PNG"

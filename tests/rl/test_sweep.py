@@ -11,10 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from rl.config import ConfigError
 from rl.executor import INDEX_FILE, read_index
 from rl.metrics import COLUMNS, read_metrics
 from rl.rundir import lock_holder
-from rl.sweep import build_parser, expand_grid, main
+from rl.sweep import MAX_CONFIGURATIONS, build_parser, expand_grid, main
 
 ROOT = Path(__file__).resolve().parents[2]
 EXCEPT_WALL = [c for c in COLUMNS if c != "wall_time"]
@@ -329,3 +330,31 @@ def test_interrupted_sweep_prints_a_resume_command_that_pastes(tmp_path, monkeyp
         str(out),
         "--resume",
     ]
+
+
+def test_grids_beyond_the_cap_are_refused_before_anything_is_built(tmp_path, capsys):
+    keys = "".join(f'"agent_params.k{i}" = {list(range(10))}\n' for i in range(8))
+    text = f'[base]\nenv = "inventory"\nagent = "tabular"\n[grid]\n{keys}'
+    assert main([str(_grid(tmp_path, text)), "--out", str(tmp_path / "out"), "--dry-run"]) == 2
+    assert capsys.readouterr().err == (
+        "error: The grid file describes 100000000 configurations (10 x 10 x 10 x 10 x 10 x 10 x "
+        "10 x 10 + 0 runs); at most 10000 (rl.sweep.MAX_CONFIGURATIONS) run in one sweep: split "
+        "it into several grid files.\n"
+    )
+    seeds = {"base": {"env": "inventory", "agent": "tabular"}, "grid": {"seed": list(range(9999))}}
+    assert len(expand_grid({**seeds, "runs": [{"seed": 10**6}]})) == MAX_CONFIGURATIONS
+    with pytest.raises(ConfigError, match=r"describes 10001 configurations \(9999 \+ 2 runs\)"):
+        expand_grid({**seeds, "runs": [{"seed": 10**6}, {"seed": 10**7}]})
+
+
+def test_an_index_that_is_not_utf8_is_refused_on_resume(tmp_path, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / INDEX_FILE).write_bytes(b"position,name,hash,status\n0,000-abc,abc,d\xf6ne\n")
+    grid = _grid(tmp_path, '[base]\nenv = "inventory"\nagent = "tabular"\nepisodes = 1\n')
+    assert main([str(grid), "--out", str(out), "--resume", "--no-progress", "--no-plot"]) == 2
+    assert capsys.readouterr().err == (
+        f"error: Cannot read {out / INDEX_FILE}: it is not UTF-8 text (byte 0xf6 at offset 41); "
+        "it was not written by this project.\n"
+    )
+    assert not [p for p in out.iterdir() if p.is_dir()]  # nothing ran

@@ -172,6 +172,8 @@ def test_refuses_non_empty_out_without_resume_or_overwrite(tmp_path):
         (["--env", "nope"], "nope"),
         (["--agent", "nope"], "nope"),
         (["--env-option", "state_bins=0"], "state_bins"),
+        (["--set", "gamma=" + "[" * 100_000], "The value of 'gamma' is nested deeper than 64"),
+        (["--set", "gamma=" + "9" * 5000], "The value of 'gamma' holds an integer longer than"),
     ],
 )
 def test_bad_arguments_exit_2_naming_the_key(tmp_path, args, key):
@@ -390,3 +392,26 @@ def test_damaged_metrics_header_gives_one_line_after_training(tmp_path, capsys):
         f"{metrics} lacks the columns ['return'].\n"
     )
     assert load_checkpoint(out / "checkpoint.npz").episode == 6
+
+
+def test_an_environment_error_is_one_line_and_debug_shows_its_traceback(tmp_path):
+    env = "tests.rl.toy_envs:ToyFailing-v0"
+    args = [
+        "--env", env, "--agent", "tabular", "--seeds", 2, "--seed", 5, "--episodes", 2,
+        "--env-option", "reward_bound=1.1", "--no-progress", "--no-plot",
+    ]  # fmt: skip
+    message = (
+        f"Environment {env!r} failed in step() of replica 0 (seed 5): ZeroDivisionError: "
+        "toy failure after 3 steps"
+    )
+    failed = _cli(*args, "--out", tmp_path / "a")
+    assert (failed.returncode, failed.stderr) == (
+        1,
+        f"error: {message} (rerun with --debug for the traceback)\n",
+    )
+    debug = _cli(*args, "--out", tmp_path / "b", "--debug")
+    assert debug.returncode == 1 and debug.stderr.startswith("Traceback")
+    assert 'toy_envs.py", line' in debug.stderr and "ZeroDivisionError: toy failure" in debug.stderr
+    assert debug.stderr.endswith(f"rl.problems.EnvFailure: {message}\n")
+    probe = _cli(*args[:-4], "--no-progress", "--out", tmp_path / "c")
+    assert probe.returncode == 1 and "while estimating its reward bound" in probe.stderr

@@ -7,11 +7,12 @@ import numpy as np
 import pytest
 
 import rl
-from rl.config import agent_parts, build_dataclass
+from rl.config import TrainConfig, agent_parts, build_dataclass
 from rl.envs import is_exact_model, value_iteration
 from rl.lockstep import Runner
-from rl.problems import exact_model, make_problem
+from rl.problems import EnvFailure, ObservationShapeError, exact_model, make_problem
 from rl.replicas import ReplicaEnvs
+from rl.runner import train
 from rl.seeding import spawn_replicas
 from rl.spaces import SpaceGrid
 from tests.rl import toy_envs
@@ -160,3 +161,54 @@ def test_synchronous_loop_gives_the_vector_results():
         returns.append([r.returns for r in runner.episodes(0, 3)])
         runner.close()
     np.testing.assert_array_equal(returns[0], returns[1])
+
+
+FAILING = "tests.rl.toy_envs:ToyFailing-v0"
+WRONG_SHAPE = "tests.rl.toy_envs:ToyWrongShape-v0"
+
+
+def test_an_error_while_estimating_the_reward_bound_names_the_episode_not_the_option():
+    with pytest.raises(EnvFailure) as failed:
+        make_problem(FAILING)
+    assert str(failed.value) == (
+        f"Environment {FAILING!r} failed in step() while estimating its reward bound "
+        "(episode 0, seed 0): ZeroDivisionError: toy failure after 3 steps"
+    )
+    assert isinstance(failed.value.__cause__, ZeroDivisionError)
+
+
+def test_an_error_of_a_replicas_step_names_the_environment_replica_and_seed(tmp_path):
+    config = TrainConfig(
+        env=FAILING,
+        agent="tabular",
+        out=str(tmp_path / "run"),
+        seeds=2,
+        seed=5,
+        episodes=2,
+        env_options={"reward_bound": 1.1, "env_kwargs": {"fail_after": 7}},
+    )
+    with pytest.raises(EnvFailure) as failed:
+        train(config)
+    assert str(failed.value) == (
+        f"Environment {FAILING!r} failed in step() of replica 0 (seed 5): "
+        "ZeroDivisionError: toy failure after 7 steps"
+    )
+    assert isinstance(failed.value.__cause__, ZeroDivisionError)
+
+
+def test_observations_of_the_wrong_shape_are_refused():
+    problem = make_problem(WRONG_SHAPE, state_bins=4, action_bins=3, reward_bound=1.0)
+    assert problem.observation_shape == (2,)
+    with pytest.raises(EnvFailure) as failed:
+        ReplicaEnvs(problem, 2, seeds=[3, 4]).reset([0, 1])
+    assert str(failed.value) == (
+        f"Environment {WRONG_SHAPE!r} failed in reset() of replica 0 (seed 3): The observation "
+        f"has shape (1,); the observation space of {WRONG_SHAPE!r} has shape (2,)."
+    )
+    with pytest.raises(ObservationShapeError, match=r"has shape \(3,\); the observation space"):
+        problem.encode_observation(np.zeros(3))
+    dict_problem = make_problem("tests.rl.toy_envs:ToyDict-v0", state_bins=3)
+    assert dict_problem.observation_shape == (2,)  # flattened
+    with pytest.raises(ObservationShapeError, match=r"has shape \(3,\).* has shape \(2,\) \(fla"):
+        dict_problem.encode_observation({"x": 1, "y": np.zeros(2)})
+    np.testing.assert_array_equal(dict_problem.encode_observation({"x": 1, "y": [2.5]}), [1, 2])

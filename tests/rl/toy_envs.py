@@ -3,8 +3,10 @@
 ``tests.rl.toy_envs:Toy-v0`` (a 4 x 4 grid with a two-component action and an
 exact model), ``tests.rl.toy_envs:ToyBox-v0`` (Box spaces, unbounded
 observations, no declared reward bound), ``tests.rl.toy_envs:ToyDict-v0`` (a
-Dict observation), ``tests.rl.toy_envs:ToyVideo-v0`` (renders ``rgb_array``)
-and ``tests.rl.toy_envs:ToyText-v0`` (an unsupported space).
+Dict observation), ``tests.rl.toy_envs:ToyVideo-v0`` (renders ``rgb_array``),
+``tests.rl.toy_envs:ToyText-v0`` (an unsupported space),
+``tests.rl.toy_envs:ToyFailing-v0`` (``step`` raises) and
+``tests.rl.toy_envs:ToyWrongShape-v0`` (observations of the wrong shape).
 """
 
 from __future__ import annotations
@@ -121,7 +123,51 @@ class ToyText(Toy):
     observation_space = spaces.Text(8)
 
 
-_REGISTERED = (("Toy", 20), ("ToyBox", 30), ("ToyDict", 20), ("ToyVideo", 20), ("ToyText", 20))
+class ToyFailing(Toy):
+    """`Toy` whose ``step`` raises ZeroDivisionError at the ``fail_after``-th step of an episode.
+
+    It declares no reward bound, so that estimating one steps it.
+    """
+
+    reward_bound = None
+
+    def __init__(self, fail_after=3):
+        self.fail_after = fail_after
+
+    def reset(self, *, seed=None, options=None):
+        self.steps = 0
+        return super().reset(seed=seed, options=options)
+
+    def step(self, action):
+        self.steps += 1
+        if self.steps == self.fail_after:
+            raise ZeroDivisionError(f"toy failure after {self.steps} steps")
+        return super().step(action)
+
+
+class ToyWrongShape(ToyBox):
+    """`ToyBox` on a bounded Box (2,) observation space that returns observations of shape (1,)."""
+
+    observation_space = spaces.Box(-3.0, 3.0, (2,), np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        observation, info = super().reset(seed=seed, options=options)
+        return observation[:1], info
+
+    def step(self, action):
+        observation, *rest = super().step(action)
+        return (observation[:1], *rest)
+
+
+_REGISTERED = (
+    ("Toy", 20),
+    ("ToyBox", 30),
+    ("ToyDict", 20),
+    ("ToyVideo", 20),
+    ("ToyText", 20),
+    ("ToyFailing", 20),
+    ("ToyWrongShape", 30),
+)
 for _name, _steps in _REGISTERED:
     if f"{_name}-v0" not in gym.registry:
         gym.register(f"{_name}-v0", entry_point=f"{__name__}:{_name}", max_episode_steps=_steps)
