@@ -35,8 +35,10 @@ from rl.checkpoint import (
     CHECKPOINT_NAME,
     LEGACY_CHECKPOINT_NAME,
     Checkpoint,
-    atomic_write_text,
+    CheckpointError,
+    check_checkpoint_against_metrics,
     load_checkpoint,
+    restore_agent,
     save_checkpoint,
 )
 from rl.config import (
@@ -52,10 +54,13 @@ from rl.metrics import MetricsWriter
 from rl.rundir import (
     RunLock,
     RunWriteError,
+    atomic_write_text,
+    check_run_files,
     check_writable,
     has_run_files,
     make_run_dir,
     refuse_if_locked,
+    remove_stale_temporaries,
 )
 from rl.seeding import spawn_replicas
 
@@ -66,7 +71,10 @@ FIGURE_FILE = "learning_curve.png"
 RUN_FILES = (METRICS_FILE, CONFIG_FILE, CHECKPOINT_FILE, FIGURE_FILE)
 """Files a run directory holds (besides its ``.lock``, see `rl.rundir`).
 
-``overwrite`` removes exactly these and an old pickled ``checkpoint.pkl``.
+``overwrite`` removes exactly these and an old pickled ``checkpoint.pkl``. A run
+refuses a directory where one of them (or ``.lock``) is a symbolic link or not a
+regular file, and removes the temporary files of writes killed earlier once it
+holds the lock (see `rl.rundir`).
 """
 
 _RESUMABLE_CHANGES = ("episodes", "out", "checkpoint_every")
@@ -145,14 +153,43 @@ def _prepare_run_dir(run_dir: Path, overwrite: bool) -> RunLock:
     make_run_dir(run_dir)
     lock = RunLock.acquire(run_dir)
     try:
+        check_run_files(run_dir, (*RUN_FILES, LEGACY_CHECKPOINT_NAME))
         if overwrite:
             for name in (*RUN_FILES, LEGACY_CHECKPOINT_NAME):
                 (run_dir / name).unlink(missing_ok=True)
+        remove_stale_temporaries(run_dir, RUN_FILES)
         check_writable(run_dir)
     except BaseException:
         lock.release()
         raise
     return lock
+
+
+def _resume_checkpoint(runner: Runner, run_dir: Path, effective: dict) -> Checkpoint:
+    """Load, check and restore the checkpoint of ``run_dir``; nothing in it is changed.
+
+    Raises `CheckpointError`, `rl.rundir.RunDirError` or `ConfigError` (one line each).
+    """
+    check_run_files(run_dir, (*RUN_FILES, LEGACY_CHECKPOINT_NAME))
+    path = run_dir / CHECKPOINT_FILE
+    checkpoint = load_checkpoint(path)
+    _check_resumable(checkpoint.config, effective)
+    recorded = checkpoint.config.get("episodes")
+    if not isinstance(recorded, int) or not 0 <= checkpoint.episode <= recorded:
+        raise CheckpointError(
+            f"Refusing checkpoint {path}: it records episode {checkpoint.episode} of a run of "
+            f"{recorded!r} episodes."
+        )
+    if effective["episodes"] < recorded:
+        raise ConfigError(
+            f"Cannot resume with episodes={effective['episodes']}: the run was configured for "
+            f"{recorded} episodes, and resuming may only extend it (omit --episodes or give "
+            f"at least {recorded})."
+        )
+    check_checkpoint_against_metrics(checkpoint, run_dir / METRICS_FILE, len(runner.seeds))
+    check_writable(run_dir)
+    restore_agent(runner.agent, checkpoint, path)
+    return checkpoint
 
 
 def _check_resumable(saved: dict, current: dict) -> None:
@@ -188,8 +225,12 @@ def run(
         The full effective configuration, written to ``config.json`` and stored
         in the checkpoint (see `rl.config.effective_config`).
     resume : bool
-        Continue from ``config.out/checkpoint.npz``: the agent state is
+        Continue from ``config.out/checkpoint.npz``: the checkpoint is checked
+        (values, and episode against ``metrics.csv``, see
+        `rl.checkpoint.check_checkpoint_against_metrics`), the agent state is
         restored and ``metrics.csv`` cut back to the checkpointed length.
+        ``config.episodes`` may extend the run, never shorten it, so
+        ``config.json`` always states the episodes the run was trained for.
     overwrite : bool
         Start afresh in a non-empty run directory (removes the run's files).
     progress : callable, optional
@@ -210,12 +251,10 @@ def run(
     lock = RunLock.acquire(run_dir) if resume else _prepare_run_dir(run_dir, overwrite)
     try:  # the lock is released in the ``finally`` below, or here if training never starts
         if resume:
-            checkpoint = load_checkpoint(run_dir / CHECKPOINT_FILE)
-            _check_resumable(checkpoint.config, effective)
-            check_writable(run_dir)
-            runner.agent.load_state_dict(checkpoint.agent_state)
+            checkpoint = _resume_checkpoint(runner, run_dir, effective)
             start, wall_base = checkpoint.episode, checkpoint.wall_time
             metrics_bytes = checkpoint.metrics_bytes
+            remove_stale_temporaries(run_dir, RUN_FILES)
         atomic_write_text(run_dir / CONFIG_FILE, _dumps(effective))
         writer = MetricsWriter(run_dir / METRICS_FILE, truncate_to=metrics_bytes)
     except BaseException:
