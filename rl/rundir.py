@@ -284,9 +284,9 @@ def read_run_file(path: str | os.PathLike, max_bytes: int) -> bytes:
             raise RunDirError(
                 f"Refusing {path}: it has {size} bytes, more than the {max_bytes} allowed."
             )
-        data = handle.read(max_bytes + 1)
-    if len(data) > max_bytes:  # it grew while being read
-        raise RunDirError(f"Refusing {path}: it has more than the {max_bytes} bytes allowed.")
+        data = handle.read(size + 1)  # one byte more: a file that grew is seen
+    if len(data) > size:
+        raise RunDirError(f"Refusing {path}: it changed while being read.")
     return data
 
 
