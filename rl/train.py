@@ -25,7 +25,7 @@ import numpy as np
 
 from rl.checkpoint import CheckpointError
 from rl.config import ConfigError, TrainConfig, build_dataclass, load_config_file, parse_assignment
-from rl.rundir import RunDirError
+from rl.rundir import RunDirError, check_run_files
 from rl.runner import (
     CHECKPOINT_FILE,
     CONFIG_FILE,
@@ -127,6 +127,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     if args.resume:
         if args.config or args.preset:
             raise ConfigError("Use either --resume or --config/--preset, not both.")
+        check_run_files(args.resume, [CONFIG_FILE])  # never read through a link
         values = load_config_file(Path(args.resume) / CONFIG_FILE)
         values["out"] = args.resume
     else:
@@ -242,7 +243,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         config = config_from_args(args)
         runner, effective = build(config)
-    except ConfigError as error:
+    except (ConfigError, RunDirError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
