@@ -53,6 +53,21 @@ match, that is not a checkpoint of this project (foreign), of a newer format,
 or an old pickled ``checkpoint.pkl`` (format 1), which is never unpickled:
 ``python -m rl.checkpoint convert RUN_DIR`` converts one's own runs once.
 
+What the hash protects. The SHA-256 has no key: it detects damage (a copy cut
+short, a flipped bit), not tampering, since anyone can edit a checkpoint and
+recompute it with `payload_digest`. What passes it is therefore checked like
+any input before use: `restore_agent` refuses complex or non-finite arrays and
+lets the agent's ``load_state_dict`` check shapes, dtypes and ranges against
+its configuration, and `check_checkpoint_against_metrics` checks the episode
+against ``metrics.csv``.
+
+Reading within bounds. Only a regular file is read (``O_NOFOLLOW |
+O_NONBLOCK`` then ``fstat``: a link, FIFO or device is refused unread), at most
+`MAX_CHECKPOINT_BYTES`. Every member must be stored, not compressed (the
+project writes them so), so nothing inflates beyond the file's size; each
+member's ``.npy`` header is read first and its declared shape and dtype must
+account for exactly the bytes the member holds before the array is allocated.
+
 Every write goes to a temporary file in the destination's directory, is
 flushed to disk, and then replaces the destination with ``os.replace`` (atomic
 on POSIX and Windows within one file system). If anything fails before the
