@@ -180,11 +180,11 @@ def _resume_checkpoint(runner: Runner, run_dir: Path, effective: dict) -> Checkp
             f"Refusing checkpoint {path}: it records episode {checkpoint.episode} of a run of "
             f"{recorded!r} episodes."
         )
-    if effective["episodes"] < recorded:
+    if effective["episodes"] < checkpoint.episode:
         raise ConfigError(
-            f"Cannot resume with episodes={effective['episodes']}: the run was configured for "
-            f"{recorded} episodes, and resuming may only extend it (omit --episodes or give "
-            f"at least {recorded})."
+            f"Cannot resume with episodes={effective['episodes']}: the run already trained "
+            f"{checkpoint.episode} episodes, and config.json would then understate them (omit "
+            f"--episodes or give at least {checkpoint.episode})."
         )
     check_checkpoint_against_metrics(checkpoint, run_dir / METRICS_FILE, len(runner.seeds))
     check_writable(run_dir)
@@ -229,8 +229,9 @@ def run(
         (values, and episode against ``metrics.csv``, see
         `rl.checkpoint.check_checkpoint_against_metrics`), the agent state is
         restored and ``metrics.csv`` cut back to the checkpointed length.
-        ``config.episodes`` may extend the run, never shorten it, so
-        ``config.json`` always states the episodes the run was trained for.
+        ``config.episodes`` may extend or shorten the run, never below the
+        episodes already trained, so ``config.json`` always states the length
+        of the run.
     overwrite : bool
         Start afresh in a non-empty run directory (removes the run's files).
     progress : callable, optional

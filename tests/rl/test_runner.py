@@ -321,13 +321,14 @@ def test_resumed_and_overwritten_runs_remove_stale_temporaries(tmp_path):
     ]
 
 
-def test_resume_never_shortens_the_recorded_episodes(tmp_path):
+def test_resume_never_goes_below_the_episodes_trained(tmp_path):
     out = tmp_path / "run"
-    train(_tiny(out, episodes=6), stop_after_episode=2)
+    train(_tiny(out, episodes=6), stop_after_episode=3)
     before = _files(out)
-    with pytest.raises(ConfigError, match="episodes=3: the run was configured for 6 episodes"):
-        train(_tiny(out, episodes=3), resume=True)
+    with pytest.raises(ConfigError, match="episodes=2: the run already trained 3 episodes"):
+        train(_tiny(out, episodes=2), resume=True)
     assert _files(out) == before
+    assert '"episodes": 6' in (out / "config.json").read_text()
     train(_tiny(out, episodes=8), resume=True)  # extending is allowed and recorded
     assert '"episodes": 8' in (out / "config.json").read_text()
     assert load_checkpoint(out / "checkpoint.npz").episode == 8
