@@ -97,6 +97,7 @@ from rl.rundir import (  # noqa: F401 - atomic writes are re-exported for existi
     RunDirError,
     atomic_write_bytes,
     atomic_write_text,
+    check_run_files,
     read_run_file,
 )
 
@@ -636,15 +637,20 @@ def convert_legacy(run_dir: str | os.PathLike) -> Path:
     Raises
     ------
     CheckpointError
-        If there is nothing to convert or the pickle is not a format-1 checkpoint.
+        If there is nothing to convert, the pickle is not a format-1 checkpoint,
+        or either file is a symbolic link (never read or written through).
     """
     import pickle
 
     run_dir = Path(run_dir)
     legacy, target = run_dir / LEGACY_CHECKPOINT_NAME, run_dir / CHECKPOINT_NAME
+    try:
+        check_run_files(run_dir, (LEGACY_CHECKPOINT_NAME, CHECKPOINT_NAME))
+    except RunDirError as error:
+        raise CheckpointError(str(error)) from None
     if not legacy.is_file():
         raise CheckpointError(f"Nothing to convert: {legacy} does not exist.")
-    if target.exists():
+    if os.path.lexists(target):
         raise CheckpointError(f"Not converting: {target} already exists.")
     try:
         with open(legacy, "rb") as handle:

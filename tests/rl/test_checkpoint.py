@@ -558,3 +558,19 @@ def test_hostile_files_are_refused_within_bounded_memory_and_time(tmp_path):
         assert re.search(pattern, message), message
         assert float(seconds) < 1.0
     assert peak_kb < 400 * 1024  # the interpreter and NumPy; the 1 GiB is never inflated
+
+
+def test_convert_refuses_a_linked_pickle_or_destination(tmp_path):
+    elsewhere = tmp_path / "elsewhere.pkl"
+    elsewhere.write_bytes(pickle.dumps({"format": 1}))
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "checkpoint.pkl").symlink_to(elsewhere)
+    with pytest.raises(CheckpointError, match="checkpoint.pkl: it is a symbolic link"):
+        convert_legacy(run)
+    (run / "checkpoint.pkl").unlink()
+    (run / "checkpoint.pkl").write_bytes(elsewhere.read_bytes())
+    (run / "checkpoint.npz").symlink_to(tmp_path / "missing.npz")
+    with pytest.raises(CheckpointError, match="checkpoint.npz: it is a symbolic link"):
+        convert_legacy(run)
+    assert not (tmp_path / "missing.npz").exists()
