@@ -53,6 +53,21 @@ match, that is not a checkpoint of this project (foreign), of a newer format,
 or an old pickled ``checkpoint.pkl`` (format 1), which is never unpickled:
 ``python -m rl.checkpoint convert RUN_DIR`` converts one's own runs once.
 
+What the hash protects. The SHA-256 has no key: it detects damage (a copy cut
+short, a flipped bit), not tampering, since anyone can edit a checkpoint and
+recompute it with `payload_digest`. What passes it is therefore checked like
+any input before use: `restore_agent` refuses complex or non-finite arrays and
+lets the agent's ``load_state_dict`` check shapes, dtypes and ranges against
+its configuration, and `check_checkpoint_against_metrics` checks the episode
+against ``metrics.csv``.
+
+Reading within bounds. Only a regular file is read (``O_NOFOLLOW |
+O_NONBLOCK`` then ``fstat``: a link, FIFO or device is refused unread), at most
+`MAX_CHECKPOINT_BYTES`. Every member must be stored, not compressed (the
+project writes them so), so nothing inflates beyond the file's size; each
+member's ``.npy`` header is read first and its declared shape and dtype must
+account for exactly the bytes the member holds before the array is allocated.
+
 Every write goes to a temporary file in the destination's directory, is
 flushed to disk, and then replaces the destination with ``os.replace`` (atomic
 on POSIX and Windows within one file system). If anything fails before the
@@ -71,7 +86,6 @@ import os
 import re
 import shlex
 import sys
-import tempfile
 import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -81,6 +95,13 @@ from typing import Any
 import numpy as np
 
 from rl.documents import DocumentError, parse_json
+from rl.rundir import (  # noqa: F401 - atomic writes are re-exported for existing callers
+    RunDirError,
+    atomic_write_bytes,
+    atomic_write_text,
+    check_run_files,
+    read_run_file,
+)
 
 CHECKPOINT_FORMAT = 2
 """Version of the checkpoint layout; bumped when `Checkpoint` or the file changes incompatibly.
@@ -101,6 +122,10 @@ _DOCUMENT = "__document__"
 _DIGEST = "__sha256__"
 _ZIP_MAGIC = b"PK\x03\x04"
 _PICKLE_PROTOCOL_2_PLUS = b"\x80"
+
+
+MAX_CHECKPOINT_BYTES = 8 * 2**30
+"""Largest checkpoint file (8 GiB) that `load_checkpoint` reads unless given another limit."""
 
 
 class CheckpointError(ValueError):
@@ -133,36 +158,6 @@ class Checkpoint:
     metrics_bytes: int
     config: dict[str, Any]
     format: int = CHECKPOINT_FORMAT
-
-
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (temporary file in the same directory, then rename).
-
-    Parameters
-    ----------
-    path : path-like
-        Destination; its directory must exist.
-    data : bytes
-        The whole new content.
-    """
-    path = Path(path)
-    descriptor, temporary = tempfile.mkstemp(
-        prefix=f".{path.name}.", suffix=".tmp", dir=path.parent
-    )
-    try:
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-
-
-def atomic_write_text(path: str | os.PathLike, text: str) -> None:
-    """Write ``text`` (UTF-8) to ``path`` atomically; see `atomic_write_bytes`."""
-    atomic_write_bytes(path, text.encode("utf-8"))
 
 
 # ----------------------------------------------------------------------------- flattening
@@ -335,13 +330,20 @@ def _legacy_message(path: Path) -> CheckpointError:
     )
 
 
-def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
+def load_checkpoint(path: str | os.PathLike, max_bytes: int = MAX_CHECKPOINT_BYTES) -> Checkpoint:
     """Read and verify a checkpoint written by `save_checkpoint`; never runs code.
+
+    Only a regular file is read (a symbolic link, FIFO or device is refused
+    unread), at most ``max_bytes`` of it, and every array is allocated only
+    after its declared shape was checked against the bytes its member holds
+    (see the module docstring, "Reading within bounds").
 
     Parameters
     ----------
     path : path-like
         Conventionally ``RUN_DIR/checkpoint.npz``.
+    max_bytes : int
+        Largest file read; `MAX_CHECKPOINT_BYTES` by default.
 
     Returns
     -------
@@ -351,18 +353,20 @@ def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
     ------
     CheckpointError
         With a one-line message naming the file and the reason, if the file is
-        missing, truncated, damaged, fails its SHA-256, is not a checkpoint of
-        this project, is of a newer format, or is an old pickled checkpoint.
-        The file is not changed.
+        missing, a link or not a regular file, too large, truncated, damaged,
+        fails its SHA-256, is not a checkpoint of this project, is of a newer
+        format, or is an old pickled checkpoint. The file is not changed.
     """
     path = Path(path)
     legacy = path.with_name(LEGACY_CHECKPOINT_NAME)
-    if not path.exists():
+    if not os.path.lexists(path):
         if path.suffix != ".pkl" and legacy.is_file():
             raise _legacy_message(legacy)
         raise _refuse(path, "the file does not exist.")
     try:
-        data = path.read_bytes()
+        data = read_run_file(path, max_bytes)
+    except RunDirError as error:
+        raise CheckpointError(str(error)) from None
     except OSError as error:
         raise _refuse(path, f"it cannot be read ({error.strerror or error}).") from None
     if data[:1] == _PICKLE_PROTOCOL_2_PLUS or path.suffix == ".pkl":
@@ -370,17 +374,69 @@ def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
     if data[:4] != _ZIP_MAGIC:
         raise _refuse(path, "it is not a checkpoint of this project (not an .npz archive).")
     try:
-        with np.load(io.BytesIO(data), allow_pickle=False) as archive:
-            entries = {name: archive[name] for name in archive.files}
+        entries = _read_entries(path, data)
+    except CheckpointError:
+        raise
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError, ValueError) as error:
-        if "allow_pickle" in str(error):
-            raise _refuse(
-                path, "it holds pickled Python objects, which are never loaded (they can run code)."
-            ) from None
         raise _refuse(path, f"the file is truncated or damaged ({error}).") from None
     except Exception as error:  # noqa: BLE001 - any parse failure of a damaged file is a refusal
         raise _refuse(path, f"the file is damaged ({type(error).__name__}: {error}).") from None
     return _from_entries(path, entries)
+
+
+def _read_entries(path: Path, data: bytes) -> dict[str, np.ndarray]:
+    """Arrays of the archive ``data``, each allocated only once its size is known to be real."""
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        members = archive.infolist()
+        names = [member.filename for member in members]
+        if len(set(names)) != len(names):
+            raise _refuse(path, "the archive holds two members of the same name.")
+        for member in members:
+            if not member.filename.endswith(".npy"):
+                raise _refuse(
+                    path,
+                    f"it is not a checkpoint of this project (its member {member.filename!r} "
+                    "is not an array).",
+                )
+            if member.compress_type != zipfile.ZIP_STORED:
+                raise _refuse(
+                    path,
+                    f"its member {member.filename!r} is compressed; checkpoints are written "
+                    "uncompressed, and a compressed member can expand without bound.",
+                )
+        if sum(member.file_size for member in members) > len(data):
+            raise _refuse(path, "its members declare more bytes than the file holds.")
+        return {member.filename[:-4]: _read_member(path, archive, member) for member in members}
+
+
+def _read_member(path: Path, archive: zipfile.ZipFile, member: zipfile.ZipInfo) -> np.ndarray:
+    """Read one ``.npy`` member: header first, then exactly the bytes it declares."""
+    name = member.filename[:-4]
+    with archive.open(member) as stream:
+        version = np.lib.format.read_magic(stream)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(stream)
+        elif version == (2, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(stream)
+        else:
+            raise _refuse(path, f"its entry {name} has an unknown .npy version {version}.")
+        if dtype.hasobject:
+            raise _refuse(
+                path, "it holds pickled Python objects, which are never loaded (they can run code)."
+            )
+        size = math.prod(shape) * dtype.itemsize
+        held = member.file_size - stream.tell()
+        if size != held:
+            raise _refuse(
+                path,
+                f"its entry {name} declares shape {tuple(shape)} of {dtype} ({size} bytes) but "
+                f"holds {held} bytes.",
+            )
+        raw = stream.read(size)  # reaching the end checks the member's CRC
+    if len(raw) != size:
+        raise _refuse(path, f"its entry {name} is truncated.")
+    flat = np.frombuffer(raw, dtype=dtype, count=math.prod(shape)).copy()
+    return flat.reshape(shape, order="F" if fortran else "C")
 
 
 def _from_entries(path: Path, entries: dict[str, np.ndarray]) -> Checkpoint:
@@ -422,8 +478,9 @@ def _from_entries(path: Path, entries: dict[str, np.ndarray]) -> Checkpoint:
             metrics_bytes=_number(body["metrics_bytes"], int),
             config=decode_tree(body["config"], entries),
         )
-    except (KeyError, TypeError, ValueError) as error:
-        raise _refuse(path, f"its document is malformed ({error}).") from None
+    except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as error:
+        reason = f"{type(error).__name__}: {error}"
+        raise _refuse(path, f"its document is malformed ({reason}).") from None
     if not isinstance(checkpoint.agent_state, dict) or not isinstance(checkpoint.config, dict):
         raise _refuse(path, "its document is malformed (state or config is not a table).")
     return checkpoint
@@ -436,6 +493,129 @@ def _number(value: Any, kind: type) -> Any:
     if value < 0:
         raise ValueError(f"expected a value >= 0, got {value!r}")
     return kind(value)
+
+
+# ----------------------------------------------------------------------------- checks before use
+
+
+def check_checkpoint_against_metrics(
+    checkpoint: Checkpoint, metrics_path: str | os.PathLike, replicas: int
+) -> None:
+    """Refuse a checkpoint whose episode and metrics length disagree with ``metrics.csv``.
+
+    The first ``checkpoint.metrics_bytes`` bytes of ``metrics.csv`` must be the
+    header and exactly ``checkpoint.episode * replicas`` whole rows, the last of
+    them of episode ``checkpoint.episode``. Reads only that prefix, changes nothing.
+
+    Parameters
+    ----------
+    checkpoint : Checkpoint
+        As loaded by `load_checkpoint`.
+    metrics_path : path-like
+        The run's ``metrics.csv``.
+    replicas : int
+        Number of seeds of the run (rows per episode).
+
+    Raises
+    ------
+    CheckpointError
+        One line naming both files and the disagreement.
+    """
+    from rl.metrics import COLUMNS
+    from rl.rundir import open_run_file
+
+    path, length = Path(metrics_path), checkpoint.metrics_bytes
+    where = (
+        f"The checkpoint in {path.parent} (episode {checkpoint.episode}, "
+        f"{length} bytes of {path.name})"
+    )
+    try:
+        descriptor = open_run_file(path, os.O_RDONLY)
+    except RunDirError as error:
+        raise CheckpointError(str(error)) from None
+    except OSError as error:
+        raise CheckpointError(f"{where} cannot be checked: {error.strerror or error}.") from None
+    try:
+        size = os.fstat(descriptor).st_size
+        if size < length:
+            raise CheckpointError(
+                f"{where} does not match {path}, which has only {size} bytes; it was changed "
+                "after the checkpoint and cannot be resumed."
+            )
+        prefix = os.pread(descriptor, length, 0)
+    finally:
+        os.close(descriptor)
+    header = (",".join(COLUMNS) + "\n").encode()
+    rows, expected = prefix.count(b"\n") - 1, checkpoint.episode * replicas
+    last = prefix.rstrip(b"\n").rsplit(b"\n", 1)[-1].split(b",")
+    last_episode = last[1].decode("ascii", "replace") if len(last) > 1 else ""
+    if (
+        not prefix.startswith(header)
+        or not prefix.endswith(b"\n")
+        or rows != expected
+        or (rows > 0 and last_episode != str(checkpoint.episode))
+    ):
+        raise CheckpointError(
+            f"{where} does not match {path}: {expected} rows ({replicas} per episode) expected "
+            f"after its header, found {max(rows, 0)} rows"
+            + (f" ending at episode {last_episode}" if rows > 0 else "")
+            + "; one of them was changed."
+        )
+
+
+def restore_agent(agent: Any, checkpoint: Checkpoint, path: str | os.PathLike) -> None:
+    """Check the checkpoint's agent state like any input, then load it into ``agent``.
+
+    Every array of the state must be real (no complex, no strings where numbers
+    are kept) and its floats finite; the agent's ``load_state_dict`` then checks
+    shapes, dtypes and ranges against its configuration. Anything wrong is one
+    refusal naming the entry.
+
+    Parameters
+    ----------
+    agent : rl.agents.base.Agent
+        A freshly built agent of the checkpoint's configuration.
+    checkpoint : Checkpoint
+        As loaded by `load_checkpoint`.
+    path : path-like
+        The checkpoint file, for the message.
+
+    Raises
+    ------
+    CheckpointError
+        If a value is invalid or does not fit the agent.
+    """
+    path = Path(path)
+    _check_numbers(path, checkpoint.agent_state, ("agent_state",))
+    try:
+        agent.load_state_dict(checkpoint.agent_state)
+    except KeyError as error:
+        raise _refuse(path, f"its agent state lacks the entry {error}.") from None
+    except (
+        TypeError,
+        ValueError,
+        OverflowError,
+        IndexError,
+        ZeroDivisionError,
+        AttributeError,
+        RuntimeError,
+    ) as error:
+        raise _refuse(path, f"its agent state does not fit this run: {error}") from None
+
+
+def _check_numbers(path: Path, value: Any, where: tuple[str, ...]) -> None:
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            _check_numbers(path, item, (*where, str(key)))
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            _check_numbers(path, item, (*where, str(i)))
+    elif isinstance(value, (np.ndarray, np.generic)):
+        name = "/".join(where)
+        if value.dtype.kind not in "biuf":
+            raise _refuse(path, f"its entry {name} is not a real number array ({value.dtype}).")
+        if value.dtype.kind == "f" and not np.all(np.isfinite(value)):
+            raise _refuse(path, f"its entry {name} holds NaN or infinite values.")
 
 
 # ----------------------------------------------------------------------------- conversion
@@ -461,15 +641,20 @@ def convert_legacy(run_dir: str | os.PathLike) -> Path:
     Raises
     ------
     CheckpointError
-        If there is nothing to convert or the pickle is not a format-1 checkpoint.
+        If there is nothing to convert, the pickle is not a format-1 checkpoint,
+        or either file is a symbolic link (never read or written through).
     """
     import pickle
 
     run_dir = Path(run_dir)
     legacy, target = run_dir / LEGACY_CHECKPOINT_NAME, run_dir / CHECKPOINT_NAME
+    try:
+        check_run_files(run_dir, (LEGACY_CHECKPOINT_NAME, CHECKPOINT_NAME))
+    except RunDirError as error:
+        raise CheckpointError(str(error)) from None
     if not legacy.is_file():
         raise CheckpointError(f"Nothing to convert: {legacy} does not exist.")
-    if target.exists():
+    if os.path.lexists(target):
         raise CheckpointError(f"Not converting: {target} already exists.")
     try:
         with open(legacy, "rb") as handle:

@@ -31,7 +31,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from rl.agents.base import Agent
-from rl.checkpoint import CHECKPOINT_NAME, LEGACY_CHECKPOINT_NAME, CheckpointError, load_checkpoint
+from rl.checkpoint import (
+    CHECKPOINT_NAME,
+    LEGACY_CHECKPOINT_NAME,
+    CheckpointError,
+    load_checkpoint,
+    restore_agent,
+)
 from rl.config import ConfigError, TrainConfig, agent_parts, build_dataclass
 from rl.problems import Problem, make_problem
 from rl.seeding import spawn_replicas
@@ -244,7 +250,7 @@ def load_run(
         )
         streams = spawn_replicas(range(config.seed, config.seed + config.seeds))
         agent = agent_class(problem, agent_config, [s.agent for s in streams])
-        agent.load_state_dict(checkpoint.agent_state)
+        restore_agent(agent, checkpoint, path)  # every value checked before use
     except (CheckpointError, ConfigError) as error:
         raise RunLoadError(str(error)) from None
     except (RunLoadError, EnvModuleRefused):

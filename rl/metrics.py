@@ -20,6 +20,8 @@ from typing import NamedTuple, TextIO
 import numpy as np
 from numpy.typing import NDArray
 
+from rl.rundir import open_run_file
+
 COLUMNS = ("seed", "episode", "return", "length", "greedy_return", "wall_time")
 """Columns of ``metrics.csv``, in order."""
 
@@ -32,7 +34,9 @@ class MetricsWriter:
     Parameters
     ----------
     path : path-like
-        The CSV file; created with a header if missing or empty.
+        The CSV file; created with a header if missing or empty. Opened without
+        following a symbolic link (`rl.rundir.open_run_file`): a link or a
+        non-regular file is refused (`rl.rundir.RunDirError`).
     truncate_to : int, optional
         Byte length to cut the file to before appending (the length recorded
         in the checkpoint being resumed). None keeps the file as it is.
@@ -40,7 +44,8 @@ class MetricsWriter:
 
     def __init__(self, path: str | os.PathLike, truncate_to: int | None = None) -> None:
         self.path = path
-        self._handle: TextIO = open(path, "a+", newline="", encoding="utf-8")
+        descriptor = open_run_file(path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
+        self._handle: TextIO = open(descriptor, "a+", newline="", encoding="utf-8")
         if truncate_to is not None:
             size = self._handle.seek(0, os.SEEK_END)
             if size < truncate_to:

@@ -12,6 +12,7 @@ averages (see ``docs/training.md``); this command draws the plain curves.
 from __future__ import annotations
 
 import argparse
+import io
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,6 +22,7 @@ from numpy.typing import NDArray
 
 from rl.documents import parse_json
 from rl.metrics import pivot, read_metrics
+from rl.rundir import atomic_write_bytes
 
 
 def moving_average(values: NDArray, window: int) -> NDArray:
@@ -120,7 +122,9 @@ def plot_runs(
         if axis.lines:
             axis.legend(loc="best", fontsize="small")
     out = Path(out)
-    figure.savefig(out, dpi=120)
+    image = io.BytesIO()
+    figure.savefig(image, dpi=120, format=out.suffix.lstrip(".") or "png")
+    atomic_write_bytes(out, image.getvalue())  # never through a link, permissions by umask
     return out
 
 

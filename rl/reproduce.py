@@ -38,6 +38,7 @@ configurations are kept: continue with ``--resume``).
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 import time
@@ -66,6 +67,7 @@ from rl.reproduce_experiments import (
 )
 from rl.reproduce_report import line_stats, load_line, plot_box, plot_curves, write_tables
 from rl.reproduce_summary import Settings, write_summary
+from rl.rundir import open_run_file
 from rl.validation import MAX_REPLICAS
 
 READING_CHOICES = ("paper", "released", "stable")
@@ -453,7 +455,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     settings = _settings(args, argv, plan, time.perf_counter() - start)
     if not args.report_only:
-        with open(out / HISTORY_FILE, "a", encoding="utf-8") as handle:
+        history = open_run_file(out / HISTORY_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        with open(history, "a", encoding="utf-8") as handle:
             handle.write(f"{settings.wall_time:.0f}\t{settings.command}\n")
     try:
         settings = settings._replace(history=_history(out))

@@ -31,11 +31,11 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
-from rl.checkpoint import atomic_write_text
 from rl.metrics import pivot, read_metrics
 from rl.reproduce_experiments import (
     Line,
 )
+from rl.rundir import atomic_write_bytes, atomic_write_text
 from rl.stats import iqm_interval, mean_std, postprocess_like_authors, replace_outliers
 
 ENV_TITLES = {"cartpole": "CartPole", "pendulum": "Pendulum", "highway": "Highway"}
@@ -227,8 +227,10 @@ def score_rows(stats: Sequence[LineStats]) -> list[list[Any]]:
 
 def _save(figure: Any, out: Path, stem: str) -> list[Path]:
     paths = [out / f"{stem}.png", out / f"{stem}.pdf"]
-    figure.savefig(paths[0], dpi=120)
-    figure.savefig(paths[1])
+    for path, dpi in zip(paths, (120, "figure"), strict=True):
+        image = io.BytesIO()
+        figure.savefig(image, dpi=dpi, format=path.suffix[1:])
+        atomic_write_bytes(path, image.getvalue())  # never through a link, permissions by umask
     return paths
 
 

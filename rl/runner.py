@@ -38,8 +38,10 @@ from rl.checkpoint import (
     CHECKPOINT_NAME,
     LEGACY_CHECKPOINT_NAME,
     Checkpoint,
-    atomic_write_text,
+    CheckpointError,
+    check_checkpoint_against_metrics,
     load_checkpoint,
+    restore_agent,
     save_checkpoint,
 )
 from rl.config import (
@@ -55,10 +57,13 @@ from rl.metrics import MetricsWriter
 from rl.rundir import (
     RunLock,
     RunWriteError,
+    atomic_write_text,
+    check_run_files,
     check_writable,
     has_run_files,
     make_run_dir,
     refuse_if_locked,
+    remove_stale_temporaries,
 )
 from rl.seeding import spawn_replicas
 
@@ -69,7 +74,10 @@ FIGURE_FILE = "learning_curve.png"
 RUN_FILES = (METRICS_FILE, CONFIG_FILE, CHECKPOINT_FILE, FIGURE_FILE)
 """Files a run directory holds (besides its ``.lock``, see `rl.rundir`).
 
-``overwrite`` removes exactly these and an old pickled ``checkpoint.pkl``.
+``overwrite`` removes exactly these and an old pickled ``checkpoint.pkl``. A run
+refuses a directory where one of them (or ``.lock``) is a symbolic link or not a
+regular file, and removes the temporary files of writes killed earlier once it
+holds the lock (see `rl.rundir`).
 """
 
 _RESUMABLE_CHANGES = ("episodes", "out", "checkpoint_every")
@@ -153,9 +161,11 @@ def _prepare_run_dir(run_dir: Path, overwrite: bool) -> RunLock:
     make_run_dir(run_dir)
     lock = RunLock.acquire(run_dir)
     try:
+        check_run_files(run_dir, (*RUN_FILES, LEGACY_CHECKPOINT_NAME))
         if overwrite:
             for name in (*RUN_FILES, LEGACY_CHECKPOINT_NAME):
                 (run_dir / name).unlink(missing_ok=True)
+        remove_stale_temporaries(run_dir, RUN_FILES)
         check_writable(run_dir)
     except BaseException:
         lock.release()
@@ -198,6 +208,33 @@ def _write_error(path: Path, doing: str, error: OSError, kept: int | None) -> Ru
     )
 
 
+def _resume_checkpoint(runner: Runner, run_dir: Path, effective: dict) -> Checkpoint:
+    """Load, check and restore the checkpoint of ``run_dir``; nothing in it is changed.
+
+    Raises `CheckpointError`, `rl.rundir.RunDirError` or `ConfigError` (one line each).
+    """
+    check_run_files(run_dir, (*RUN_FILES, LEGACY_CHECKPOINT_NAME))
+    path = run_dir / CHECKPOINT_FILE
+    checkpoint = load_checkpoint(path)
+    _check_resumable(checkpoint.config, effective)
+    recorded = checkpoint.config.get("episodes")
+    if not isinstance(recorded, int) or not 0 <= checkpoint.episode <= recorded:
+        raise CheckpointError(
+            f"Refusing checkpoint {path}: it records episode {checkpoint.episode} of a run of "
+            f"{recorded!r} episodes."
+        )
+    if effective["episodes"] < checkpoint.episode:
+        raise ConfigError(
+            f"Cannot resume with episodes={effective['episodes']}: the run already trained "
+            f"{checkpoint.episode} episodes, and config.json would then understate them (omit "
+            f"--episodes or give at least {checkpoint.episode})."
+        )
+    check_checkpoint_against_metrics(checkpoint, run_dir / METRICS_FILE, len(runner.seeds))
+    check_writable(run_dir)
+    restore_agent(runner.agent, checkpoint, path)
+    return checkpoint
+
+
 def _check_resumable(saved: dict, current: dict) -> None:
     for key in sorted(set(saved) | set(current)):
         if key not in _RESUMABLE_CHANGES and saved.get(key) != current.get(key):
@@ -231,8 +268,13 @@ def run(
         The full effective configuration, written to ``config.json`` and stored
         in the checkpoint (see `rl.config.effective_config`).
     resume : bool
-        Continue from ``config.out/checkpoint.npz``: the agent state is
+        Continue from ``config.out/checkpoint.npz``: the checkpoint is checked
+        (values, and episode against ``metrics.csv``, see
+        `rl.checkpoint.check_checkpoint_against_metrics`), the agent state is
         restored and ``metrics.csv`` cut back to the checkpointed length.
+        ``config.episodes`` may extend or shorten the run, never below the
+        episodes already trained, so ``config.json`` always states the length
+        of the run.
     overwrite : bool
         Start afresh in a non-empty run directory (removes the run's files).
     progress : callable, optional
@@ -258,12 +300,10 @@ def run(
                     f"Cannot resume {run_dir}: no checkpoint was written (the run stopped before "
                     f"its first one); start afresh with: {_afresh(run_dir)}"
                 )
-            checkpoint = load_checkpoint(run_dir / CHECKPOINT_FILE)
-            _check_resumable(checkpoint.config, effective)
-            check_writable(run_dir)
-            runner.agent.load_state_dict(checkpoint.agent_state)
+            checkpoint = _resume_checkpoint(runner, run_dir, effective)
             start, wall_base = checkpoint.episode, checkpoint.wall_time
             metrics_bytes = checkpoint.metrics_bytes
+            remove_stale_temporaries(run_dir, RUN_FILES)
         atomic_write_text(run_dir / CONFIG_FILE, _dumps(effective))
         writer = MetricsWriter(run_dir / METRICS_FILE, truncate_to=metrics_bytes)
     except BaseException:

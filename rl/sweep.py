@@ -64,6 +64,7 @@ from rl.executor import (
     run_tasks,
     sigterm_interrupts,
 )
+from rl.rundir import RunDirError
 from rl.runner import build
 
 SECTIONS = ("base", "grid", "runs")
@@ -402,7 +403,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 progress=not args.no_progress,
                 plot=not args.no_plot,
             )
-    except (ConfigError, ExecutorError) as error:
+    except (ConfigError, ExecutorError, RunDirError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -31,7 +31,7 @@ from rl.checkpoint import CheckpointError
 from rl.config import ConfigError, TrainConfig, build_dataclass, load_config_file, parse_assignment
 from rl.presets import DEFAULT_READING, READINGS
 from rl.problems import EnvFailure
-from rl.rundir import RunDirError
+from rl.rundir import RunDirError, check_run_files
 from rl.runner import (
     CHECKPOINT_FILE,
     CONFIG_FILE,
@@ -174,6 +174,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     if args.resume:
         if args.config or args.preset:
             raise ConfigError("Use either --resume or --config/--preset, not both.")
+        check_run_files(args.resume, [CONFIG_FILE])  # never read through a link
         values = load_config_file(Path(args.resume) / CONFIG_FILE)
         values["out"] = args.resume
         recorded = values.get("env")
@@ -316,7 +317,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"error: {error.cli_message()}", file=sys.stderr)
         return 2
-    except ConfigError as error:
+    except (ConfigError, RunDirError) as error:
         if args.debug:
             raise
         print(f"error: {error}", file=sys.stderr)

@@ -20,6 +20,7 @@ import torch
 from numpy.typing import NDArray
 from torch import nn
 
+from rl.agents._restore import check_values, saved_array, saved_count
 from rl.param_formulas import match_width, mlp_params
 from rl.validation import check_joint_actions
 
@@ -166,6 +167,7 @@ class ReplayBuffer:
 
     def __init__(self, capacity: int, state_dims: Sequence[int]) -> None:
         self.capacity = int(capacity)
+        self.state_dims = tuple(int(d) for d in state_dims)
         dtype = np.min_scalar_type(max(state_dims) - 1)
         dtype = np.promote_types(dtype, np.int16)  # signed, at least 16 bits
         self.states = np.zeros((self.capacity, len(state_dims)), dtype=dtype)
@@ -214,13 +216,28 @@ class ReplayBuffer:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore what `state_dict` returned."""
-        n = int(state["size"])
-        if n > self.capacity:
-            raise ValueError(f"Saved buffer holds {n} transitions; capacity is {self.capacity}.")
-        for key in ("states", "actions", "rewards", "next_states", "terminated"):
-            getattr(self, key)[:n] = state[key]
-        self.position = int(state["position"])
+        """Restore what `state_dict` returned.
+
+        Raises
+        ------
+        ValueError
+            If the size or position is out of range, an array has another
+            shape or dtype than this buffer's, or a state index is outside its
+            mode; nothing is changed.
+        """
+        n = saved_count(state, "size", self.capacity)
+        position = saved_count(state, "position", self.capacity - 1)
+        saved = {
+            key: saved_array(state, key, getattr(self, key)[:n], where="buffer")
+            for key in ("states", "actions", "rewards", "next_states", "terminated")
+        }
+        for key in ("states", "next_states"):
+            check_values(f"buffer/{key}", saved[key], 0, None)
+            if n and np.any(saved[key] >= np.asarray(self.state_dims)):
+                raise ValueError(f"the entry buffer/{key} holds an index outside its mode.")
+        for key, values in saved.items():
+            getattr(self, key)[:n] = values
+        self.position = position
         self.size = n
 
 

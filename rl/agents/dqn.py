@@ -29,6 +29,7 @@ from numpy.typing import NDArray
 
 from rl import presets
 from rl.agents import _torch_utils as tu
+from rl.agents._restore import saved_count, saved_fraction
 from rl.agents._torch_agent import ReplicatedTorchAgent, optimizer_step
 from rl.agents.base import Transitions
 from rl.problems import Problem
@@ -144,6 +145,10 @@ class _Replica:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what `state_dict` returned; ValueError if a counter is out of range."""
+        saved_fraction(state, "epsilon")
+        saved_count(state, "steps")
+        saved_count(state, "episodes")
         self.q.load_state_dict(tu.to_torch_tree(state["q"]))
         self.target.load_state_dict(tu.to_torch_tree(state["target"]))
         self.optimizer.load_state_dict(tu.to_torch_tree(state["optimizer"]))

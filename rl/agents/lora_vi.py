@@ -58,6 +58,7 @@ from rl.agents._explore import (
     greedy_indices,
     set_generator_states,
 )
+from rl.agents._restore import check_generator_states, saved_array
 from rl.agents.base import Agent, Transitions
 from rl.agents.cur import (
     ANCHOR_RULES,
@@ -369,20 +370,23 @@ class LoRaVI(Agent):
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore what `state_dict` returned."""
-        cols = np.asarray(state["cols"], dtype=np.float64)
-        if cols.shape != self.cols_.shape:
-            raise ValueError(
-                f"Saved anchor columns have shape {cols.shape}, expected {self.cols_.shape}."
+        """Restore what `state_dict` returned; ValueError if a shape, dtype or value is wrong."""
+        low = {"row_anchors": 0, "col_anchors": 0, "visits": 0, "epsilon": 0.0, "episodes": 0}
+        names = ("row_anchors", "col_anchors", "rows", "cols", "q_hat", "visits", "epsilon")
+        saved = {
+            name: saved_array(
+                state,
+                name,
+                getattr(self, f"{name}_"),
+                low=low.get(name),
+                high=1.0 if name == "epsilon" else None,
             )
-        self.row_anchors_ = np.asarray(state["row_anchors"], dtype=np.int64).copy()
-        self.col_anchors_ = np.asarray(state["col_anchors"], dtype=np.int64).copy()
-        self.rows_ = np.asarray(state["rows"], dtype=np.float64).copy()
-        self.cols_ = cols.copy()
-        self.q_hat_ = np.asarray(state["q_hat"], dtype=np.float64).copy()
-        self.visits_ = np.asarray(state["visits"], dtype=np.int64).copy()
-        self.epsilon_ = np.asarray(state["epsilon"], dtype=np.float64).copy()
-        self.episodes_ = np.asarray(state["episodes"], dtype=np.int64).copy()
+            for name in (*names, "episodes")
+        }
+        check_generator_states(state["init_rng"], len(self.streams), "init_rng")
+        check_generator_states(state["explore_rng"], len(self.streams), "explore_rng")
+        for name, values in saved.items():
+            setattr(self, f"{name}_", values.copy())
         set_generator_states([s.init for s in self.streams], state["init_rng"])
         set_generator_states([s.explore for s in self.streams], state["explore_rng"])
         self._index_anchors()

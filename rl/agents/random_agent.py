@@ -25,6 +25,7 @@ from numpy.typing import NDArray
 
 from rl import presets
 from rl.agents._explore import generator_states, set_generator_states
+from rl.agents._restore import check_generator_states, saved_array
 from rl.agents.base import Agent, Transitions
 from rl.problems import Problem
 from rl.seeding import AgentRandom
@@ -118,9 +119,11 @@ class RandomAgent(Agent):
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore what `state_dict` returned."""
+        """Restore what `state_dict` returned; ValueError if a shape or dtype is wrong."""
+        greedy_keys = saved_array(state, "greedy_keys", self.greedy_keys_)
+        check_generator_states(state["explore"], len(self.streams), "explore")
         set_generator_states([s.explore for s in self.streams], state["explore"])
-        self.greedy_keys_ = np.asarray(state["greedy_keys"], dtype=np.uint64).copy()
+        self.greedy_keys_ = greedy_keys.copy()
 
 
 SPEC = presets.AgentSpec("random", RandomAgent, RandomConfig)

@@ -29,6 +29,7 @@ from numpy.typing import NDArray
 
 from rl import presets
 from rl.agents import _torch_utils as tu
+from rl.agents._restore import saved_count
 from rl.agents._torch_agent import ReplicatedTorchAgent, optimizer_step
 from rl.agents.base import Transitions
 from rl.problems import Problem
@@ -199,6 +200,9 @@ class _Replica:
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what `state_dict` returned; ValueError if a counter is out of range."""
+        saved_count(state, "steps")
+        saved_count(state, "episodes")
         for name in self._MODULES + self._OPTIMIZERS:
             getattr(self, name).load_state_dict(tu.to_torch_tree(state[name]))
         with torch.no_grad():

@@ -29,6 +29,7 @@ from rl.agents._explore import (
     greedy_indices,
     set_generator_states,
 )
+from rl.agents._restore import check_generator_states, saved_array
 from rl.agents.base import Agent, Transitions
 from rl.problems import Problem
 from rl.seeding import AgentRandom
@@ -220,15 +221,15 @@ class TabularQ(Agent):
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore what `state_dict` returned."""
-        q_table = np.asarray(state["q_table"], dtype=np.float64)
-        if q_table.shape != self.q_table_.shape:
-            raise ValueError(
-                f"Saved table has shape {q_table.shape}, expected {self.q_table_.shape}."
-            )
+        """Restore what `state_dict` returned; ValueError if a shape, dtype or value is wrong."""
+        q_table = saved_array(state, "q_table", self.q_table_)
+        visits = saved_array(state, "visits", self.visits_, low=0)
+        epsilon = saved_array(state, "epsilon", self.epsilon_, low=0.0, high=1.0)
+        check_generator_states(state["explore_rng"], len(self.streams), "explore_rng")
+        check_generator_states(state["init_rng"], len(self.streams), "init_rng")
         self.q_table_ = q_table.copy()
-        self.visits_ = np.asarray(state["visits"], dtype=np.int64).copy()
-        self.epsilon_ = np.asarray(state["epsilon"], dtype=np.float64).copy()
+        self.visits_ = visits.copy()
+        self.epsilon_ = epsilon.copy()
         set_generator_states([s.explore for s in self.streams], state["explore_rng"])
         set_generator_states([s.init for s in self.streams], state["init_rng"])
 

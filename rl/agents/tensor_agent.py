@@ -27,6 +27,7 @@ from rl.agents._explore import (
     set_generator_states,
 )
 from rl.agents._fast_path import CompiledStep, Engine, pack_factors, resolve_engine
+from rl.agents._restore import check_generator_states, saved_array
 from rl.agents.base import Agent, ContinuousActions, Transitions
 from rl.problems import Problem
 from rl.seeding import AgentRandom
@@ -261,9 +262,27 @@ class TensorAgent(Agent):
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore what `state_dict` returned."""
-        for factor, saved in zip(self.q_.factors, state["factors"], strict=True):
-            factor[...] = saved
-        self.steps_[...] = state["steps"]
-        self.epsilon_[...] = state["epsilon"]
+        """Restore what `state_dict` returned, once checked (`rl.agents._restore`).
+
+        Raises
+        ------
+        ValueError
+            If an entry has another shape or dtype than this agent's (factors
+            (B, d_n, R) from the problem and rank), holds NaN or infinities, a
+            negative step count or an epsilon outside [0, 1]; nothing is changed.
+        """
+        factors = state["factors"]
+        if not isinstance(factors, list) or len(factors) != len(self.q_.factors):
+            raise ValueError(f"the entry factors must be a list of {len(self.q_.factors)} arrays.")
+        saved = [
+            saved_array(dict(enumerate(factors)), n, factor, where="factors")
+            for n, factor in enumerate(self.q_.factors)
+        ]
+        steps = saved_array(state, "steps", self.steps_, low=0)
+        epsilon = saved_array(state, "epsilon", self.epsilon_, low=0.0, high=1.0)
+        check_generator_states(state["rngs"], len(self._rngs), "rngs")
+        for factor, values in zip(self.q_.factors, saved, strict=True):
+            factor[...] = values
+        self.steps_[...] = steps
+        self.epsilon_[...] = epsilon
         set_generator_states(self._rngs, state["rngs"])

@@ -3,7 +3,10 @@ import io
 import json
 import os
 import pickle
+import re
 import shlex
+import subprocess
+import sys
 import zipfile
 
 import numpy as np
@@ -15,10 +18,13 @@ from rl.checkpoint import (
     CheckpointError,
     atomic_write_bytes,
     atomic_write_text,
+    check_checkpoint_against_metrics,
     checkpoint_bytes,
     convert_legacy,
     load_checkpoint,
     main,
+    payload_digest,
+    restore_agent,
     save_checkpoint,
 )
 
@@ -349,3 +355,263 @@ def test_convert_hint_is_shell_quoted(tmp_path):
     message = _refused(run_dir / "checkpoint.npz", "old pickled checkpoint")
     command = message.rpartition("convert it once with: ")[2]
     assert shlex.split(command) == ["python", "-m", "rl.checkpoint", "convert", str(run_dir)]
+
+
+# ----------------------------------------------------------------------------- tampered files
+
+
+def _tamper(path, edit):
+    """Rewrite the checkpoint ``path`` after ``edit(body, arrays)``, recomputing its SHA-256."""
+    with np.load(path, allow_pickle=False) as archive:
+        arrays = {name: archive[name] for name in archive.files}
+    body = json.loads(str(arrays.pop("__document__")[()]))
+    del arrays["__sha256__"]
+    edit(body, arrays)
+    body["arrays"] = sorted(arrays)
+    document = json.dumps(body)
+    digest = payload_digest(document, arrays)
+    np.savez(path, __document__=np.array(document), __sha256__=np.array(digest), **arrays)
+
+
+def _snapshot(run_dir):
+    """Every file of ``run_dir`` but the lock, whose holder record each run rewrites."""
+    files = sorted(run_dir.iterdir())
+    return {p.name: p.read_bytes() for p in files if p.is_file() and p.name != ".lock"}
+
+
+@pytest.fixture(scope="module")
+def teql_run(tmp_path_factory):
+    from rl.config import TrainConfig
+    from rl.runner import train
+
+    out = tmp_path_factory.mktemp("teql") / "run"
+    config = TrainConfig(
+        out=str(out),
+        env="cartpole",
+        agent="teql",
+        episodes=4,
+        seeds=2,
+        checkpoint_every=1,
+        agent_params={"visit_storage": "sparse"},
+    )
+    train(config, stop_after_episode=2)
+    return config
+
+
+def _copy_run(config, tmp_path):
+    import dataclasses
+    import shutil
+
+    out = tmp_path / "run"
+    shutil.copytree(config.out, out)
+    return dataclasses.replace(config, out=str(out)), out
+
+
+def _set(name, value):
+    def edit(body, arrays):
+        arrays[name] = value(arrays[name])
+
+    return edit
+
+
+def _duplicate_visit_key(body, arrays):
+    for name in ("keys", "counts", "delta"):
+        entry = arrays[f"agent_state/visits/{name}"]
+        arrays[f"agent_state/visits/{name}"] = np.concatenate([entry, entry[:1]])
+
+
+def _drop_steps(body, arrays):
+    del body["agent_state"]["steps"], arrays["agent_state/steps"]
+
+
+def _huge_rng_state(body, arrays):
+    body["agent_state"]["rngs"][0]["state"]["state"] = 2**200
+
+
+def _rngs_not_a_list(body, arrays):
+    body["agent_state"]["rngs"] = "PCG64"
+
+
+FACTOR = "agent_state/factors/2"
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (_set(FACTOR, lambda f: f[:, :, :-1].copy()), r"factors/2 must be .*\(2, 20, 10\)"),
+        (_set(FACTOR, lambda f: f.astype(np.float32)), "factors/2 must be .* float64"),
+        (_set(FACTOR, lambda f: np.where(f > 0, np.nan, f)), "agent_state/factors/2 holds NaN"),
+        (_set(FACTOR, lambda f: f * np.inf), "agent_state/factors/2 holds NaN or infinite"),
+        (_set(FACTOR, lambda f: f + 1j), "agent_state/factors/2 is not a real number"),
+        (_set("agent_state/steps", lambda s: s - 10**6), r"steps must lie in \[0, None\]"),
+        (_set("agent_state/epsilon", lambda e: e + 2.0), r"epsilon must lie in \[0.0, 1.0\]"),
+        (_set("agent_state/visits/keys", lambda k: k + 10**9), "visits/keys must lie in"),
+        (_duplicate_visit_key, "visits/keys holds the same"),
+        (_drop_steps, "lacks the entry 'steps'"),
+        (_huge_rng_state, "does not fit this run"),
+        (_rngs_not_a_list, "rngs must be a list of 2 generator states"),
+    ],
+)
+def test_tampered_agent_state_with_a_valid_hash_is_refused(teql_run, tmp_path, edit, message):
+    from rl.runner import build
+
+    config, out = _copy_run(teql_run, tmp_path)
+    path = out / "checkpoint.npz"
+    _tamper(path, edit)
+    checkpoint = load_checkpoint(path)  # the recomputed hash passes: it detects damage only
+    runner, _ = build(config)
+    try:
+        with pytest.raises(CheckpointError, match=message) as caught:
+            restore_agent(runner.agent, checkpoint, path)
+    finally:
+        runner.close()
+    assert "\n" not in str(caught.value) and str(path) in str(caught.value)
+
+
+def _resume_exit(out, capsys, *flags):
+    from rl.train import main as train_main
+
+    code = train_main(["--resume", str(out), "--no-plot", "--no-progress", *flags])
+    return code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (_set(FACTOR, lambda f: f + 1j), "factors/2 is not a real number"),
+        (_duplicate_visit_key, "visits/keys holds the same"),
+        (
+            lambda body, arrays: body.update(episode=4),
+            r"8 rows .* expected after its header, found 4 rows ending at episode 2",
+        ),
+        (lambda body, arrays: body.update(episode=150), "episode 150 of a run of 4 episodes"),
+        (lambda body, arrays: body.update(metrics_bytes=5), "expected after its header, found 0"),
+        (lambda body, arrays: body.update(metrics_bytes=10**9), "has only .* bytes"),
+    ],
+)
+def test_resume_of_a_tampered_checkpoint_exits_2_and_changes_nothing(
+    teql_run, tmp_path, capsys, edit, message
+):
+    _, out = _copy_run(teql_run, tmp_path)
+    _tamper(out / "checkpoint.npz", edit)
+    before = _snapshot(out)
+    code, err = _resume_exit(out, capsys)
+    assert code == 2
+    assert re.search(message, err), err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert _snapshot(out) == before
+
+
+def test_checkpoint_against_metrics_accepts_the_real_pair(teql_run):
+    from pathlib import Path
+
+    checkpoint = load_checkpoint(Path(teql_run.out) / "checkpoint.npz")
+    assert checkpoint.episode == 2
+    check_checkpoint_against_metrics(checkpoint, Path(teql_run.out) / "metrics.csv", 2)
+    with pytest.raises(CheckpointError, match="6 rows \\(3 per episode\\) expected"):
+        check_checkpoint_against_metrics(checkpoint, Path(teql_run.out) / "metrics.csv", 3)
+
+
+# ----------------------------------------------------------------------------- bounded reading
+
+_BOUNDED_LOADER = """
+import resource, sys, time
+resource.setrlimit(resource.RLIMIT_AS, ({limit}, {limit}))
+from rl.checkpoint import CheckpointError, load_checkpoint
+for path in sys.argv[1:]:
+    start = time.perf_counter()
+    try:
+        load_checkpoint(path)
+        print("loaded", path)
+    except CheckpointError as error:
+        print(f"{{time.perf_counter() - start:.3f}}", error)
+with open("/proc/self/status") as status:  # VmHWM: peak RSS of this image (ru_maxrss spans exec)
+    print("peak_kb", next(line for line in status if line.startswith("VmHWM")).split()[1])
+"""
+
+
+def _load_bounded(paths, limit=768 * 2**20, timeout=60):
+    """Load each path in a child limited to ``limit`` bytes of address space and ``timeout`` s."""
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", _BOUNDED_LOADER.format(limit=limit), *map(str, paths)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    *lines, peak = done.stdout.splitlines()
+    return lines, int(peak.split()[1])
+
+
+def _deflated_zeros(path, name, declared_shape, dtype="<f8"):
+    """A zip whose member is an .npy header and ``prod(shape)`` zero items, deflated (a bomb)."""
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        header, {"descr": dtype, "fortran_order": False, "shape": declared_shape}
+    )
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        with archive.open(f"{name}.npy", "w", force_zip64=True) as member:
+            member.write(header.getvalue())
+            chunk = bytes(2**24)
+            left = int(np.prod(declared_shape)) * np.dtype(dtype).itemsize
+            while left > 0:
+                member.write(chunk[: min(left, len(chunk))])
+                left -= len(chunk)
+
+
+def _stored_lying_header(path):
+    """A stored member whose header declares 2**40 float64 items over 8 bytes of data."""
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        header, {"descr": "<f8", "fortran_order": False, "shape": (2**40,)}
+    )
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("agent_state/q.npy", header.getvalue() + bytes(8))
+
+
+def test_hostile_files_are_refused_within_bounded_memory_and_time(tmp_path):
+    bomb = tmp_path / "bomb" / "checkpoint.npz"
+    bomb.parent.mkdir()
+    _deflated_zeros(bomb, "agent_state/q", (2**27,))  # 1 GiB of zeros in about 1 MB
+    lying = tmp_path / "lying" / "checkpoint.npz"
+    lying.parent.mkdir()
+    _stored_lying_header(lying)
+    fifo = tmp_path / "fifo" / "checkpoint.npz"
+    fifo.parent.mkdir()
+    os.mkfifo(fifo)
+    zero = tmp_path / "zero" / "checkpoint.npz"
+    zero.parent.mkdir()
+    zero.symlink_to("/dev/zero")
+    assert bomb.stat().st_size < 2 * 2**20
+    lines, peak_kb = _load_bounded([bomb, lying, fifo, zero], timeout=60)
+    expected = [
+        "member 'agent_state/q.npy' is compressed",
+        r"entry agent_state/q declares shape \(1099511627776,\) of float64",
+        "is not a regular file",
+        "is a symbolic link",
+    ]
+    assert len(lines) == len(expected)
+    for line, pattern in zip(lines, expected, strict=True):
+        seconds, message = line.split(" ", 1)
+        assert re.search(pattern, message), message
+        assert float(seconds) < 1.0
+    assert peak_kb < 400 * 1024  # the interpreter and NumPy; the 1 GiB is never inflated
+
+
+def test_convert_refuses_a_linked_pickle_or_destination(tmp_path):
+    elsewhere = tmp_path / "elsewhere.pkl"
+    elsewhere.write_bytes(pickle.dumps({"format": 1}))
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "checkpoint.pkl").symlink_to(elsewhere)
+    with pytest.raises(CheckpointError, match="checkpoint.pkl: it is a symbolic link"):
+        convert_legacy(run)
+    (run / "checkpoint.pkl").unlink()
+    (run / "checkpoint.pkl").write_bytes(elsewhere.read_bytes())
+    (run / "checkpoint.npz").symlink_to(tmp_path / "missing.npz")
+    with pytest.raises(CheckpointError, match="checkpoint.npz: it is a symbolic link"):
+        convert_legacy(run)
+    assert not (tmp_path / "missing.npz").exists()

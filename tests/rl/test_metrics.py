@@ -1,3 +1,5 @@
+import os
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -130,3 +132,27 @@ def test_damaged_file_raises_one_line_value_error(tmp_path, case):
         read_metrics(path)
     assert str(error.value).startswith(f"{path} ") and message in str(error.value)
     assert "\n" not in str(error.value)
+
+
+def test_writer_refuses_a_link_or_a_fifo_and_leaves_the_target(tmp_path):
+    from rl.rundir import RunDirError
+
+    target = tmp_path / "elsewhere.csv"
+    target.write_bytes(b"y" * 28_000)
+    (tmp_path / "metrics.csv").symlink_to(target)
+    with pytest.raises(RunDirError, match="metrics.csv: it is a symbolic link"):
+        MetricsWriter(tmp_path / "metrics.csv", truncate_to=5)
+    assert target.read_bytes() == b"y" * 28_000
+    os.mkfifo(tmp_path / "fifo.csv")
+    with pytest.raises(RunDirError, match="fifo.csv: it is not a regular file"):
+        MetricsWriter(tmp_path / "fifo.csv")
+
+
+def test_writer_creates_the_file_by_the_umask(tmp_path):
+    previous = os.umask(0o077)
+    try:
+        MetricsWriter(tmp_path / "metrics.csv").close()
+    finally:
+        os.umask(previous)
+    assert (tmp_path / "metrics.csv").stat().st_mode & 0o777 == 0o600
+    assert (tmp_path / "metrics.csv").read_text() == ",".join(COLUMNS) + "\n"

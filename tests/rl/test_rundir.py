@@ -13,11 +13,14 @@ from rl.rundir import (
     LOCK_FILE,
     RunDirError,
     RunLock,
+    atomic_write_text,
     check_writable,
     has_run_files,
     lock_holder,
     make_run_dir,
+    read_run_file,
     refuse_if_locked,
+    remove_stale_temporaries,
 )
 
 
@@ -169,3 +172,108 @@ def test_lock_is_released_after_a_run_and_after_a_refusal(tmp_path):
         train(_config(out, seeds=3), resume=True)
     assert lock_holder(out) is None
     train(_config(out, episodes=2), resume=True)
+
+
+# ----------------------------------------------------------------------------- links and FIFOs
+
+
+def _outside(tmp_path, size=28_000):
+    target = tmp_path / "elsewhere.bin"
+    target.write_bytes(bytes(range(256)) * (size // 256))
+    return target, target.read_bytes()
+
+
+def test_a_linked_lock_is_refused_and_its_target_untouched(tmp_path):
+    target, content = _outside(tmp_path)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / ".lock").symlink_to(target)
+    with pytest.raises(RunDirError, match=r"\.lock: it is a symbolic link"):
+        RunLock.acquire(run_dir)
+    assert target.read_bytes() == content
+    assert lock_holder(run_dir) is None
+
+
+def test_a_fifo_lock_is_refused_without_waiting(tmp_path):
+    os.mkfifo(tmp_path / ".lock")
+    with pytest.raises(RunDirError, match="not a regular file"):
+        RunLock.acquire(tmp_path)
+    assert lock_holder(tmp_path) is None
+
+
+@pytest.mark.parametrize("command", ["train", "resume", "sweep", "convert"])
+def test_every_command_refuses_a_linked_lock_with_exit_2(tmp_path, capsys, command):
+    from rl.checkpoint import main as checkpoint_main
+    from rl.sweep import main as sweep_main
+    from rl.train import main as train_main
+
+    target, content = _outside(tmp_path)
+    run_dir = tmp_path / "run"
+    flags = ["--no-plot", "--no-progress"]
+    tiny = ["--env", "inventory", "--agent", "tabular", "--episodes", "1", "--seeds", "1"]
+    if command == "resume":
+        assert train_main([*tiny, "--out", str(run_dir), *flags]) == 0
+        (run_dir / ".lock").unlink()
+    run_dir.mkdir(exist_ok=True)
+    (run_dir / ".lock").symlink_to(target)
+    if command == "train":
+        code = train_main(
+            ["--env", "inventory", "--agent", "tabular", "--out", str(run_dir), *flags]
+        )
+    elif command == "resume":
+        code = train_main(["--resume", str(run_dir), *flags])
+    elif command == "sweep":
+        grid = tmp_path / "grid.toml"
+        grid.write_text('[base]\nenv = "inventory"\nagent = "tabular"\nepisodes = 1\n')
+        code = sweep_main([str(grid), "--out", str(run_dir), "--no-progress"])
+    else:
+        (run_dir / "checkpoint.pkl").write_bytes(b"\x80\x04N.")
+        code = checkpoint_main(["convert", str(run_dir)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "symbolic link" in err and "Traceback" not in err, err
+    assert target.read_bytes() == content
+    assert (run_dir / ".lock").is_symlink()
+
+
+def test_atomic_writes_refuse_a_link_and_follow_the_umask(tmp_path):
+    target, content = _outside(tmp_path)
+    (tmp_path / "config.json").symlink_to(target)
+    with pytest.raises(RunDirError, match="config.json: it is a symbolic link"):
+        atomic_write_text(tmp_path / "config.json", "{}")
+    assert target.read_bytes() == content
+    previous = os.umask(0o027)
+    try:
+        atomic_write_text(tmp_path / "index.csv", "a\n")
+    finally:
+        os.umask(previous)
+    assert (tmp_path / "index.csv").stat().st_mode & 0o777 == 0o640
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "config.json",
+        "elsewhere.bin",
+        "index.csv",
+    ]
+
+
+def test_stale_temporaries_of_the_run_are_removed(tmp_path):
+    names = [".checkpoint.npz.k2j4.tmp", ".config.json.x.tmp", ".probe.abc.tmp"]
+    for name in names:
+        (tmp_path / name).write_bytes(b"\0" * 100)
+    (tmp_path / ".other.tmp").write_text("not ours")
+    (tmp_path / "metrics.csv").write_text("kept")
+    removed = remove_stale_temporaries(tmp_path, ["checkpoint.npz", "config.json"])
+    assert sorted(p.name for p in removed) == sorted(names)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".other.tmp", "metrics.csv"]
+
+
+def test_read_run_file_refuses_links_fifos_and_large_files(tmp_path):
+    (tmp_path / "data").write_bytes(b"12345")
+    assert read_run_file(tmp_path / "data", 5) == b"12345"
+    with pytest.raises(RunDirError, match="has 5 bytes, more than the 4 allowed"):
+        read_run_file(tmp_path / "data", 4)
+    (tmp_path / "link").symlink_to("/dev/zero")
+    with pytest.raises(RunDirError, match="symbolic link"):
+        read_run_file(tmp_path / "link", 10)
+    os.mkfifo(tmp_path / "fifo")
+    with pytest.raises(RunDirError, match="not a regular file"):
+        read_run_file(tmp_path / "fifo", 10)

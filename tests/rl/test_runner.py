@@ -311,3 +311,98 @@ def test_failed_first_checkpoint_says_only_overwrite_starts_afresh(tmp_path, mon
         "resumed; use --overwrite to start again."
     )
     assert train(config, overwrite=True).episodes_done == 4
+
+
+# ------------------------------------------------------------- run directories from elsewhere
+
+
+def _tiny(out, **changes):
+    values = {"env": "inventory", "agent": "tabular", "seeds": 2, "episodes": 4}
+    return TrainConfig(out=str(out), checkpoint_every=1, **{**values, **changes})
+
+
+def _files(run_dir):
+    files = sorted(run_dir.iterdir())
+    return {p.name: p.read_bytes() for p in files if p.is_file() and p.name != ".lock"}
+
+
+@pytest.mark.parametrize("name", ["metrics.csv", "config.json", "checkpoint.npz"])
+def test_resume_refuses_a_linked_run_file_and_leaves_its_target(tmp_path, capsys, name):
+    from rl.train import main as train_main
+
+    out = tmp_path / "run"
+    train(_tiny(out), stop_after_episode=2)
+    target = tmp_path / "elsewhere.csv"
+    target.write_bytes((out / name).read_bytes() + b"x" * 28_000)
+    content = target.read_bytes()
+    (out / name).unlink()
+    (out / name).symlink_to(target)
+    before = _files(out)
+    code = train_main(["--resume", str(out), "--no-plot", "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert f"{name}: it is a symbolic link" in err and err.count("\n") == 1, err
+    assert target.read_bytes() == content
+    assert _files(out) == before
+
+
+def test_overwrite_refuses_a_linked_figure(tmp_path):
+    from rl.rundir import RunDirError
+
+    out = tmp_path / "run"
+    train(_tiny(out, episodes=1))
+    target = tmp_path / "elsewhere.png"
+    target.write_bytes(b"not a figure")
+    (out / "learning_curve.png").symlink_to(target)
+    with pytest.raises(RunDirError, match="learning_curve.png: it is a symbolic link"):
+        train(_tiny(out, episodes=1), overwrite=True)
+    assert target.read_bytes() == b"not a figure"
+
+
+def test_resumed_and_overwritten_runs_remove_stale_temporaries(tmp_path):
+    out = tmp_path / "run"
+    stale = [".checkpoint.npz.abc.tmp", ".config.json.def.tmp", ".probe.x.tmp"]
+
+    def leave_stale():
+        for name in stale:
+            (out / name).write_bytes(b"\0" * 1000)
+
+    train(_tiny(out), stop_after_episode=1)
+    leave_stale()
+    train(_tiny(out), resume=True, stop_after_episode=2)
+    assert not [p for p in out.iterdir() if p.suffix == ".tmp"]
+    leave_stale()
+    train(_tiny(out), overwrite=True)
+    assert sorted(p.name for p in out.iterdir()) == [
+        ".lock",
+        "checkpoint.npz",
+        "config.json",
+        "metrics.csv",
+    ]
+
+
+def test_resume_never_goes_below_the_episodes_trained(tmp_path):
+    out = tmp_path / "run"
+    train(_tiny(out, episodes=6), stop_after_episode=3)
+    before = _files(out)
+    with pytest.raises(ConfigError, match="episodes=2: the run already trained 3 episodes"):
+        train(_tiny(out, episodes=2), resume=True)
+    assert _files(out) == before
+    assert '"episodes": 6' in (out / "config.json").read_text()
+    train(_tiny(out, episodes=8), resume=True)  # extending is allowed and recorded
+    assert '"episodes": 8' in (out / "config.json").read_text()
+    assert load_checkpoint(out / "checkpoint.npz").episode == 8
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027])
+def test_run_files_follow_the_umask(tmp_path, umask):
+    out = tmp_path / "run"
+    previous = os.umask(umask)
+    try:
+        train(_tiny(out, episodes=1))
+    finally:
+        os.umask(previous)
+    modes = {p.name: p.stat().st_mode & 0o777 for p in out.iterdir()}
+    assert modes == dict.fromkeys(
+        [".lock", "checkpoint.npz", "config.json", "metrics.csv"], 0o666 & ~umask
+    )

@@ -1,3 +1,5 @@
+import time
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -169,3 +171,53 @@ def test_auto_storage_choice_and_bad_storage():
     assert isinstance(make_visit_table(2, 100, 10, storage="sparse"), SparseVisits)
     with pytest.raises(ValueError, match="'storage'"):
         make_visit_table(2, 100, 10, storage="compressed")
+
+
+def _saved_rows(keys, n_actions=2):
+    keys = np.asarray(keys, dtype=np.int64)
+    return {
+        "keys": keys,
+        "counts": np.ones((len(keys), n_actions), dtype=np.int64),
+        "delta": np.zeros((len(keys), n_actions)),
+    }
+
+
+@pytest.mark.parametrize(
+    ("state", "message"),
+    [
+        (_saved_rows([3, 14, 3]), "visits/keys holds the same"),
+        (_saved_rows([3, 20]), r"visits/keys must lie in \[0, 19\]"),
+        (_saved_rows([-1]), r"visits/keys must lie in \[0, 19\]"),
+        ({**_saved_rows([3]), "counts": -np.ones((1, 2), dtype=np.int64)}, "visits/counts"),
+        ({**_saved_rows([3]), "delta": np.full((1, 2), np.nan)}, "visits/delta holds NaN"),
+        ({**_saved_rows([3, 4]), "delta": np.zeros((1, 2))}, r"visits/delta must be .*\(2, 2\)"),
+        ({**_saved_rows([3]), "keys": np.array([3.0])}, "visits/keys must be a 1-d integer"),
+        ({**_saved_rows([3, 4]), "rows": np.array([0, 0])}, "visits/rows must be a permutation"),
+    ],
+)
+def test_sparse_table_refuses_a_bad_saved_state_and_stays_unchanged(state, message):
+    table = SparseVisits(replicas=2, n_states=10, n_actions=2)
+    table.increment(np.array([3, 4]), np.array([1, 0]), np.array([True, True]))
+    before = table.state_dict()
+    with pytest.raises(ValueError, match=message):
+        table.load_state_dict(state)
+    for key, saved in before.items():
+        np.testing.assert_array_equal(table.state_dict()[key], saved)
+
+
+def test_many_duplicate_keys_are_refused_at_once():
+    """200,000 copies of one key: the quadratic rebuild took minutes; sorting finds them at once."""
+    table = SparseVisits(replicas=1, n_states=10, n_actions=2)
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match="the same"):
+        table.load_state_dict(_saved_rows(np.zeros(200_000)))
+    assert time.perf_counter() - start < 2.0
+    assert table.visited == 0
+
+
+def test_dense_table_refuses_negative_counts():
+    table = DenseVisits(replicas=2, n_states=3, n_actions=2)
+    state = table.state_dict()
+    state["counts"][0, 0, 0] = -1
+    with pytest.raises(ValueError, match=r"visits/counts must lie in \[0, None\]"):
+        table.load_state_dict(state)
