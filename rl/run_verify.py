@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from rl.checkpoint import CheckpointError, load_checkpoint
+from rl.checkpoint import CheckpointError, check_checkpoint_against_metrics, load_checkpoint
 from rl.config import TrainConfig
 from rl.metrics import read_metrics
 from rl.runner import CHECKPOINT_FILE, METRICS_FILE
@@ -23,8 +23,10 @@ def verify_run(run_dir: str | os.PathLike, config: TrainConfig) -> str | None:
 
     A finished run has a checkpoint that `rl.checkpoint.load_checkpoint`
     accepts, whose episode reaches ``config.episodes``, and a ``metrics.csv``
-    that reads back (`rl.metrics.read_metrics`) with one row per seed and
-    episode: ``config.seeds`` times the checkpoint's episode.
+    that holds the rows the checkpoint recorded
+    (`rl.checkpoint.check_checkpoint_against_metrics`) and reads back
+    (`rl.metrics.read_metrics`) with one row per seed and episode:
+    ``config.seeds`` times the checkpoint's episode.
 
     Parameters
     ----------
@@ -53,6 +55,10 @@ def verify_run(run_dir: str | os.PathLike, config: TrainConfig) -> str | None:
     metrics = run_dir / METRICS_FILE
     if not metrics.is_file():
         return f"{metrics} does not exist."
+    try:  # the rows the checkpoint recorded are still there, whole
+        check_checkpoint_against_metrics(checkpoint, metrics, config.seeds)
+    except CheckpointError as error:
+        return str(error)
     try:
         rows = len(read_metrics(metrics)["episode"])
     except OSError as error:

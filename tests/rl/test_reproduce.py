@@ -306,9 +306,12 @@ def test_resume_reruns_a_configuration_whose_metrics_were_damaged(tmp_path, caps
     assert main([*args, "--resume"]) == 0
     err = capsys.readouterr().err
     assert err.startswith(
-        f"rerunning cartpole/tlr (recorded done): {metrics} has 18 rows, not the 20 of "
-        "2 seeds times 10 episodes.\n1 configurations to run (2 already done).\n"
+        f"rerunning cartpole/tlr (recorded done): The checkpoint in {metrics.parent} (episode 10, "
     ), err
+    assert (
+        "it was changed after the checkpoint and cannot be resumed.\n"
+        "1 configurations to run (2 already done).\n"
+    ) in err
     after = read_metrics(metrics)
     for column in EXCEPT_WALL:
         np.testing.assert_array_equal(after[column], before[column], column)
