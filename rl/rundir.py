@@ -40,6 +40,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from rl.documents import parse_json
+
 LOCK_FILE = ".lock"
 """Name of the lock file inside a run directory."""
 
@@ -142,8 +144,8 @@ def lock_holder(run_dir: str | os.PathLike) -> dict[str, Any] | None:
 
 def _read_holder(descriptor: int) -> dict[str, Any]:
     try:
-        holder = json.loads(os.pread(descriptor, 4096, 0).decode("utf-8"))
-    except (OSError, ValueError):
+        holder = parse_json(os.pread(descriptor, 4096, 0).decode("utf-8"), "The lock file")
+    except (OSError, ValueError):  # DocumentError is a ValueError: a hostile holder record
         holder = None
     return holder if isinstance(holder, dict) else {"pid": "unknown", "host": "unknown"}
 

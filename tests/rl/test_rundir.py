@@ -201,6 +201,12 @@ def test_a_fifo_lock_is_refused_without_waiting(tmp_path):
     assert lock_holder(tmp_path) is None
 
 
+def test_a_hostile_holder_record_reads_as_unknown(tmp_path):
+    with RunLock.acquire(tmp_path):
+        (tmp_path / ".lock").write_text("[" * 4000)  # past the JSON parser's recursion limit
+        assert lock_holder(tmp_path) == {"pid": "unknown", "host": "unknown"}
+
+
 @pytest.mark.parametrize("command", ["train", "resume", "sweep", "convert"])
 def test_every_command_refuses_a_linked_lock_with_exit_2(tmp_path, capsys, command):
     from rl.checkpoint import main as checkpoint_main
