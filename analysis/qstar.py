@@ -41,6 +41,7 @@ import numpy as np
 import scipy.sparse
 import tensorly
 from numpy.typing import NDArray
+from tensorly.cp_tensor import CPTensor
 
 EXACT_ENVS = ("inventory", "lowrank")
 """Problems with an exact model (Q* by value iteration on the model)."""
@@ -60,8 +61,11 @@ class QTensor:
 
     Attributes
     ----------
-    tensor : ndarray of float64, shape state_dims + action_dims
-        Q(s, a), state modes first.
+    tensor : ndarray of float64 or CPTensor, shape state_dims + action_dims
+        Q(s, a), state modes first: dense, or (a tensor agent's Q too large to
+        build densely, `qtensor_from_run`) its CP factors, which
+        `analysis.rank.rank_profile` and `analysis.spectral.spectral_energy`
+        accept.
     gamma : float or None
         Discount it belongs to (None when unknown).
     n_state_modes : int
@@ -74,7 +78,7 @@ class QTensor:
         Short problem name (``"cartpole"``), when known.
     """
 
-    tensor: NDArray[np.float64]
+    tensor: NDArray[np.float64] | CPTensor
     gamma: float | None
     n_state_modes: int
     source: str
@@ -391,18 +395,17 @@ def q_star(
     raise ValueError(f"Unknown env {env!r}; Q* is available for: {known}.")
 
 
-def _dense_from_factors(factors: list[NDArray], replica: int) -> NDArray[np.float64]:
+def _replica_cp(factors: list[NDArray], replica: int) -> CPTensor:
+    """Return one replica's CP tensor (unit weights, float64 NumPy factors)."""
     rank = factors[0].shape[-1]
-    cp = tensorly.cp_tensor.CPTensor((np.ones(rank), [np.asarray(f[replica]) for f in factors]))
-    with tensorly.backend_context("numpy"):
-        return np.asarray(tensorly.cp_to_tensor(cp), dtype=np.float64)
+    return CPTensor((np.ones(rank), [np.array(f[replica], dtype=np.float64) for f in factors]))
 
 
 def qtensor_from_run(
     run_dir: str | Path,
     *,
     replica: int = 0,
-    max_entries: int = DEFAULT_MAX_ENTRIES,
+    max_entries: int | None = None,
     env: str | None = None,
     trust_env_module: bool = False,
 ) -> QTensor:
@@ -419,8 +422,10 @@ def qtensor_from_run(
         A run directory written by `rl.runner.train` / ``python -m rl.train``.
     replica : int, default 0
         Which replica (seed) of the run.
-    max_entries : int, default 50_000_000
-        Refuse to build a dense tensor with more entries than this.
+    max_entries : int, optional
+        Build no dense tensor with more entries than this (default
+        `DEFAULT_MAX_ENTRIES`): a tensor agent's Q is then returned as its CP
+        factors (NumPy), a Q-table refused.
     env : str, optional
         The run's environment, named by the caller (as `rl.load.load_run`); it
         must equal the recorded one.
@@ -473,13 +478,18 @@ def qtensor_from_run(
             f"The 'replica' parameter must be an int in [0, {replicas}). Got {replica!r} instead."
         )
     size = math.prod(shape)
-    if size > max_entries:
+    max_entries = DEFAULT_MAX_ENTRIES if max_entries is None else max_entries
+    if size > max_entries and "factors" not in state:
         raise ValueError(
-            f"The Q-tensor of {run_dir} has {size:.3g} entries (shape {shape}), above the "
+            f"The Q-table of {run_dir} has {size:.3g} entries (shape {shape}), above the "
             f"limit of {max_entries:.3g}: too large to build densely."
         )
-    if "factors" in state:
-        tensor = _dense_from_factors(factors, replica)
+    tensor: NDArray[np.float64] | CPTensor
+    if "factors" in state and size > max_entries:
+        tensor, kind = _replica_cp(factors, replica), "CP factors"
+    elif "factors" in state:
+        with tensorly.backend_context("numpy"):
+            tensor = np.asarray(tensorly.cp_to_tensor(_replica_cp(factors, replica)), np.float64)
     else:
         tensor = table[replica].reshape(shape)
     source = (

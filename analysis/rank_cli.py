@@ -170,15 +170,36 @@ def unfolding_share(energy: Any, k: int) -> float:
     return float(energy[min(k, len(energy)) - 1])
 
 
+def centred(tensor: Any) -> Any:
+    """Return ``tensor - mean(tensor)``: dense, or for a CPTensor one more CP component."""
+    from tensorly.cp_tensor import CPTensor
+
+    from analysis.cp_form import mean_of, minus_constant
+
+    if isinstance(tensor, CPTensor):
+        return minus_constant(tensor, mean_of(tensor))
+    tensor = np.asarray(tensor, dtype=np.float64)
+    return tensor - tensor.mean()
+
+
+def _squared_norm(tensor: Any) -> float:
+    from tensorly.cp_tensor import CPTensor
+
+    from analysis.cp_form import frobenius_norm
+
+    if isinstance(tensor, CPTensor):
+        return frobenius_norm(tensor) ** 2
+    return float(np.sum(np.asarray(tensor, dtype=np.float64) ** 2))
+
+
 def with_energy_about_mean(rows: list[dict], tensor: Any) -> list[dict]:
     """Add ``energy_about_mean`` = 1 - ||T - fit||^2 / ||T - mean(T)||^2 to each profile row.
 
     ``energy`` = 1 - rel_error^2 counts the tensor's constant offset as
     captured energy; this share counts only its variation about the mean.
+    ``tensor`` is dense or a CPTensor (the norms then come from its factors).
     """
-    tensor = np.asarray(tensor, dtype=np.float64)
-    total = float(np.sum(tensor**2))
-    spread = float(np.sum((tensor - tensor.mean()) ** 2))
+    total, spread = _squared_norm(tensor), _squared_norm(centred(tensor))
     out = []
     for row in rows:
         residual = row["rel_error"] ** 2 * total
@@ -258,7 +279,7 @@ def run(args: argparse.Namespace) -> list[str]:
     seconds = time.perf_counter() - start
     rows = with_energy_about_mean(profile.rows, q.tensor)
     write_csv(out / "rank_profile.csv", {key: [row[key] for row in rows] for key in rows[0]})
-    analysed = q.tensor - q.tensor.mean() if args.center else q.tensor
+    analysed = centred(q.tensor) if args.center else q.tensor
     spectra = spectral_energy(analysed, n_state_modes=q.n_state_modes)
     unfoldings = list(spectra.modes) + [spectra.matricization]
     labels = [f"mode{n + 1}" for n in range(len(spectra.modes))] + ["states_x_actions"]

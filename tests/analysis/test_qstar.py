@@ -4,6 +4,8 @@ import sys
 import gymnasium
 import numpy as np
 import pytest
+import tensorly as tl
+from tensorly.cp_tensor import CPTensor, cp_to_tensor
 
 from analysis.qstar import (
     QTensor,
@@ -132,7 +134,31 @@ def test_tensor_and_tabular_runs(tmp_path):
     with pytest.raises(ValueError, match="replica"):
         qtensor_from_run(run, replica=2)
     with pytest.raises(ValueError, match="too large"):
-        qtensor_from_run(run, max_entries=10)
+        qtensor_from_run(_run(tmp_path, "tabular", "tab2"), max_entries=10)
+    factored = qtensor_from_run(run, replica=1, max_entries=10)  # too large: its CP factors
+    assert isinstance(factored.tensor, CPTensor) and "CP factors" in factored.source
+    assert factored.state_dims == (4, 4, 4) and factored.action_dims == (3, 3)
+    with tl.backend_context("numpy"):
+        np.testing.assert_allclose(cp_to_tensor(factored.tensor), expected, rtol=1e-12)
+
+
+def test_the_rank_command_profiles_a_run_too_large_to_build_from_its_factors(
+    tmp_path, monkeypatch, capsys
+):
+    from analysis import rank_cli
+
+    run = _run(tmp_path, "teql", "teql")
+    monkeypatch.setattr("analysis.qstar.DEFAULT_MAX_ENTRIES", 10)  # as Highway's 2.6e12
+    monkeypatch.setattr("analysis.rank.MAX_DENSE_ENTRIES", 10)
+    argv = ["--env", "lowrank", "--source", "run", "--run", str(run), "--ranks", "1,5"]
+    assert rank_cli.main([*argv, "--center", "--out", str(tmp_path / "o"), "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "CP factors of replica 0" in out and "smallest rank reaching 90% energy about" in out
+    rows = (tmp_path / "o" / "rank_profile.csv").read_text().splitlines()
+    header = rows[0].split(",")
+    last = dict(zip(header, rows[-1].split(","), strict=True))
+    assert header[:6] == ["rank", "rel_error", "energy", "sup_error", "b_r_upper", "b_r_lower"]
+    assert last["b_r_upper"] == "nan" and float(last["rel_error"]) < 1e-6  # rank 5 >= its rank
 
 
 def test_runs_without_a_q_tensor(tmp_path):
