@@ -67,6 +67,37 @@ def test_box_with_user_bins_and_bounds_and_an_estimated_reward_bound():
     assert (given.reward_bound, given.reward_bound_source) == (4.0, "argument")
 
 
+def test_box_defaults_bins_observed_bounds_and_an_episode_cap_are_recorded():
+    problem = make_problem(BOX)
+    assert problem.shape == (6, 6, 5) and problem.max_episode_steps is None  # a TimeLimit of 30
+    recorded = problem.recorded_options()
+    assert recorded["state_bins"] == 6 and recorded["action_bins"] == 5
+    # x and v: smallest and largest values of 10 seeded random episodes, first observations in
+    np.testing.assert_allclose(recorded["low"], [-0.602332, -0.544333], atol=1e-6)
+    np.testing.assert_allclose(recorded["high"], [1.292088, 0.731301], atol=1e-6)
+    again = make_problem(BOX, **recorded)
+    assert {**recorded, **again.recorded_options()} == recorded and again.chosen_options == {}
+    assert again.shape == problem.shape
+    observations = np.array([[-0.3, 0.1], [1.2, -0.5]])
+    np.testing.assert_array_equal(again.encode(observations), problem.encode(observations))
+    given = make_problem(BOX, low=-1.0)  # only the missing side is observed
+    assert (
+        given.recorded_options()["high"] == recorded["high"] and "low" not in given.chosen_options
+    )
+    unlimited = make_problem(toy_envs.ToyBox)  # a factory: no TimeLimit
+    assert unlimited.max_episode_steps == 1000
+    assert unlimited.recorded_options()["max_episode_steps"] == 1000
+    env = unlimited.make_env()
+    env.reset(seed=0)
+    steps = 0
+    truncated = terminated = False
+    while not (terminated or truncated):
+        _, _, terminated, truncated, _ = env.step(np.zeros(1, np.float32))
+        steps += 1
+    assert (steps, truncated) == (1000, True)  # the zero action never leaves |x| <= 2
+    assert make_problem(toy_envs.ToyBox, max_episode_steps=7).make_env().spec is None
+
+
 def test_box_trains_with_user_bins_and_bounds():
     problem = make_problem(BOX, **BOX_OPTIONS)
     streams = spawn_replicas([0, 1])
@@ -82,8 +113,8 @@ def test_box_trains_with_user_bins_and_bounds():
     "env,options,match",
     [
         ("tests.rl.toy_envs:ToyText-v0", {}, "Text.*not supported"),
-        (BOX, {}, "pass 'state_bins'"),
-        (BOX, {"state_bins": 4}, "unbounded.*'low' and 'high'"),
+        (BOX, {"max_episode_steps": 0}, "'max_episode_steps' parameter must be an int >= 1"),
+        ("tests.rl.toy_envs:ToyRenamed-v0", {}, "Please use `ToyRenamed-v1` instead"),
         (BOX, {"state_bins": (4, 4, 4), "low": -1, "high": 1}, "state_bins"),
         (BOX, {"state_bins": 4, "low": [-1, -1, -1], "high": 1}, "'low'"),
         (TOY, {"normalization": "paper"}, "highway"),
