@@ -229,6 +229,22 @@ class BundledEnv:
         return self.vector_entry_point is not None
 
 
+PROBLEM_OPTIONS = (
+    "state_bins",
+    "action_bins",
+    "low",
+    "high",
+    "action_low",
+    "action_high",
+    "reward_bound",
+    "reward_bound_source",
+    "index_rule",
+    "normalization",
+    "env_kwargs",
+    "max_episode_steps",
+)
+"""The options of `make_problem` (``--env-option KEY=VALUE``, ``env_options``)."""
+
 _OPTIONS = ("index_rule", "state_bins", "action_bins", "normalization", "env_kwargs")
 """The `make_problem` options that apply to the bundled problems."""
 
