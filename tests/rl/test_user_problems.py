@@ -243,3 +243,46 @@ def test_observations_of_the_wrong_shape_are_refused():
     with pytest.raises(ObservationShapeError, match=r"has shape \(3,\).* has shape \(2,\) \(fla"):
         dict_problem.encode_observation({"x": 1, "y": np.zeros(2)})
     np.testing.assert_array_equal(dict_problem.encode_observation({"x": 1, "y": [2.5]}), [1, 2])
+
+
+def _latest(name):
+    """The newest registered version of a Gymnasium environment (Taxi-v3 became Taxi-v4)."""
+    versions = [spec.version for spec in gym.registry.values() if spec.name == name]
+    return f"{name}-v{max(v for v in versions if v is not None)}"
+
+
+CLASSICS = {
+    "CartPole-v1": ((6, 6, 6, 6), (2,), None),
+    "MountainCar-v0": ((6, 6), (3,), None),
+    "Acrobot-v1": ((6,) * 6, (3,), None),
+    "Pendulum-v1": ((6, 6, 6), (5,), None),
+    _latest("Taxi"): ((500,), (6,), None),
+    "FrozenLake-v1": ((16,), (4,), None),
+    _latest("CliffWalking"): ((48,), (4,), 1000),
+    "Blackjack-v1": ((32, 11, 2), (2,), 1000),
+}
+
+
+@pytest.mark.parametrize("env", list(CLASSICS))
+def test_stock_gymnasium_classics_train_out_of_the_box(tmp_path, env):
+    cap = CLASSICS[env][2]
+    problem = make_problem(env)
+    assert (problem.state_dims, problem.action_dims, problem.max_episode_steps) == CLASSICS[env]
+    config = TrainConfig(env=env, agent="tabular", out=str(tmp_path / "run"), seeds=2, episodes=3)
+    result = train(config)
+    assert result.episodes_done == 3 and not result.interrupted
+    run = rl.load_run(tmp_path / "run")  # config.json rebuilds the same grid and cap
+    assert run.problem.shape == problem.shape and run.problem.max_episode_steps == cap
+    env_copy = problem.make_env()
+    observations = np.stack([problem.as_array(env_copy.reset(seed=s)[0]) for s in range(5)])
+    np.testing.assert_array_equal(run.problem.encode(observations), problem.encode(observations))
+    assert env_copy.action_space.contains(run.policy(env_copy.reset(seed=0)[0]))
+
+
+def test_gymnasium_cartpole_is_stepped_as_single_copies():
+    problem = make_problem("CartPole-v1")
+    assert problem.vectorized  # it has a vector entry point, which rejects autoreset_mode
+    copies = ReplicaEnvs(problem, 2)
+    assert copies.vector is None
+    single = gym.make("CartPole-v1")
+    np.testing.assert_array_equal(copies.reset([3, 4])[0], single.reset(seed=3)[0])
