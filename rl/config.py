@@ -19,6 +19,7 @@ with a message that names the key, which the CLI turns into exit code 2.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import types
 import typing
@@ -367,10 +368,12 @@ def agent_config(config: TrainConfig, discount: float | None = None, resolved: A
 
 def _refuse_problem_options(agent: str, params: Mapping[str, Any], fields: set[str]) -> None:
     """Refuse an agent parameter that is an option of the problem, saying where it goes."""
-    from rl.problems import PROBLEM_OPTIONS
+    from rl.problems import make_problem
 
+    signature = inspect.signature(make_problem).parameters.values()
+    options = {p.name for p in signature if p.kind is p.KEYWORD_ONLY} - {"import_env_module"}
     for key, value in params.items():
-        if key in PROBLEM_OPTIONS and key not in fields:
+        if key in options and key not in fields:
             shown = json.dumps(value, separators=(",", ":"))
             raise ConfigError(
                 f"The '{key}' parameter belongs to the problem, not to agent {agent!r}: pass it "

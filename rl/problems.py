@@ -128,11 +128,9 @@ class Problem:
     for users' environments; `as_array` refuses any other. None: not checked (the bundled
     environments)."""
     max_episode_steps: int | None = None
-    """Episode cap that `make_env` applies (``gymnasium.wrappers.TimeLimit``), for users'
-    environments given ``max_episode_steps`` or without a time limit of their own."""
+    """Episode cap that `make_env` applies (``TimeLimit``), for users' environments."""
     chosen_options: dict = field(default_factory=dict)
-    """Options the problem chose itself (a default grid, observed bounds, a default episode
-    cap), recorded with a run (`recorded_options`) so that resuming rebuilds the same."""
+    """Options the problem chose itself (`rl.user_problems` defaults), for `recorded_options`."""
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -228,22 +226,6 @@ class BundledEnv:
         """Whether a NumPy vector version is registered (``gymnasium.make_vec``)."""
         return self.vector_entry_point is not None
 
-
-PROBLEM_OPTIONS = (
-    "state_bins",
-    "action_bins",
-    "low",
-    "high",
-    "action_low",
-    "action_high",
-    "reward_bound",
-    "reward_bound_source",
-    "index_rule",
-    "normalization",
-    "env_kwargs",
-    "max_episode_steps",
-)
-"""The options of `make_problem` (``--env-option KEY=VALUE``, ``env_options``)."""
 
 _OPTIONS = ("index_rule", "state_bins", "action_bins", "normalization", "env_kwargs")
 """The `make_problem` options that apply to the bundled problems."""
