@@ -19,6 +19,7 @@ with a message that names the key, which the CLI turns into exit code 2.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import types
 import typing
@@ -360,8 +361,24 @@ def agent_config(config: TrainConfig, discount: float | None = None, resolved: A
     fields = {f.name for f in dataclasses.fields(resolved.config_class)}
     if discount is not None and "gamma" in fields:
         values["gamma"] = float(discount)
+    _refuse_problem_options(config.agent, config.agent_params, fields)
     values.update(config.agent_params)
     return build_dataclass(resolved.config_class, values, f"agent {config.agent!r}")
+
+
+def _refuse_problem_options(agent: str, params: Mapping[str, Any], fields: set[str]) -> None:
+    """Refuse an agent parameter that is an option of the problem, saying where it goes."""
+    from rl.problems import make_problem
+
+    signature = inspect.signature(make_problem).parameters.values()
+    options = {p.name for p in signature if p.kind is p.KEYWORD_ONLY} - {"import_env_module"}
+    for key, value in params.items():
+        if key in options and key not in fields:
+            shown = json.dumps(value, separators=(",", ":"))
+            raise ConfigError(
+                f"The '{key}' parameter belongs to the problem, not to agent {agent!r}: pass it "
+                f"with --env-option {key}={shown} (env_options={{'{key}': {value!r}}} in Python)."
+            )
 
 
 def effective_env_options(config: TrainConfig, resolved: Any = None) -> dict[str, Any]:

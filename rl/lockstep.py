@@ -208,7 +208,9 @@ class Runner:
         """Number of replicas B."""
         return len(self.streams)
 
-    def episodes(self, start: int, stop: int) -> Iterator[EpisodeResult]:
+    def episodes(
+        self, start: int, stop: int, abandon: Callable[[], bool] | None = None
+    ) -> Iterator[EpisodeResult]:
         """Play training episodes ``start + 1 .. stop`` of every replica, with their evaluations.
 
         Replicas run ahead of one another freely; results are yielded in episode
@@ -223,6 +225,12 @@ class Runner:
             Training episodes already completed by every replica.
         stop : int
             The barrier: the last training episode to play (> ``start``).
+        abandon : callable, optional
+            Asked after every lockstep step (every compiled stretch of steps,
+            `rl.fused`); when it returns True the iterator ends at once and
+            the episodes in progress are dropped: their learning stays in the
+            agent, which is then no clean checkpoint (a run keeps its last one
+            and replays those episodes on resume).
 
         Yields
         ------
@@ -242,6 +250,8 @@ class Runner:
         try:
             while pending <= segment.stop:
                 self.agent_steps += advance()
+                if abandon is not None and abandon():
+                    return
                 while pending <= segment.stop and (result := segment.pop_complete(pending)):
                     yield result
                     pending += 1

@@ -33,7 +33,7 @@ execute bin centres (as the authors' greedy and EUGE actions do), so that with
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium
@@ -127,6 +127,10 @@ class Problem:
     """Shape of one observation as `as_array` returns it (flattened for Tuple/Dict spaces),
     for users' environments; `as_array` refuses any other. None: not checked (the bundled
     environments)."""
+    max_episode_steps: int | None = None
+    """Episode cap that `make_env` applies (``TimeLimit``), for users' environments."""
+    chosen_options: dict = field(default_factory=dict)
+    """Options the problem chose itself (`rl.user_problems` defaults), for `recorded_options`."""
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -145,8 +149,14 @@ class Problem:
                     f"Environment {self.env_id!r} was given as an instance or factory; "
                     f"it cannot be made with {sorted(overrides)}."
                 )
-            return self.env_factory()
-        return gymnasium.make(self.env_id, **{**self.env_kwargs, **overrides})
+            env = self.env_factory()
+            if self.max_episode_steps is None:
+                return env
+            return gymnasium.wrappers.TimeLimit(env, self.max_episode_steps)
+        cap = (
+            {} if self.max_episode_steps is None else {"max_episode_steps": self.max_episode_steps}
+        )
+        return gymnasium.make(self.env_id, **cap, **{**self.env_kwargs, **overrides})
 
     def as_array(self, observation: Any) -> NDArray:
         """Return one raw observation as the array `encode` reads (Tuple/Dict flattened).
@@ -172,12 +182,14 @@ class Problem:
     def recorded_options(self) -> dict[str, Any]:
         """Options that rebuild this problem exactly, to record in a run's config.
 
-        An estimated reward bound is recorded (with its source), so that a
-        resumed or rerun run uses the same bound; otherwise nothing.
+        An estimated reward bound is recorded (with its source), and the
+        options the problem chose itself (`chosen_options`), so that a resumed
+        or rerun run uses the same bound, grid and episode cap.
         """
         if self.reward_bound_source != "estimated":
-            return {}
-        return {"reward_bound": self.reward_bound, "reward_bound_source": "estimated"}
+            return dict(self.chosen_options)
+        estimated = {"reward_bound": self.reward_bound, "reward_bound_source": "estimated"}
+        return {**self.chosen_options, **estimated}
 
 
 @dataclass(frozen=True)
@@ -406,6 +418,7 @@ def make_problem(
     index_rule: str | None = None,
     normalization: str | None = None,
     env_kwargs: dict | None = None,
+    max_episode_steps: int | None = None,
     import_env_module: bool = True,
     **unknown: Any,
 ) -> Problem:
@@ -424,12 +437,15 @@ def make_problem(
     state_bins : int or tuple of int, optional
         Bins of the continuous (Box) observation components (one int for all).
         For the bundled continuous problems: overrides the preset grid, e.g.
-        the coarse LoRa-VI grids 3 (CartPole) and 7 (Pendulum).
+        the coarse LoRa-VI grids 3 (CartPole) and 7 (Pendulum). Users'
+        environments default to `rl.user_problems.DEFAULT_STATE_BINS`.
     action_bins : int or tuple of int, optional
-        Bins of the continuous (Box) action components.
+        Bins of the continuous (Box) action components (default
+        `rl.user_problems.DEFAULT_ACTION_BINS`).
     low, high : float or sequence of float, optional
         Bounds of the Box observation components (one value for all or one per
-        component); default the space's bounds, which must then be finite.
+        component); default the space's bounds where finite, else the bounds
+        observed over seeded random episodes (`rl.user_problems.observe_bounds`).
     action_low, action_high : float or sequence of float, optional
         The same for Box actions.
     reward_bound : float, optional
@@ -450,6 +466,11 @@ def make_problem(
     env_kwargs : dict, optional
         Keyword arguments for the environment constructor (for example
         ``{"n_locations": 3}`` for ``inventory``); ids only.
+    max_episode_steps : int, optional
+        Users' environments: cap every episode at this many steps (truncation,
+        ``gymnasium.wrappers.TimeLimit``). An environment without a time limit
+        of its own gets `rl.user_problems.DEFAULT_MAX_EPISODE_STEPS`, recorded
+        in a run's ``config.json``.
     import_env_module : bool, default True
         Whether the module of a ``"package.module:Env-v0"`` id may be imported
         (it runs that module's code). Loading a run directory passes False
@@ -503,6 +524,7 @@ def make_problem(
         "index_rule": index_rule,
         "normalization": normalization,
         "env_kwargs": env_kwargs,
+        "max_episode_steps": max_episode_steps,
     }
     for option in unknown:
         raise ValueError(

@@ -64,17 +64,22 @@ def _make_vector(problem: Problem, copies: int) -> Any:
 
     A user's vector environment is used only if it honours the contract: its
     ``metadata["autoreset_mode"]`` is ``AutoresetMode.DISABLED`` once made
-    with that mode. Otherwise the copies are stepped in a synchronous loop,
-    which gives the same results.
+    with that mode. Otherwise, and when its constructor raises (Gymnasium's
+    own ``CartPoleVectorEnv`` rejects ``autoreset_mode``), the copies are
+    stepped in a synchronous loop, which gives the same results; an error of
+    the environment itself then shows when the single copies are made.
     """
     disabled = gymnasium.vector.AutoresetMode.DISABLED
-    vector = gymnasium.make_vec(
-        problem.env_id,
-        num_envs=copies,
-        vectorization_mode="vector_entry_point",
-        autoreset_mode=disabled,
-        **problem.env_kwargs,
-    )
+    try:
+        vector = gymnasium.make_vec(
+            problem.env_id,
+            num_envs=copies,
+            vectorization_mode="vector_entry_point",
+            autoreset_mode=disabled,
+            **problem.env_kwargs,
+        )
+    except Exception:  # noqa: BLE001 - any constructor that cannot honour the contract
+        return None
     if isinstance(vector, NumpyVectorEnv) or vector.metadata.get("autoreset_mode") == disabled:
         return vector
     vector.close()

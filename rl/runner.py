@@ -98,26 +98,43 @@ class EpisodeLog(NamedTuple):
     wall_time: float
 
 
+STOP_GRACE_SECONDS = 2.0
+"""After SIGINT/SIGTERM, how long the episodes in progress may run on to a checkpoint
+before they are dropped (the run then keeps its last checkpoint)."""
+
+
 class RunResult(NamedTuple):
-    """Outcome of `run`: where it wrote, how far it got, whether it was interrupted."""
+    """Outcome of `run`: where it wrote, how far it got, whether it was interrupted.
+
+    ``dropped``: the interruption dropped the episodes in progress, so
+    ``episodes_done`` is the episode of the last checkpoint, from which a
+    resumed run replays them.
+    """
 
     run_dir: Path
     episodes_done: int
     interrupted: bool
     wall_time: float
     n_params: int
+    dropped: bool = False
 
 
 class _Interrupt:
-    """First SIGINT/SIGTERM sets ``requested``; a second one raises KeyboardInterrupt."""
+    """First SIGINT/SIGTERM sets ``requested`` and ``since``; a second raises KeyboardInterrupt."""
 
     def __init__(self) -> None:
         self.requested = False
+        self.since = 0.0
 
     def __call__(self, signum: int, frame: Any) -> None:
         if self.requested:
             raise KeyboardInterrupt
         self.requested = True
+        self.since = time.monotonic()
+
+    def overdue(self) -> bool:
+        """Whether a stop was requested more than `STOP_GRACE_SECONDS` ago."""
+        return self.requested and time.monotonic() - self.since > STOP_GRACE_SECONDS
 
 
 @contextmanager
@@ -282,9 +299,13 @@ def run(
     stop_after_episode : int, optional
         Behave as if interrupted right after this episode (for tests).
     handle_signals : bool
-        Catch SIGINT/SIGTERM: the first finishes the current episode, writes a
-        checkpoint and returns with ``interrupted=True``; a second one raises
-        KeyboardInterrupt at once (the last periodic checkpoint stays valid).
+        Catch SIGINT/SIGTERM: the first lets the replicas finish the episodes
+        they are playing, writes a checkpoint and returns with
+        ``interrupted=True``; if those episodes have not ended after
+        `STOP_GRACE_SECONDS` (an episode may be long), they are dropped instead:
+        no checkpoint is written, the last one stays and a resumed run replays
+        them (``dropped=True``). A second signal raises KeyboardInterrupt at
+        once (the last periodic checkpoint stays valid).
 
     Returns
     -------
@@ -338,14 +359,23 @@ def run(
             raise failed(run_dir / CHECKPOINT_FILE, doing, error) from error
         kept = episode
 
-    episode, interrupted = start, False
+    episode, interrupted, dropped = start, False, False
     try:
         with _signals(handle_signals) as interrupt:
+
+            def abandon() -> bool:
+                nonlocal interrupted, dropped
+                if interrupt.requested and not interrupted:
+                    interrupted = True
+                    runner.request_stop()  # replicas finish the episodes they are playing
+                dropped = interrupt.overdue()
+                return dropped
+
             if not resume:
                 checkpoint_at(0)
             while episode < config.episodes and not interrupted:
                 barrier = _next_barrier(episode, config, stop_after_episode)
-                for result in runner.episodes(episode, barrier):
+                for result in runner.episodes(episode, barrier, abandon):
                     episode, now = result.episode, wall()
                     try:
                         for i, seed in enumerate(runner.seeds):
@@ -360,18 +390,20 @@ def run(
                     except OSError as error:
                         doing = f"rows of episode {episode}"
                         raise failed(run_dir / METRICS_FILE, doing, error) from error
-                    if interrupt.requested and not interrupted:
-                        interrupted = True
-                        runner.request_stop()  # replicas finish the episodes they are playing
                     if progress is not None:
                         progress(EpisodeLog(*result, now))
+                if dropped:  # the agent is mid-episode: keep the last checkpoint
+                    break
                 interrupted = interrupted or episode == stop_after_episode
                 checkpoint_at(episode)
-            if episode == start:
+            if episode == start and not dropped:
                 checkpoint_at(episode)
     finally:
         with lock:  # released even if closing the metrics fails
             writer.close()
+    if dropped:
+        last = start if kept is None else kept
+        return RunResult(run_dir, last, True, wall(), int(runner.agent.n_params), dropped=True)
     interrupted = interrupted and episode < config.episodes
     return RunResult(run_dir, episode, interrupted, wall(), int(runner.agent.n_params))
 

@@ -60,6 +60,49 @@ def _leaves(
     return [leaf for key, sub in items for leaf in _leaves(sub, role, (*keys, key))]
 
 
+def _flat(leaves: list[tuple[tuple[Any, ...], spaces.Space]], value: Any) -> NDArray[np.float64]:
+    """Return one value of a Tuple/Dict space as a flat float64 vector, leaf by leaf."""
+    parts = []
+    for keys, _ in leaves:
+        item = value
+        for key in keys:
+            item = item[key]
+        parts.append(np.asarray(item, dtype=np.float64).ravel())
+    return np.concatenate(parts)
+
+
+def box_bounds(space: spaces.Space, role: str) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Return the space's own bounds (low, high) of its Box components, in the flattening order.
+
+    Parameters
+    ----------
+    space : gymnasium.spaces.Space
+        Discrete, MultiDiscrete, Box, or a Tuple/Dict of those.
+    role : {"observation", "action"}
+        Named in messages.
+
+    Returns
+    -------
+    low, high : ndarray of float64, shape (Box components,)
+        Possibly infinite; empty if the space has no Box component.
+    """
+    boxes = [leaf for _, leaf in _leaves(space, role) if isinstance(leaf, spaces.Box)]
+    if not boxes:
+        return np.zeros(0), np.zeros(0)
+    low = np.concatenate([np.asarray(b.low, np.float64).ravel() for b in boxes])
+    high = np.concatenate([np.asarray(b.high, np.float64).ravel() for b in boxes])
+    return low, high
+
+
+def box_values(space: spaces.Space, value: Any) -> NDArray[np.float64]:
+    """Return the Box components of one value of ``space``, flat, in the flattening order."""
+    leaves = _leaves(space, "observation")
+    flat = _flat(leaves, value)
+    sizes = [int(np.prod(leaf.shape, dtype=np.int64)) for _, leaf in leaves]
+    kinds = [isinstance(leaf, spaces.Box) for _, leaf in leaves]
+    return flat[np.repeat(np.array(kinds, dtype=bool), sizes)]
+
+
 def _per_component(option: str, value: Any, count: int, role: str) -> NDArray[np.float64] | None:
     if value is None:
         return None
@@ -180,13 +223,7 @@ class SpaceGrid:
         """Return one value of the space as a flat float64 vector (n_components,)."""
         if not self.composite:
             return np.asarray(value, dtype=np.float64).ravel()
-        parts = []
-        for keys, _ in self._leaves:
-            item = value
-            for key in keys:
-                item = item[key]
-            parts.append(np.asarray(item, dtype=np.float64).ravel())
-        return np.concatenate(parts)
+        return _flat(self._leaves, value)
 
     def index(self, rows: ArrayLike) -> NDArray[np.int64]:
         """Map a batch of flat values (B, n_components) to mode indices (B, n_components)."""

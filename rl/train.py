@@ -379,8 +379,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 1
     if summary is None:
+        written = "checkpoint written"
+        if result.dropped:
+            written = "the episodes in progress were dropped, to be replayed on resume"
         print(
-            f"Interrupted after episode {result.episodes_done}; checkpoint written. "
+            f"Interrupted after episode {result.episodes_done}; {written}. "
             f"Continue with: {_resume_command(config.out)}",
             file=sys.stderr,
         )

@@ -15,6 +15,20 @@ iterates and LoRa-VI's clipping), in this order:
 3. an estimate (`estimate_reward_bound`): twice the largest |r| over
    `ESTIMATE_EPISODES` random episodes, recorded in the run's ``config.json``.
 
+Defaults, so that any environment with supported spaces trains as it is (the
+stock Gymnasium classics among them), each recorded in the run's
+``config.json`` (`rl.problems.Problem.chosen_options`) so that a resumed or
+loaded run rebuilds the same problem:
+
+- Box components without bins get `DEFAULT_STATE_BINS` (observations) or
+  `DEFAULT_ACTION_BINS` (actions) bins;
+- an observation Box component whose space bound is infinite, when ``low`` or
+  ``high`` is not given, is bounded by the smallest and largest value seen over
+  `ESTIMATE_EPISODES` seeded random episodes (`observe_bounds`);
+- an environment without a time limit of its own (no
+  ``gymnasium.wrappers.TimeLimit``) is capped at `DEFAULT_MAX_EPISODE_STEPS`
+  steps per episode (the ``max_episode_steps`` option sets any cap).
+
 Ids. ``"package.module:Env-v0"`` imports ``package.module`` (its registration
 runs) and keeps the whole string as the problem's ``env_id``, so that
 ``gymnasium.make`` in any later process imports it again. Importing runs the
@@ -31,21 +45,32 @@ import copy
 import functools
 import importlib
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import gymnasium
 import numpy as np
+from numpy.typing import NDArray
 
 from rl.problems import ENVIRONMENTS, EnvFailure, Problem
-from rl.spaces import SpaceGrid
-from rl.validation import check_real
+from rl.spaces import SpaceGrid, box_bounds, box_values
+from rl.validation import check_int, check_real
 
 ESTIMATE_EPISODES = 10
 """Random episodes played to estimate a reward bound that nobody gives."""
 
 ESTIMATE_STEPS = 1000
 """Step cap of each of those episodes."""
+
+DEFAULT_STATE_BINS = 6
+"""Bins of each Box observation component when ``state_bins`` is not given."""
+
+DEFAULT_ACTION_BINS = 5
+"""Bins of each Box action component when ``action_bins`` is not given (odd: 0 is a centre
+of a symmetric interval)."""
+
+DEFAULT_MAX_EPISODE_STEPS = 1000
+"""Episode cap of an environment without a time limit of its own (``max_episode_steps``)."""
 
 
 class EnvModuleRefused(ValueError):
@@ -90,11 +115,12 @@ def _spec(env_id: str, import_env_module: bool = True) -> gymnasium.envs.registr
             ) from None
     try:
         return gymnasium.spec(name)
-    except gymnasium.error.Error:
+    except gymnasium.error.Error as error:
+        hint = " ".join(str(error).split()).rstrip(".")  # e.g. "Please use `Taxi-v4` instead"
         known = ", ".join(ENVIRONMENTS)
         raise ValueError(
-            f"Unknown problem {env_id!r}; choose one of: {known}, or a registered Gymnasium id "
-            "('package.module:Env-v0' imports package.module first)."
+            f"Unknown problem {env_id!r} (Gymnasium: {hint}); choose one of: {known}, or a "
+            "registered Gymnasium id ('package.module:Env-v0' imports package.module first)."
         ) from None
 
 
@@ -118,6 +144,37 @@ def _source(
         "The 'env' parameter must be a problem name, a Gymnasium id, an environment or a "
         f"factory. Got {env!r} instead."
     )
+
+
+def _random_episodes(
+    env: gymnasium.Env, episodes: int, max_steps: int, name: str, purpose: str
+) -> Iterator[tuple[Any, float | None]]:
+    """Yield (observation, reward) of seeded random episodes (reward None after a reset).
+
+    Episode k is reset with seed k; actions are drawn from a copy of the action
+    space seeded 0. An exception of the environment becomes `EnvFailure`, naming
+    ``purpose``, the episode and its reset seed.
+    """
+    space = copy.deepcopy(env.action_space)
+    space.seed(0)
+    for episode in range(episodes):
+        call = "reset"
+        try:
+            observation, _ = env.reset(seed=episode)
+            yield observation, None
+            call = "step"
+            for _ in range(max_steps):
+                observation, reward, terminated, truncated, _ = env.step(space.sample())
+                yield observation, float(reward)
+                if terminated or truncated:
+                    break
+        except Exception as error:  # noqa: BLE001 - any error of the user's code, reported
+            where = f"{call}() while {purpose} (episode {episode}, seed {episode})"
+            raise EnvFailure.during(name, where, error) from error
+
+
+def _name(env: gymnasium.Env, env_id: str | None) -> str:
+    return env_id or (env.spec.id if env.spec is not None else type(env.unwrapped).__name__)
 
 
 def estimate_reward_bound(
@@ -151,28 +208,63 @@ def estimate_reward_bound(
         If the environment raises in ``reset`` or ``step`` (naming the episode
         and its reset seed; the original exception is the cause).
     """
-    space = copy.deepcopy(env.action_space)
-    space.seed(0)
     largest = 0.0
-    name = env_id or (env.spec.id if env.spec is not None else type(env.unwrapped).__name__)
-    for episode in range(episodes):
-        call = "reset"
-        try:
-            env.reset(seed=episode)
-            call = "step"
-            for _ in range(max_steps):
-                _, reward, terminated, truncated, _ = env.step(space.sample())
-                largest = max(largest, abs(float(reward)))
-                if terminated or truncated:
-                    break
-        except Exception as error:  # noqa: BLE001 - any error of the user's code, reported
-            where = (
-                f"{call}() while estimating its reward bound (episode {episode}, seed {episode})"
-            )
-            raise EnvFailure.during(name, where, error) from error
+    purpose = "estimating its reward bound"
+    for _, reward in _random_episodes(env, episodes, max_steps, _name(env, env_id), purpose):
+        if reward is not None:
+            largest = max(largest, abs(reward))
     if not np.isfinite(largest):
         raise ValueError("The environment returned a non-finite reward; pass 'reward_bound'.")
     return 2.0 * largest if largest > 0 else 1.0
+
+
+def observe_bounds(
+    env: gymnasium.Env,
+    episodes: int = ESTIMATE_EPISODES,
+    max_steps: int = ESTIMATE_STEPS,
+    *,
+    env_id: str | None = None,
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Smallest and largest value of each Box observation component over random episodes.
+
+    The episodes are those of `estimate_reward_bound` (episode k reset with
+    seed k, actions from the action space seeded 0, at most ``max_steps``
+    steps each), first observations included, so the bounds are a pure
+    function of the environment.
+
+    Parameters
+    ----------
+    env : gymnasium.Env
+        Stepped (it is left mid-episode).
+    episodes, max_steps : int
+        Episodes played and the step cap of each.
+    env_id : str, optional
+        How messages name the environment.
+
+    Returns
+    -------
+    low, high : ndarray of float64, shape (Box components,)
+        In the flattening order of `rl.spaces`.
+
+    Raises
+    ------
+    rl.problems.EnvFailure
+        If the environment raises in ``reset`` or ``step``.
+    ValueError
+        If an observation is not finite.
+    """
+    space = env.observation_space
+    purpose = "observing its bounds"
+    seen = [
+        box_values(space, observation)
+        for observation, _ in _random_episodes(
+            env, episodes, max_steps, _name(env, env_id), purpose
+        )
+    ]
+    values = np.stack(seen)
+    if not np.all(np.isfinite(values)):
+        raise ValueError("The environment returned a non-finite observation; pass 'low', 'high'.")
+    return values.min(axis=0), values.max(axis=0)
 
 
 def _reward_bound(probe: gymnasium.Env, env_id: str, options: dict[str, Any]) -> tuple[float, str]:
@@ -223,23 +315,19 @@ def user_problem(env: Any, options: dict[str, Any], import_env_module: bool = Tr
     probe = factory()
     if not isinstance(probe, gymnasium.Env):
         raise ValueError(f"The factory {env_id!r} must return a gymnasium.Env. Got {probe!r}.")
+    chosen: dict[str, Any] = {}
     try:
         states = SpaceGrid(
             probe.observation_space,
             "observation",
-            bins=options.get("state_bins"),
-            low=options.get("low"),
-            high=options.get("high"),
             rule=options.get("index_rule", "centre"),
+            **_grid_options(probe, "observation", options, chosen, env_id),
         )
         actions = SpaceGrid(
-            probe.action_space,
-            "action",
-            bins=options.get("action_bins"),
-            low=options.get("action_low"),
-            high=options.get("action_high"),
+            probe.action_space, "action", **_grid_options(probe, "action", options, chosen, env_id)
         )
         bound, source = _reward_bound(probe, env_id, options)
+        cap = _episode_cap(probe, options, chosen)
         probe_shape = tuple(probe.observation_space.shape or ())
     finally:
         probe.close()
@@ -252,9 +340,66 @@ def user_problem(env: Any, options: dict[str, Any], import_env_module: bool = Tr
         reward_bound=bound,
         encode=states.index,
         decode=actions.value,
-        vectorized=has_vector and not states.composite and not actions.composite,
+        vectorized=has_vector and cap is None and not states.composite and not actions.composite,
         env_factory=None if isinstance(env, str) else factory,
         flatten=states.flatten if states.composite else None,
         reward_bound_source=source,
         observation_shape=(states.n_components,) if states.composite else probe_shape,
+        max_episode_steps=cap,
+        chosen_options=chosen,
     )
+
+
+def _grid_options(
+    probe: gymnasium.Env, role: str, options: dict[str, Any], chosen: dict[str, Any], env_id: str
+) -> dict[str, Any]:
+    """Return the ``bins``, ``low``, ``high`` of one space's grid, filling in the defaults.
+
+    Defaults (recorded in ``chosen`` under their option names): `DEFAULT_STATE_BINS` or
+    `DEFAULT_ACTION_BINS` bins, and for observations whose space bound is infinite the
+    bounds of `observe_bounds` (a component that never moved gets a cell of width 1).
+    """
+    observation = role == "observation"
+    space = probe.observation_space if observation else probe.action_space
+    prefix = "" if observation else "action_"
+    bins_option = "state_bins" if observation else "action_bins"
+    bins = options.get(bins_option)
+    low, high = options.get(f"{prefix}low"), options.get(f"{prefix}high")
+    space_low, space_high = box_bounds(space, role)
+    if space_low.size == 0:
+        return {"bins": bins, "low": low, "high": high}
+    if bins is None:
+        bins = DEFAULT_STATE_BINS if observation else DEFAULT_ACTION_BINS
+        chosen[bins_option] = bins
+    finite = np.isfinite(space_low) & np.isfinite(space_high)
+    if observation and not finite.all() and (low is None or high is None):
+        seen_low, seen_high = observe_bounds(probe, env_id=env_id)
+        lows = np.where(np.isfinite(space_low), space_low, seen_low)
+        highs = np.where(np.isfinite(space_high), space_high, seen_high)
+        highs = np.where(highs > lows, highs, lows + 1.0)
+        if low is None:
+            low = chosen["low"] = lows.tolist()
+        if high is None:
+            high = chosen["high"] = highs.tolist()
+    return {"bins": bins, "low": low, "high": high}
+
+
+def _time_limit(env: gymnasium.Env) -> int | None:
+    """Return the step limit of the environment's ``TimeLimit`` wrapper, None if it has none."""
+    while isinstance(env, gymnasium.Wrapper):
+        if isinstance(env, gymnasium.wrappers.TimeLimit):
+            return int(env._max_episode_steps)
+        env = env.env
+    return None
+
+
+def _episode_cap(
+    probe: gymnasium.Env, options: dict[str, Any], chosen: dict[str, Any]
+) -> int | None:
+    """Return the episode cap `Problem.make_env` applies: the option, the default or None."""
+    if "max_episode_steps" in options:
+        return check_int("max_episode_steps", options["max_episode_steps"], 1)
+    if _time_limit(probe) is not None:
+        return None
+    chosen["max_episode_steps"] = DEFAULT_MAX_EPISODE_STEPS
+    return DEFAULT_MAX_EPISODE_STEPS

@@ -182,6 +182,20 @@ def test_agent_config_merges_preset_and_overrides():
         agent_config(TrainConfig(env="cartpole", agent="nope", out="o"))
 
 
+@pytest.mark.parametrize(
+    "key,value,shown",
+    [("state_bins", 10, "10"), ("low", [-1, -2.5], "[-1,-2.5]"), ("max_episode_steps", 50, "50")],
+)
+def test_a_problem_option_given_as_an_agent_parameter_points_to_env_options(key, value, shown):
+    config = TrainConfig(env="CartPole-v1", agent="teql", out="o", agent_params={key: value})
+    with pytest.raises(ConfigError) as error:
+        agent_config(config)
+    assert str(error.value) == (
+        f"The '{key}' parameter belongs to the problem, not to agent 'teql': pass it with "
+        f"--env-option {key}={shown} (env_options={{'{key}': {value!r}}} in Python)."
+    )
+
+
 def test_reading_problem_options_sit_below_user_options(monkeypatch):
     from rl import presets
 

@@ -1,10 +1,12 @@
 import errno
 import os
+import signal
 
 import gymnasium
 import numpy as np
 import pytest
 
+from rl import runner as runner_module
 from rl.agents.random_agent import RandomAgent, RandomConfig
 from rl.checkpoint import load_checkpoint
 from rl.config import ConfigError, TrainConfig
@@ -129,6 +131,34 @@ def test_interrupt_and_resume_equals_uninterrupted(tmp_path, env, agent):
     _assert_same(read_metrics(tmp_path / "resumed" / "metrics.csv"), straight)
 
 
+def test_a_stop_outlasting_the_grace_period_drops_the_episodes_in_progress(tmp_path, monkeypatch):
+    fields = {
+        "env": "CliffWalking-v1",  # no time limit of its own: capped at 1000 steps
+        "agent": "tabular",
+        "seeds": 2,
+        "episodes": 8,
+        "checkpoint_every": 2,
+        "eval_every": 3,
+    }
+    _, straight = _train(tmp_path, "straight", **fields)
+    monkeypatch.setattr(runner_module, "STOP_GRACE_SECONDS", -1.0)  # overdue at once
+
+    def terminate_after_three(log):
+        if log.episode == 3:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    config = TrainConfig(out=str(tmp_path / "dropped"), **fields)
+    result = train(config, handle_signals=True, progress=terminate_after_three)
+    assert result.interrupted and result.dropped and result.episodes_done == 2
+    assert load_checkpoint(tmp_path / "dropped" / "checkpoint.npz").episode == 2
+    assert read_metrics(tmp_path / "dropped" / "metrics.csv")["episode"].max() == 3
+    result = train(config, resume=True)
+    assert not result.interrupted and result.episodes_done == 8
+    resumed = read_metrics(tmp_path / "dropped" / "metrics.csv")
+    assert len(resumed["episode"]) == 16
+    _assert_same(resumed, straight)
+
+
 def test_hard_abort_resumes_from_last_periodic_checkpoint(tmp_path, monkeypatch):
     fields = {
         "env": "inventory",
@@ -141,8 +171,8 @@ def test_hard_abort_resumes_from_last_periodic_checkpoint(tmp_path, monkeypatch)
     config = TrainConfig(out=str(tmp_path / "aborted"), **fields)
     original = Runner.episodes
 
-    def aborting(self, start, stop):
-        for result in original(self, start, stop):
+    def aborting(self, start, stop, abandon=None):
+        for result in original(self, start, stop, abandon):
             if result.episode == 9:
                 raise KeyboardInterrupt
             yield result

@@ -172,6 +172,8 @@ def test_refuses_non_empty_out_without_resume_or_overwrite(tmp_path):
         (["--env", "nope"], "nope"),
         (["--agent", "nope"], "nope"),
         (["--env-option", "state_bins=0"], "state_bins"),
+        (["--set", "state_bins=10"], "pass it with --env-option state_bins=10"),
+        (["--env", "tests.rl.toy_envs:ToyRenamed-v0"], "Please use `ToyRenamed-v1` instead"),
         (["--set", "gamma=" + "[" * 100_000], "The value of 'gamma' is nested deeper than 64"),
         (["--set", "gamma=" + "9" * 5000], "The value of 'gamma' holds an integer longer than"),
     ],
@@ -286,6 +288,47 @@ def test_second_run_on_a_live_run_directory_is_refused(tmp_path):
     assert first.returncode == 130
     trained = load_checkpoint(out / "checkpoint.npz").episode  # resume may not go below it
     assert _cli(*FAST[-2:], "--resume", out, "--episodes", trained).returncode == 0  # unlocked
+
+
+CLIFF = ["--env", "CliffWalking-v1", "--agent", "teql", "--reading", "stable", "--seeds", 1]
+LONG_EPISODES = ["--env-option", "max_episode_steps=40000", "--checkpoint-every", 1]
+
+
+def test_sigterm_mid_episode_stops_within_seconds_and_resume_equals_uninterrupted(tmp_path):
+    out = tmp_path / "stopped"
+    args = [*CLIFF, *LONG_EPISODES, *FAST[-2:], "--episodes", 2]  # TEQL-stable never gets out
+    process = _start(*args, "--out", out)
+    _wait_for(out / "checkpoint.npz", process)  # checkpoint 0: training has begun
+    time.sleep(1.0)  # mid-episode 1 (40000 steps take several seconds here)
+    process.send_signal(signal.SIGTERM)
+    signalled = time.monotonic()
+    _, stderr = process.communicate(timeout=30)
+    assert time.monotonic() - signalled < 10
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr and "--resume" in stderr
+    config = json.loads((out / "config.json").read_text())
+    assert config["env_options"]["max_episode_steps"] == 40000
+    resumed = _cli(*FAST[-2:], "--resume", out, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr
+    straight = _cli(*args, "--out", tmp_path / "straight", timeout=120)
+    assert straight.returncode == 0, straight.stderr
+    _assert_same(out / "metrics.csv", tmp_path / "straight" / "metrics.csv")
+    assert read_metrics(out / "metrics.csv")["length"].tolist() == [40000, 40000]
+
+
+def test_gymnasium_cartpole_trains_out_of_the_box_and_resumes(tmp_path):
+    out = tmp_path / "cartpole"
+    args = ["--env", "CartPole-v1", "--agent", "tabular", *FAST[-4:], "--checkpoint-every", 2]
+    first = _cli(*args, "--episodes", 2, "--out", out)
+    assert first.returncode == 0, first.stderr
+    options = json.loads((out / "config.json").read_text())["env_options"]
+    assert options["state_bins"] == 6 and len(options["low"]) == len(options["high"]) == 4
+    assert options["low"][0] == np.float32(-4.8)  # the space's own bound; velocities observed
+    resumed = _cli(*FAST[-2:], "--resume", out, "--episodes", 4)
+    assert resumed.returncode == 0, resumed.stderr
+    straight = _cli(*args, "--episodes", 4, "--out", tmp_path / "straight")
+    assert straight.returncode == 0, straight.stderr
+    _assert_same(out / "metrics.csv", tmp_path / "straight" / "metrics.csv")
 
 
 class _Planted:

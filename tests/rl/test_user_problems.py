@@ -67,6 +67,37 @@ def test_box_with_user_bins_and_bounds_and_an_estimated_reward_bound():
     assert (given.reward_bound, given.reward_bound_source) == (4.0, "argument")
 
 
+def test_box_defaults_bins_observed_bounds_and_an_episode_cap_are_recorded():
+    problem = make_problem(BOX)
+    assert problem.shape == (6, 6, 5) and problem.max_episode_steps is None  # a TimeLimit of 30
+    recorded = problem.recorded_options()
+    assert recorded["state_bins"] == 6 and recorded["action_bins"] == 5
+    # x and v: smallest and largest values of 10 seeded random episodes, first observations in
+    np.testing.assert_allclose(recorded["low"], [-0.602332, -0.544333], atol=1e-6)
+    np.testing.assert_allclose(recorded["high"], [1.292088, 0.731301], atol=1e-6)
+    again = make_problem(BOX, **recorded)
+    assert {**recorded, **again.recorded_options()} == recorded and again.chosen_options == {}
+    assert again.shape == problem.shape
+    observations = np.array([[-0.3, 0.1], [1.2, -0.5]])
+    np.testing.assert_array_equal(again.encode(observations), problem.encode(observations))
+    given = make_problem(BOX, low=-1.0)  # only the missing side is observed
+    assert (
+        given.recorded_options()["high"] == recorded["high"] and "low" not in given.chosen_options
+    )
+    unlimited = make_problem(toy_envs.ToyBox)  # a factory: no TimeLimit
+    assert unlimited.max_episode_steps == 1000
+    assert unlimited.recorded_options()["max_episode_steps"] == 1000
+    env = unlimited.make_env()
+    env.reset(seed=0)
+    steps = 0
+    truncated = terminated = False
+    while not (terminated or truncated):
+        _, _, terminated, truncated, _ = env.step(np.zeros(1, np.float32))
+        steps += 1
+    assert (steps, truncated) == (1000, True)  # the zero action never leaves |x| <= 2
+    assert make_problem(toy_envs.ToyBox, max_episode_steps=7).make_env().spec is None
+
+
 def test_box_trains_with_user_bins_and_bounds():
     problem = make_problem(BOX, **BOX_OPTIONS)
     streams = spawn_replicas([0, 1])
@@ -82,8 +113,8 @@ def test_box_trains_with_user_bins_and_bounds():
     "env,options,match",
     [
         ("tests.rl.toy_envs:ToyText-v0", {}, "Text.*not supported"),
-        (BOX, {}, "pass 'state_bins'"),
-        (BOX, {"state_bins": 4}, "unbounded.*'low' and 'high'"),
+        (BOX, {"max_episode_steps": 0}, "'max_episode_steps' parameter must be an int >= 1"),
+        ("tests.rl.toy_envs:ToyRenamed-v0", {}, "Please use `ToyRenamed-v1` instead"),
         (BOX, {"state_bins": (4, 4, 4), "low": -1, "high": 1}, "state_bins"),
         (BOX, {"state_bins": 4, "low": [-1, -1, -1], "high": 1}, "'low'"),
         (TOY, {"normalization": "paper"}, "highway"),
@@ -212,3 +243,46 @@ def test_observations_of_the_wrong_shape_are_refused():
     with pytest.raises(ObservationShapeError, match=r"has shape \(3,\).* has shape \(2,\) \(fla"):
         dict_problem.encode_observation({"x": 1, "y": np.zeros(2)})
     np.testing.assert_array_equal(dict_problem.encode_observation({"x": 1, "y": [2.5]}), [1, 2])
+
+
+def _latest(name):
+    """The newest registered version of a Gymnasium environment (Taxi-v3 became Taxi-v4)."""
+    versions = [spec.version for spec in gym.registry.values() if spec.name == name]
+    return f"{name}-v{max(v for v in versions if v is not None)}"
+
+
+CLASSICS = {
+    "CartPole-v1": ((6, 6, 6, 6), (2,), None),
+    "MountainCar-v0": ((6, 6), (3,), None),
+    "Acrobot-v1": ((6,) * 6, (3,), None),
+    "Pendulum-v1": ((6, 6, 6), (5,), None),
+    _latest("Taxi"): ((500,), (6,), None),
+    "FrozenLake-v1": ((16,), (4,), None),
+    _latest("CliffWalking"): ((48,), (4,), 1000),
+    "Blackjack-v1": ((32, 11, 2), (2,), 1000),
+}
+
+
+@pytest.mark.parametrize("env", list(CLASSICS))
+def test_stock_gymnasium_classics_train_out_of_the_box(tmp_path, env):
+    cap = CLASSICS[env][2]
+    problem = make_problem(env)
+    assert (problem.state_dims, problem.action_dims, problem.max_episode_steps) == CLASSICS[env]
+    config = TrainConfig(env=env, agent="tabular", out=str(tmp_path / "run"), seeds=2, episodes=3)
+    result = train(config)
+    assert result.episodes_done == 3 and not result.interrupted
+    run = rl.load_run(tmp_path / "run")  # config.json rebuilds the same grid and cap
+    assert run.problem.shape == problem.shape and run.problem.max_episode_steps == cap
+    env_copy = problem.make_env()
+    observations = np.stack([problem.as_array(env_copy.reset(seed=s)[0]) for s in range(5)])
+    np.testing.assert_array_equal(run.problem.encode(observations), problem.encode(observations))
+    assert env_copy.action_space.contains(run.policy(env_copy.reset(seed=0)[0]))
+
+
+def test_gymnasium_cartpole_is_stepped_as_single_copies():
+    problem = make_problem("CartPole-v1")
+    assert problem.vectorized  # it has a vector entry point, which rejects autoreset_mode
+    copies = ReplicaEnvs(problem, 2)
+    assert copies.vector is None
+    single = gym.make("CartPole-v1")
+    np.testing.assert_array_equal(copies.reset([3, 4])[0], single.reset(seed=3)[0])

@@ -168,6 +168,8 @@ _REGISTERED = (
     ("ToyFailing", 20),
     ("ToyWrongShape", 30),
 )
+if "ToyRenamed-v1" not in gym.registry:  # a v0 that Gymnasium reports as replaced
+    gym.register("ToyRenamed-v1", entry_point=f"{__name__}:Toy", max_episode_steps=20)
 for _name, _steps in _REGISTERED:
     if f"{_name}-v0" not in gym.registry:
         gym.register(f"{_name}-v0", entry_point=f"{__name__}:{_name}", max_episode_steps=_steps)
