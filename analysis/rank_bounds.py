@@ -16,7 +16,9 @@ has ||E||_F <= sqrt(M) max|E|, hence
 
     max |T - X| >= max_S tail_R(T_(S)) / sqrt(M)   for every rank-R CP X,
 
-and the right side is a lower bound on B_R. The maximum runs over all
+and the right side is a lower bound on B_R. Computed singular values carry
+rounding errors; each is lowered by a bound on its error before the tail is
+taken (`_tail`), so rounding never raises the bound. The maximum runs over all
 2^(N-1) - 1 splits of the modes (the N mode unfoldings are N of them); the
 other matricizations are often tighter, for example states x actions.
 
@@ -43,7 +45,10 @@ from tensorly.cp_tensor import CPTensor
 
 from analysis.spectral import Spectrum, _dense_spectrum, _factor_spectrum, _numpy_cp
 
-__all__ = ["LowerBound", "b_r_lower", "mode_splits"]
+__all__ = ["ROUNDING", "LowerBound", "b_r_lower", "mode_splits"]
+
+ROUNDING = 10.0
+"""Safety factor on the SVD's rounding error, p(n) <= ROUNDING * max(shape) (see `_tail`)."""
 
 
 @dataclass(frozen=True)
@@ -82,7 +87,19 @@ def mode_splits(order: int) -> list[tuple[int, ...]]:
 
 
 def _tail(spectrum: Spectrum, rank: int) -> float:
-    return float(math.sqrt(np.sum(spectrum.singular_values[rank:] ** 2)))
+    """Return sqrt(sum_{i > rank} sigma_i^2), each computed sigma_i lowered by its rounding.
+
+    A backward-stable SVD returns the singular values of T + E with
+    ||E||_2 <= p(n) eps ||T||_2; by Weyl's inequality each computed value is
+    within ||E||_2 of the exact one. With `ROUNDING` * max(shape) * eps *
+    sigma_1 as the margin, the tail can only be underestimated, so the bound
+    stays certified (and is exactly 0 where T has rank <= R up to rounding).
+    """
+    values = spectrum.singular_values
+    if values.size == 0:
+        return 0.0
+    margin = ROUNDING * max(spectrum.shape) * np.finfo(np.float64).eps * float(values[0])
+    return float(math.sqrt(np.sum(np.maximum(values[rank:] - margin, 0.0) ** 2)))
 
 
 def b_r_lower(tensor: NDArray | CPTensor, ranks: Iterable[int]) -> list[LowerBound]:
