@@ -17,19 +17,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.file_modules import load_file
+
 pytest.importorskip("mkdocs")
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def load_hooks():
-    spec = importlib.util.spec_from_file_location("docs_hooks", ROOT / "docs" / "hooks.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-HOOKS = load_hooks()
+HOOKS = load_file("docs_hooks", "docs/hooks.py")
 
 
 @pytest.mark.parametrize("command, module_name, summary", HOOKS.COMMANDS)

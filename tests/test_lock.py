@@ -6,11 +6,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
 from packaging.requirements import Requirement
+
+from tests.file_modules import load_file
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCK = ROOT / "requirements" / "lock.txt"
@@ -21,14 +22,7 @@ else:  # pragma: no cover - the lock is made on 3.11
     import tomli as tomllib
 
 
-def load_check_lock():
-    spec = importlib.util.spec_from_file_location("check_lock", ROOT / "bin" / "check_lock.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-CHECK = load_check_lock()
+CHECK = load_file("check_lock", "bin/check_lock.py")
 
 
 def requirement_names() -> set[str]:
