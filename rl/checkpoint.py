@@ -95,10 +95,9 @@ from typing import Any
 import numpy as np
 
 from rl.documents import DocumentError, parse_json
-from rl.rundir import (  # noqa: F401 - atomic writes are re-exported for existing callers
+from rl.rundir import (
     RunDirError,
     atomic_write_bytes,
-    atomic_write_text,
     check_run_files,
     read_run_file,
 )

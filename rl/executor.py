@@ -74,7 +74,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
-from rl.checkpoint import atomic_write_bytes, atomic_write_text
 from rl.config import (
     TrainConfig,
     agent_config,
@@ -94,7 +93,7 @@ from rl.executor_backends import (
     require_ray,
 )
 from rl.run_verify import verify_run
-from rl.rundir import RunLock, has_run_files, make_run_dir
+from rl.rundir import RunLock, atomic_write_bytes, atomic_write_text, has_run_files, make_run_dir
 from rl.runner import RUN_FILES
 
 __all__ = [

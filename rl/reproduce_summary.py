@@ -18,7 +18,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from rl.checkpoint import atomic_write_text
 from rl.reproduce_experiments import (
     LEVELS,
     PAPER_ABLATION_STD,
@@ -28,6 +27,7 @@ from rl.reproduce_experiments import (
     PaperValue,
 )
 from rl.reproduce_report import ENV_TITLES, LineStats
+from rl.rundir import atomic_write_text
 
 
 def _fmt(value: float, digits: int = 1) -> str:

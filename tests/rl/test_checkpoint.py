@@ -16,8 +16,6 @@ from rl.checkpoint import (
     CHECKPOINT_FORMAT,
     Checkpoint,
     CheckpointError,
-    atomic_write_bytes,
-    atomic_write_text,
     check_checkpoint_against_metrics,
     checkpoint_bytes,
     convert_legacy,
@@ -132,20 +130,6 @@ def test_failing_write_leaves_previous_file_intact(tmp_path, monkeypatch):
         save_checkpoint(path, _checkpoint(2))
     assert path.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint.npz"]
-
-
-def test_interrupted_write_removes_temporary_file(tmp_path, monkeypatch):
-    path = tmp_path / "config.json"
-    atomic_write_text(path, "old")
-
-    def interrupted_fsync(fd):
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(os, "fsync", interrupted_fsync)
-    with pytest.raises(KeyboardInterrupt):
-        atomic_write_bytes(path, b"new")
-    assert path.read_text() == "old"
-    assert [p.name for p in tmp_path.iterdir()] == ["config.json"]
 
 
 def _refused(path, match):

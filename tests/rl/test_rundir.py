@@ -13,6 +13,7 @@ from rl.rundir import (
     LOCK_FILE,
     RunDirError,
     RunLock,
+    atomic_write_bytes,
     atomic_write_text,
     check_writable,
     has_run_files,
@@ -240,6 +241,20 @@ def test_every_command_refuses_a_linked_lock_with_exit_2(tmp_path, capsys, comma
     assert "symbolic link" in err and "Traceback" not in err, err
     assert target.read_bytes() == content
     assert (run_dir / ".lock").is_symlink()
+
+
+def test_interrupted_write_removes_temporary_file(tmp_path, monkeypatch):
+    path = tmp_path / "config.json"
+    atomic_write_text(path, "old")
+
+    def interrupted_fsync(fd):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "fsync", interrupted_fsync)
+    with pytest.raises(KeyboardInterrupt):
+        atomic_write_bytes(path, b"new")
+    assert path.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["config.json"]
 
 
 def test_atomic_writes_refuse_a_link_and_follow_the_umask(tmp_path):
