@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from analysis import bounds
-    from analysis.bound_runs import record_bound_run
+    from analysis.bounds.runs import record_bound_run
     from analysis.qstar import QTensor, q_star, qtensor_from_run
     from analysis.rank import rank_profile
     from analysis.spectral import spectral_energy
@@ -27,7 +27,7 @@ _EXPORTS = {
     "QTensor": ("analysis.qstar", "QTensor"),
     "q_star": ("analysis.qstar", "q_star"),
     "qtensor_from_run": ("analysis.qstar", "qtensor_from_run"),
-    "record_bound_run": ("analysis.bound_runs", "record_bound_run"),
+    "record_bound_run": ("analysis.bounds.runs", "record_bound_run"),
 }
 
 __all__ = [

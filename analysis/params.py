@@ -9,7 +9,7 @@ Where the appendix's printed numbers disagree with its own formulas, the table
 here shows what the formulas give; ``docs/parameter-matching.md`` lists every
 difference.
 
-The formulas and the matcher live in `rl.param_formulas` (one copy, shared
+The formulas and the matcher live in `rl.agents.param_formulas` (one copy, shared
 with the presets and the PyTorch agents) and are re-exported here; neither
 module needs PyTorch.
 """
@@ -24,7 +24,7 @@ import sys
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from rl.param_formulas import (
+from rl.agents.param_formulas import (
     cp_params,
     cur_params,
     match_cur_k,

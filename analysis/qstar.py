@@ -19,7 +19,7 @@ where it came from.
   Value iteration on that model gives Q*. Only states inside the grid's range
   are drawn, though the edge cells also receive out-of-range states by
   clipping. The paper's gamma is 0.99, the released code's 0.9.
-* ``qtensor_from_run`` reads a run directory through `rl.checkpoint.load_checkpoint`:
+* ``qtensor_from_run`` reads a run directory through `rl.runs.checkpoint.load_checkpoint`:
   the Q-table of a tabular run, or the dense Q of a TEQL or TLR replica.
 
 References
@@ -171,13 +171,13 @@ def estimate_model(
     Parameters
     ----------
     env : {"cartpole", "pendulum"}
-        The problem (the paper's grid, `rl.discretize.PRESETS`).
+        The problem (the paper's grid, `rl.problems.discretize.PRESETS`).
     samples : int, default 20
         Samples per cell and action (>= 1).
     rng : numpy.random.Generator, optional
         Source of the draws; ``numpy.random.default_rng(0)`` when None.
     index_rule : {"centre", "endpoint"}, default "centre"
-        State index rule of the grid (`rl.discretize.UniformGrid`).
+        State index rule of the grid (`rl.problems.discretize.UniformGrid`).
 
     Returns
     -------
@@ -194,7 +194,7 @@ def estimate_model(
     if not isinstance(samples, (int, np.integer)) or samples < 1:
         raise ValueError(f"The 'samples' parameter must be an int >= 1. Got {samples!r} instead.")
     rng = np.random.default_rng(0) if rng is None else rng
-    from rl.discretize import PRESETS
+    from rl.problems.discretize import PRESETS
 
     problem = make_problem(env, index_rule=index_rule)
     grid = PRESETS[env].state_grid(index_rule)
@@ -411,15 +411,15 @@ def qtensor_from_run(
 ) -> QTensor:
     """Return the Q-tensor of one replica of a finished run (tabular, TEQL or TLR).
 
-    The run is read through `rl.checkpoint.load_checkpoint` (file
-    `rl.runner.CHECKPOINT_FILE`): a tabular agent's ``"q_table"`` (B, |S|, |A|)
+    The run is read through `rl.runs.checkpoint.load_checkpoint` (file
+    `rl.runs.training.CHECKPOINT_FILE`): a tabular agent's ``"q_table"`` (B, |S|, |A|)
     or a tensor agent's ``"factors"`` (one (B, d_n, R) array per mode), whose
     dense tensor is built with ``tensorly.cp_to_tensor``.
 
     Parameters
     ----------
     run_dir : path-like
-        A run directory written by `rl.runner.train` / ``python -m rl.train``.
+        A run directory written by `rl.runs.training.train` / ``python -m rl.train``.
     replica : int, default 0
         Which replica (seed) of the run.
     max_entries : int, optional
@@ -427,11 +427,11 @@ def qtensor_from_run(
         `DEFAULT_MAX_ENTRIES`): a tensor agent's Q is then returned as its CP
         factors (NumPy), a Q-table refused.
     env : str, optional
-        The run's environment, named by the caller (as `rl.load.load_run`); it
+        The run's environment, named by the caller (as `rl.runs.load.load_run`); it
         must equal the recorded one.
     trust_env_module : bool, default False
         Import the module of a recorded ``"package.module:Env-v0"`` id without
-        naming it (`rl.load.run_problem`).
+        naming it (`rl.runs.load.run_problem`).
 
     Returns
     -------
@@ -443,9 +443,9 @@ def qtensor_from_run(
         If the directory has no checkpoint, the agent stores no Q-tensor, the
         replica does not exist or the tensor is too large.
     """
-    from rl.checkpoint import load_checkpoint
-    from rl.load import run_problem
-    from rl.runner import CHECKPOINT_FILE
+    from rl.runs.checkpoint import load_checkpoint
+    from rl.runs.load import run_problem
+    from rl.runs.training import CHECKPOINT_FILE
 
     path = Path(run_dir) / CHECKPOINT_FILE
     if not path.is_file():

@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 from rl.config import TrainConfig
-from rl.runner import build
+from rl.runs.training import build
 
 TENSOR_AGENTS = ("teql", "teql-released", "tlr")
 OTHER_AGENTS = ("lora-vi", "tabular", "random")

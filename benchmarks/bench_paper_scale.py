@@ -1,6 +1,6 @@
 """Paper-scale CartPole TEQL (100 seeds x 10,000 episodes x 100 steps), from a shortened run.
 
-Runs the real training command (`rl.runner.train`: metrics, checkpoints, greedy
+Runs the real training command (`rl.runs.training.train`: metrics, checkpoints, greedy
 evaluation after every 10th episode, as the paper's protocol) for the first
 ``--episodes`` episodes of 100 seeds, counts every agent-step the replicas took
 (training and evaluation), and extrapolates the wall time of the full protocol
@@ -29,7 +29,7 @@ READINGS = {
 def measure(label: str, seeds: int, episodes: int) -> dict[str, Any]:
     """Train ``seeds`` x ``episodes`` for reading ``label``; return the row with the forecast."""
     from rl.config import TrainConfig
-    from rl.runner import build, run
+    from rl.runs.training import build, run
 
     agent, params = READINGS[label]
     with tempfile.TemporaryDirectory() as directory:

@@ -4,7 +4,7 @@ For TEQL (the paper's update with I_max = 1, and the released reading) and
 TLR, on CartPole end to end through the runner (environment included), and on
 Highway's grid (20^9 states x 5 actions) with synthetic observations, so that
 the simulator is not timed. CartPole is timed twice: ``cartpole`` with the
-fused runner (`rl.fused`, the default wherever it applies), end to end only,
+fused runner (`rl.loop.fused`, the default wherever it applies), end to end only,
 since everything happens inside one compiled call; and ``cartpole-step``, the
 step-by-step runner (``Runner.fused = False``), whose time per agent-step is
 split into the environment (step, encode, decode), action selection
@@ -63,7 +63,7 @@ def _cartpole(
     agent: str, params: dict, replicas: int, seconds: float, fused: bool
 ) -> dict[str, float]:
     from rl.config import TrainConfig
-    from rl.runner import build
+    from rl.runs.training import build
 
     config = TrainConfig(
         env="cartpole", agent=agent, seeds=replicas, eval_every=0, out="unused",

@@ -5,10 +5,10 @@ Values are merged in this order, later ones winning:
 * run settings: `TrainConfig` defaults <- ``--preset`` (environment, agent,
   reading) <- config file <- command-line flags;
 * agent hyperparameters: the agent config's defaults <- the reading's
-  overrides for the problem (`rl.presets.READINGS`) <- the problem's own
+  overrides for the problem (`rl.agents.readings.READINGS`) <- the problem's own
   discount (exact-model problems: ``gamma``) <- the file's ``agent_params``
   <- ``--set key=value``;
-* environment options: the reading's problem options (`rl.presets`) <- the
+* environment options: the reading's problem options (`rl.agents.readings`) <- the
   file's ``env_options`` <- ``--env-option``.
 
 Every mapping is checked against the fields of the frozen dataclass it is
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rl.documents import DocumentError, parse_json, parse_toml, tomllib
+from rl.runs.documents import DocumentError, parse_json, parse_toml, tomllib
 from rl.validation import MAX_REPLICAS, check_int
 
 
@@ -66,7 +66,7 @@ class TrainConfig:
     agent_params: dict = field(default_factory=dict)
     """Overrides of the agent's config fields, applied on top of the reading's settings."""
     reading: str | None = None
-    """Which settings the agent starts from (`rl.presets.READINGS`): ``paper`` (the
+    """Which settings the agent starts from (`rl.agents.readings.READINGS`): ``paper`` (the
     paper's text and tables; the default) or ``released`` (the authors' released code);
     an alias such as ``teql-released`` implies its reading."""
 
@@ -91,7 +91,7 @@ class TrainConfig:
 
     def _resolve_reading(self) -> None:
         """Replace an alias by (agent, reading) and check that the agent has the reading."""
-        from rl import presets
+        from rl.agents import readings
         from rl.agents.registry import AGENTS, canonical
 
         agent, implied = canonical(self.agent)
@@ -101,10 +101,10 @@ class TrainConfig:
                 f"The 'reading' parameter {reading!r} conflicts with agent {self.agent!r}, "
                 f"which means reading {implied!r}."
             )
-        reading = reading or implied or presets.DEFAULT_READING
+        reading = reading or implied or readings.DEFAULT_READING
         if agent in AGENTS:  # an unknown agent is reported when it is looked up
             try:
-                presets.reading(agent, reading)
+                readings.reading(agent, reading)
             except ValueError as error:
                 raise ConfigError(str(error)) from None
         object.__setattr__(self, "agent", agent)
@@ -232,8 +232,8 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     ------
     ConfigError
         If the file is missing, has another suffix, or does not parse, or is
-        nested deeper than `rl.documents.MAX_NESTING` levels or holds an
-        integer too long (`rl.documents.check_document`).
+        nested deeper than `rl.runs.documents.MAX_NESTING` levels or holds an
+        integer too long (`rl.runs.documents.check_document`).
     """
     path = Path(path)
     if not path.is_file():
@@ -265,7 +265,7 @@ def parse_assignment(text: str) -> tuple[str, Any]:
     ------
     ConfigError
         If there is no ``=``, the key is empty, or the value is nested too
-        deeply or holds an integer too long (`rl.documents.check_document`).
+        deeply or holds an integer too long (`rl.runs.documents.check_document`).
     """
     key, sep, raw = text.partition("=")
     key = key.strip()
@@ -281,7 +281,7 @@ def parse_assignment(text: str) -> tuple[str, Any]:
 
 
 def agent_spec(agent: str) -> Any:
-    """Return the `rl.presets.AgentSpec` of a registered agent (or alias).
+    """Return the `rl.agents.registry.AgentSpec` of a registered agent (or alias).
 
     Raises
     ------
@@ -303,7 +303,7 @@ def resolve_agent(config: TrainConfig) -> Any:
 
     Returns
     -------
-    rl.presets.ResolvedAgent
+    rl.agents.registry.ResolvedAgent
         Agent class, config class, the reading's config overrides and problem options.
     """
     spec = agent_spec(config.agent)
@@ -353,7 +353,7 @@ def agent_config(config: TrainConfig, discount: float | None = None, resolved: A
     discount : float, optional
         The problem's discount (`rl.problems.Problem.discount`); applied when
         the agent's config has a ``gamma`` field.
-    resolved : rl.presets.ResolvedAgent, optional
+    resolved : rl.agents.registry.ResolvedAgent, optional
         The result of `resolve_agent`, if already computed.
     """
     resolved = resolved or resolve_agent(config)
@@ -385,7 +385,7 @@ def effective_env_options(config: TrainConfig, resolved: Any = None) -> dict[str
     """Merge the reading's problem options below ``config.env_options``.
 
     An agent that needs a particular discretization (LoRa-VI's coarse state
-    grid, for example) gets it from its reading (`rl.presets.READINGS`); the
+    grid, for example) gets it from its reading (`rl.agents.readings.READINGS`); the
     user's ``env_options`` still win.
     """
     resolved = resolved or resolve_agent(config)
@@ -403,7 +403,7 @@ def preset_config(name: str, **fields: Any) -> TrainConfig:
     ConfigError
         For an unknown preset or an invalid field.
     """
-    from rl import presets
+    from rl.experiments import presets
 
     try:
         chosen = presets.preset(name)

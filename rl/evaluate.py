@@ -4,10 +4,10 @@ Example::
 
     python -m rl.evaluate runs/teql --episodes 20 --seed 0 --replica 0
 
-loads the run (`rl.load.load_run`), plays ``--episodes`` greedy episodes of
+loads the run (`rl.runs.load.load_run`), plays ``--episodes`` greedy episodes of
 one replica's agent on a fresh copy of the environment, and prints the mean ±
 standard deviation of the undiscounted returns and their IQM with a 95%
-percentile-bootstrap interval (`rl.metrics.summarize`, the statistics the
+percentile-bootstrap interval (`rl.runs.metrics.summarize`, the statistics the
 training summary uses). Episode k is reset with a seed derived from
 (``--seed``, k), so an evaluation is reproducible and adding episodes never
 changes the first ones. ``--video DIR`` records the episodes with
@@ -17,7 +17,7 @@ changes the first ones. ``--video DIR`` records the episodes with
 A run of an environment ``package.module:Env-v0`` is evaluated only with
 ``--env package.module:Env-v0`` (the recorded id, named again) or
 ``--trust-env-module``: a run directory never makes this command import a
-module on its own (`rl.load.load_run`).
+module on its own (`rl.runs.load.load_run`).
 
 Exit codes: 0 done; 1 the environment raised or returned an observation of the
 wrong shape (`rl.problems.EnvFailure`, naming the episode, replica and reset
@@ -39,11 +39,11 @@ import gymnasium
 import numpy as np
 from numpy.typing import NDArray
 
-from rl.load import LoadedRun, RunLoadError, load_run
-from rl.lockstep import episode_seed
-from rl.metrics import Summary, summarize
+from rl.loop.runner import episode_seed
 from rl.problems import EnvFailure
-from rl.user_problems import EnvModuleRefused
+from rl.problems.from_gymnasium import EnvModuleRefused
+from rl.runs.load import LoadedRun, RunLoadError, load_run
+from rl.runs.metrics import Summary, summarize
 
 MAX_STEPS = 100_000
 """Step cap of one evaluation episode of an environment without a time limit."""
@@ -58,7 +58,7 @@ class Evaluation(NamedTuple):
         Undiscounted return of every episode.
     lengths : ndarray of int64, shape (episodes,)
         Steps of every episode.
-    summary : rl.metrics.Summary
+    summary : rl.runs.metrics.Summary
         Mean, std, IQM and its bootstrap interval of ``returns``.
     """
 
@@ -101,11 +101,11 @@ def evaluate(
     Parameters
     ----------
     run : LoadedRun
-        From `rl.load.load_run`.
+        From `rl.runs.load.load_run`.
     episodes : int, default 10
         Number of episodes (>= 1).
     seed : int, default 0
-        Episode k is reset with ``rl.lockstep.episode_seed(seed, k)``.
+        Episode k is reset with ``rl.loop.runner.episode_seed(seed, k)``.
     replica : int, default 0
         Which replica (seed of the run) acts.
     video_dir : path-like, optional

@@ -6,21 +6,21 @@ r"""``python -m rl.reproduce NAME``: one command per experiment of the paper's "
     python -m rl.reproduce comparison --env cartpole --episodes-scale 0.1 \
         --seeds 10 --deep-seeds 4 --reading released --workers 2 --postprocess
 
-Experiments (`rl.reproduce_experiments.EXPERIMENTS`): ``comparison`` (Pendulum
+Experiments (`rl.experiments.paper.EXPERIMENTS`): ``comparison`` (Pendulum
 and CartPole: TEQL, TLR, LoRa-VI, DQN, SAC, and tabular Q-learning as a
 reference), ``highway`` (TEQL, TLR, DQN, SAC), ``ablation`` (TLR, TEQL
 lambda = 0 and lambda > 0; box plots and the standard deviations the paper
 quotes), ``sensitivity`` (TEQL at five discretization levels) and
 ``sensitivity-tlr`` (TLR vs TEQL at the four non-base levels).
 
-Every configuration is one task of `rl.executor` (a local process pool of
+Every configuration is one task of `rl.experiments.executor` (a local process pool of
 ``--workers`` processes, or Ray with ``--backend ray [--address ADDR]``): the
 seeds of a tensor agent run as replicas of one task, the PyTorch agents (and
 everything on Highway) one task per seed. Each task's run directory
 (``OUT/ENV/LINE`` or ``OUT/ENV/LINE/seed-S``, as ``rl.train`` writes it) and
 its row of ``OUT/index.csv`` are written when it finishes; ``--resume`` runs
 only the configurations not yet done (or whose files are missing or damaged,
-one line each on stderr, see `rl.run_verify`), then redraws everything. Progress lines
+one line each on stderr, see `rl.runs.verify`), then redraws everything. Progress lines
 on stderr give configurations done and the time left, estimated from the
 finished tasks' speed and the remaining tasks' estimated cost.
 
@@ -28,7 +28,7 @@ finished tasks' speed and the remaining tasks' estimated cost.
 prefix of the full run) with final windows scaled in proportion. The figures
 (PNG and PDF), the tidy tables behind them (CSV) and ``summary.md`` go to
 ``--out`` (default ``runs/reproduce/NAME[-ENV]-READING``); see
-`rl.reproduce_report` and ``docs/reproduce.md``.
+`rl.experiments.report` and ``docs/reproduce.md``.
 
 Exit codes: 0 done; 1 some configurations failed (see ``index.csv``); 2 bad
 arguments or a refused output directory; 130 interrupted (finished
@@ -46,8 +46,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from rl.agents.readings import PAPER_TABLE
 from rl.config import ConfigError, preset_config
-from rl.executor import (
+from rl.experiments.executor import (
     ExecutorError,
     Task,
     TaskResult,
@@ -56,8 +57,7 @@ from rl.executor import (
     run_tasks,
     sigterm_interrupts,
 )
-from rl.presets import PAPER_TABLE
-from rl.reproduce_experiments import (
+from rl.experiments.paper import (
     EXPERIMENTS,
     Experiment,
     Line,
@@ -65,9 +65,9 @@ from rl.reproduce_experiments import (
     experiment,
     reading_for,
 )
-from rl.reproduce_report import line_stats, load_line, plot_box, plot_curves, write_tables
-from rl.reproduce_summary import Settings, write_summary
-from rl.rundir import open_run_file
+from rl.experiments.report import line_stats, load_line, plot_box, plot_curves, write_tables
+from rl.experiments.summary import Settings, write_summary
+from rl.runs.rundir import open_run_file
 from rl.validation import MAX_REPLICAS
 
 READING_CHOICES = ("paper", "released", "stable")
@@ -213,7 +213,7 @@ class _Progress:
         self.start = time.perf_counter()
 
     def started(self, names: list[str], reruns: dict[str, str]) -> None:
-        """Print what runs: the `rl.executor.run_tasks` ``on_start`` callback."""
+        """Print what runs: the `rl.experiments.executor.run_tasks` ``on_start`` callback."""
         for name, reason in reruns.items():
             print(f"rerunning {name} (recorded done): {reason}", file=sys.stderr)
         self.total = len(names)

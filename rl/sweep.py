@@ -28,14 +28,14 @@ decides. Every configuration is built before anything runs (the same
 constructed, without training); the first bad one stops the sweep with its
 key named (exit 2).
 
-Each configuration is one task of `rl.executor` (its seeds as replicas in
+Each configuration is one task of `rl.experiments.executor` (its seeds as replicas in
 lockstep) on a local process pool (default) or Ray (``--backend ray``); it
 writes ``DIR/NNN-HASH/`` exactly as ``rl.train`` would, where ``NNN`` is its
 position and ``HASH`` the short hash of its effective configuration
-(`rl.executor.config_hash`), and ``DIR/index.csv`` (one row per configuration:
+(`rl.experiments.executor.config_hash`), and ``DIR/index.csv`` (one row per configuration:
 its swept values, directory, status, wall time and error). ``--resume`` runs
 only the configurations whose hash has no finished row, and those whose
-files are missing or damaged (`rl.run_verify.verify_run`, one line each on
+files are missing or damaged (`rl.runs.verify.verify_run`, one line each on
 stderr). Exit codes: 0 all done; 1 some configurations failed (see
 ``index.csv`` and their ``error.txt``); 2 a bad grid file or a refused output
 directory, before anything ran; 130 interrupted. See ``docs/scale-out.md``.
@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from rl.config import ConfigError, TrainConfig, build_dataclass, load_config_file
-from rl.executor import (
+from rl.experiments.executor import (
     INDEX_FILE,
     ExecutorError,
     Task,
@@ -64,8 +64,8 @@ from rl.executor import (
     run_tasks,
     sigterm_interrupts,
 )
-from rl.rundir import RunDirError
-from rl.runner import build
+from rl.runs.rundir import RunDirError
+from rl.runs.training import build
 
 SECTIONS = ("base", "grid", "runs")
 """Top-level tables a grid file may hold."""
@@ -318,7 +318,7 @@ def load_sweep(path: str | Path, out: str | Path, *, progress: bool = False) -> 
 
 
 def sweep_tasks(configs: Sequence[SweepConfig]) -> list[Task]:
-    """Return the `rl.executor.Task` of every configuration (run directory ``NNN-HASH``)."""
+    """Return the `rl.experiments.executor.Task` of every configuration (directory ``NNN-HASH``)."""
     return [Task(c.name, c.config, c.values) for c in configs]
 
 

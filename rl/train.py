@@ -27,12 +27,13 @@ from typing import Any
 
 import numpy as np
 
-from rl.checkpoint import CheckpointError
+from rl.agents.readings import DEFAULT_READING, READINGS
 from rl.config import ConfigError, TrainConfig, build_dataclass, load_config_file, parse_assignment
-from rl.presets import DEFAULT_READING, READINGS
 from rl.problems import EnvFailure
-from rl.rundir import RunDirError, check_run_files
-from rl.runner import (
+from rl.problems.from_gymnasium import EnvModuleRefused
+from rl.runs.checkpoint import CheckpointError
+from rl.runs.rundir import RunDirError, check_run_files
+from rl.runs.training import (
     CHECKPOINT_FILE,
     CONFIG_FILE,
     FIGURE_FILE,
@@ -42,7 +43,6 @@ from rl.runner import (
     build,
     run,
 )
-from rl.user_problems import EnvModuleRefused
 
 _FLAGS = {  # command-line flag (argparse dest) -> TrainConfig field
     "env": "env",
@@ -64,14 +64,14 @@ def _default(flag: str) -> str:
 
 
 def _readings_help() -> str:
-    """Return the help of ``--reading``: every reading of `rl.presets.READINGS`, and whose."""
+    """Return the help of ``--reading``: each reading in `rl.agents.readings.READINGS`, whose."""
     names = []
     for name in dict.fromkeys(n for readings in READINGS.values() for n in readings):
         owners = [agent for agent, readings in READINGS.items() if name in readings]
         only = "" if len(owners) == len(READINGS) else f" ({', '.join(owners)} only)"
         names.append(f"{name}{' (default)' if name == DEFAULT_READING else ''}{only}")
     return (
-        f"which settings the agent starts from: {', '.join(names)} (rl.presets; "
+        f"which settings the agent starts from: {', '.join(names)} (rl.agents.readings; "
         "--list-presets shows them per environment)"
     )
 
@@ -180,7 +180,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         recorded = values.get("env")
     else:
         if args.preset:
-            from rl import presets
+            from rl.experiments import presets
 
             try:
                 chosen = presets.preset(args.preset)
@@ -242,7 +242,7 @@ def _progress_bar(config: TrainConfig, enabled: bool) -> Any:
 
 
 def _format_summary(result: RunResult, config: TrainConfig) -> str:
-    from rl.metrics import milestone_summaries, read_metrics
+    from rl.runs.metrics import milestone_summaries, read_metrics
 
     table = read_metrics(result.run_dir / METRICS_FILE)
     rows = [
@@ -280,7 +280,7 @@ def _resume_command(run_dir: str) -> str:
 
 
 def _plot(run_dir: Path) -> None:
-    from rl.plot import plot_runs
+    from rl.runs.plot import plot_runs
 
     plot_runs([run_dir], run_dir / FIGURE_FILE)
 
@@ -304,7 +304,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     args = build_parser().parse_args(argv)
     if args.list_presets:
-        from rl import presets
+        from rl.experiments import presets
 
         print("\n".join(presets.describe(entry) for entry in presets.presets().values()))
         return 0

@@ -16,8 +16,8 @@ def compiled_kernels():
     that CLI tests start, instead of each compiling them again.
     """
     from rl.agents._fast_path import warm
-    from rl.fused import warm as warm_fused
-    from rl.problems import warm_kernels
+    from rl.loop.fused import warm as warm_fused
+    from rl.problems.bundled import warm_kernels
 
     warm()
     warm_kernels()
@@ -43,9 +43,9 @@ def payload_run(tmp_path):
     import dataclasses
     import json
 
-    from rl.checkpoint import load_checkpoint, save_checkpoint
     from rl.config import TrainConfig
-    from rl.runner import train
+    from rl.runs.checkpoint import load_checkpoint, save_checkpoint
+    from rl.runs.training import train
 
     run_dir = tmp_path / "run"
     config = TrainConfig(

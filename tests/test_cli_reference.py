@@ -56,7 +56,7 @@ def test_cli_page_holds_every_help_text() -> None:
     for command, _, _ in HOOKS.COMMANDS:
         assert f"## `{command}`" in page
         assert f"usage: {command}" in page
-    assert "### `python -m rl.checkpoint convert`" in page  # sub-commands too
+    assert "### `python -m rl.runs.checkpoint convert`" in page  # sub-commands too
 
 
 def test_api_pages_cover_public_modules() -> None:
@@ -89,8 +89,8 @@ def test_every_flag_has_a_help_line(command: str, module_name: str, summary: str
 
 def test_train_help_lists_every_reading_and_default() -> None:
     from rl import train
+    from rl.agents.readings import READINGS
     from rl.config import TrainConfig
-    from rl.presets import READINGS
 
     text = " ".join(train.build_parser().format_help().split())
     for name in {name for readings in READINGS.values() for name in readings}:

@@ -4,7 +4,7 @@ A checkpoint is input (DESIGN.md, "Run directories are data"): its SHA-256
 detects damage, not tampering, so every value an agent restores is checked
 against what the agent's own configuration makes it hold. The agents'
 ``load_state_dict`` methods call these helpers before changing anything; a
-failure is a ValueError naming the entry, which `rl.checkpoint.restore_agent`
+failure is a ValueError naming the entry, which `rl.runs.checkpoint.restore_agent`
 turns into one refusal line.
 """
 

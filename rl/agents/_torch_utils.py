@@ -1,7 +1,7 @@
 """Shared pieces of the PyTorch baselines (DQN, discrete SAC).
 
 An MLP whose weights are drawn from a numpy stream, the width matcher (the
-formulas live in `rl.param_formulas`), a replay buffer with numpy storage, the map
+formulas live in `rl.agents.param_formulas`), a replay buffer with numpy storage, the map
 between index vectors and network inputs / joint actions, conversion of torch
 state to numpy trees for checkpoints.
 
@@ -21,7 +21,7 @@ from numpy.typing import NDArray
 from torch import nn
 
 from rl.agents._restore import check_values, saved_array, saved_count
-from rl.param_formulas import match_width, mlp_params
+from rl.agents.param_formulas import match_width, mlp_params
 from rl.validation import check_joint_actions
 
 INPUT_SCALINGS = ("unit", "raw")
@@ -33,7 +33,7 @@ def matched_hidden(n_in: int, n_out: int, budget: int, networks: int = 1, extra:
     """Return the hidden width h whose parameter count is nearest ``budget``.
 
     The count is ``networks * mlp_params(n_in, h, n_out) + extra``; ties go to
-    the smaller width (`rl.param_formulas.match_width`). ``networks=3, extra=1``
+    the smaller width (`rl.agents.param_formulas.match_width`). ``networks=3, extra=1``
     is the SAC formula P_SAC = 3 P_network + 1 of the paper's appendix.
     """
     return match_width(budget, lambda h: networks * mlp_params(n_in, h, n_out) + extra)

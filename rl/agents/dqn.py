@@ -27,11 +27,12 @@ import torch
 import torch.nn.functional as F
 from numpy.typing import NDArray
 
-from rl import presets
 from rl.agents import _torch_utils as tu
 from rl.agents._restore import saved_count, saved_fraction
 from rl.agents._torch_agent import ReplicatedTorchAgent, optimizer_step
 from rl.agents.base import Transitions
+from rl.agents.readings import reading
+from rl.agents.registry import AgentSpec
 from rl.problems import Problem
 from rl.seeding import AgentRandom
 from rl.validation import MAX_JOINT_ACTIONS, check_choice, check_int, check_real
@@ -99,7 +100,7 @@ def preset(problem_name: str) -> dict[str, Any]:
     ----------
     The paper's appendix "Parameter Matching Methodology", Table tab:param_all.
     """
-    return presets.reading("dqn", "paper").agent_params(problem_name)
+    return reading("dqn", "paper").agent_params(problem_name)
 
 
 def released_preset(problem_name: str) -> dict[str, Any]:
@@ -108,7 +109,7 @@ def released_preset(problem_name: str) -> dict[str, Any]:
     Raw index inputs, MSE loss, per-episode epsilon decay 0.999999 (epsilon
     stays near 1), the released widths, and on Highway Adam 3e-4 with a 50k buffer.
     """
-    return presets.reading("dqn", "released").agent_params(problem_name)
+    return reading("dqn", "released").agent_params(problem_name)
 
 
 class _Replica:
@@ -273,5 +274,5 @@ class DQN(ReplicatedTorchAgent):
         }
 
 
-SPEC = presets.AgentSpec("dqn", DQN, DQNConfig)
-"""What the runner needs of DQN; its readings are `rl.presets.READINGS["dqn"]`."""
+SPEC = AgentSpec("dqn", DQN, DQNConfig)
+"""What the runner needs of DQN; its readings are `rl.agents.readings.READINGS["dqn"]`."""

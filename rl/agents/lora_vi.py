@@ -31,7 +31,7 @@ One replica's life:
 The coarse state grid is a property of the problem, not of the agent's
 config: `problem_options` returns the paper's grid as a ``make_problem``
 option (CartPole 3 x 3 x 3 x 3, Pendulum 7 x 7), which the runner
-(through its reading in `rl.presets.READINGS`) passes to
+(through its reading in `rl.agents.readings.READINGS`) passes to
 ``make_problem(name, state_bins=...)`` below the user's own ``env_options``;
 `preset` returns the matching K (9 and 10). The agent takes whatever grid the
 problem has. Problems with more than ``max_states`` states are refused: the
@@ -50,7 +50,6 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from rl import presets
 from rl.agents._explore import (
     decay_epsilon,
     epsilon_greedy,
@@ -67,6 +66,8 @@ from rl.agents.cur import (
     leverage_scores,
     select_anchors,
 )
+from rl.agents.readings import reading
+from rl.agents.registry import AgentSpec
 from rl.problems import Problem
 from rl.seeding import AgentRandom
 from rl.validation import (
@@ -147,7 +148,7 @@ def preset(problem_name: str) -> dict[str, Any]:
     TEQL paper, Appendix "Parameter Matching Methodology", Table "Parameter
     configurations for all environments and methods".
     """
-    return presets.reading("lora-vi", "paper").agent_params(problem_name)
+    return reading("lora-vi", "paper").agent_params(problem_name)
 
 
 def problem_options(problem_name: str) -> dict[str, Any]:
@@ -155,14 +156,14 @@ def problem_options(problem_name: str) -> dict[str, Any]:
 
     ``{"state_bins": (3, 3, 3, 3)}`` for CartPole, ``{"state_bins": (7, 7)}``
     for Pendulum, ``{}`` otherwise. The runner merges them below the user's
-    ``env_options`` (see `rl.presets`).
+    ``env_options`` (see `rl.agents.readings`).
 
     References
     ----------
     TEQL paper, Appendix "Parameter Matching Methodology" ("only 3 buckets per
     state dimension" for CartPole, 7 for Pendulum).
     """
-    return presets.reading("lora-vi", "paper").problem_options(problem_name)
+    return reading("lora-vi", "paper").problem_options(problem_name)
 
 
 class LoRaVI(Agent):
@@ -392,5 +393,5 @@ class LoRaVI(Agent):
         self._index_anchors()
 
 
-SPEC = presets.AgentSpec("lora-vi", LoRaVI, LoRaVIConfig)
-"""What the runner needs of LoRa-VI; its readings (with the coarse grids) are in `rl.presets`."""
+SPEC = AgentSpec("lora-vi", LoRaVI, LoRaVIConfig)
+"""What the runner needs of LoRa-VI; its readings (coarse grids too) are in `rl.agents.readings`."""

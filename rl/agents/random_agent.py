@@ -23,10 +23,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from rl import presets
 from rl.agents._explore import generator_states, set_generator_states
 from rl.agents._restore import check_generator_states, saved_array
 from rl.agents.base import Agent, Transitions
+from rl.agents.readings import reading
+from rl.agents.registry import AgentSpec
 from rl.problems import Problem
 from rl.seeding import AgentRandom
 
@@ -47,7 +48,7 @@ class RandomConfig:
 
 def preset(problem_name: str) -> dict[str, Any]:
     """Return no overrides: the random agent has no paper hyperparameters."""
-    return presets.reading("random", "paper").agent_params(problem_name)
+    return reading("random", "paper").agent_params(problem_name)
 
 
 def _mix(values: NDArray[np.uint64]) -> NDArray[np.uint64]:
@@ -126,5 +127,5 @@ class RandomAgent(Agent):
         self.greedy_keys_ = greedy_keys.copy()
 
 
-SPEC = presets.AgentSpec("random", RandomAgent, RandomConfig)
-"""What the runner needs of this agent; its readings are `rl.presets.READINGS["random"]`."""
+SPEC = AgentSpec("random", RandomAgent, RandomConfig)
+"""What the runner needs of this agent; its readings are `rl.agents.readings.READINGS["random"]`."""

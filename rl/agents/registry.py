@@ -1,8 +1,8 @@
 """Agent names for the CLI, resolved lazily so that PyTorch stays optional.
 
 Each entry names a module that defines an `rl.agents.base.Agent` subclass, its
-frozen config dataclass and, in one object ``SPEC`` (an `rl.presets.AgentSpec`),
-what the runner needs of it: the two classes, and through `rl.presets.READINGS`
+frozen config dataclass and, in one object ``SPEC`` (an `AgentSpec`),
+what the runner needs of it: the two classes, and through `rl.agents.readings.READINGS`
 its readings (config overrides and problem options per problem). ``ALIASES``
 keeps older names working: ``teql-released`` is TEQL with the released reading.
 """
@@ -10,7 +10,11 @@ keeps older names working: ``teql-released`` is TEQL with the released reading.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from rl.agents.readings import READINGS, Reading, reading
 
 AGENTS: dict[str, str] = {
     "teql": "rl.agents.teql",
@@ -34,7 +38,7 @@ def canonical(name: str) -> tuple[str, str | None]:
     return name, None
 
 
-def agent_spec(name: str) -> Any:
+def agent_spec(name: str) -> AgentSpec:
     """Import the module of the agent (or alias) ``name`` and return its ``SPEC``.
 
     Raises
@@ -49,3 +53,52 @@ def agent_spec(name: str) -> Any:
         known = ", ".join(sorted([*AGENTS, *ALIASES]))
         raise ValueError(f"Unknown agent {name!r}; choose one of: {known}.")
     return importlib.import_module(AGENTS[agent]).SPEC
+
+
+class ResolvedAgent(NamedTuple):
+    """What one run needs of its agent, resolved once (see `AgentSpec.resolve`)."""
+
+    agent_class: type
+    config_class: type
+    agent_params: dict[str, Any]
+    env_options: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """What the runner needs of one agent module, declared once as its ``SPEC``.
+
+    Attributes
+    ----------
+    name : str
+        Registered name (`rl.agents.registry.AGENTS`), the key of `READINGS`.
+    agent_class : type
+        The `rl.agents.base.Agent` subclass, built as ``(problem, config, streams)``.
+    config_class : type
+        Its frozen config dataclass.
+    """
+
+    name: str
+    agent_class: type
+    config_class: type
+
+    @property
+    def readings(self) -> Mapping[str, Reading]:
+        """The agent's readings (`READINGS` entry)."""
+        return READINGS[self.name]
+
+    def resolve(self, reading_name: str, problem: str) -> ResolvedAgent:
+        """Return the classes, the reading's config overrides and problem options on ``problem``.
+
+        Raises
+        ------
+        ValueError
+            If the agent has no reading ``reading_name``.
+        """
+        chosen = reading(self.name, reading_name)
+        return ResolvedAgent(
+            self.agent_class,
+            self.config_class,
+            chosen.agent_params(problem),
+            chosen.problem_options(problem),
+        )

@@ -27,11 +27,12 @@ import torch
 import torch.nn.functional as F
 from numpy.typing import NDArray
 
-from rl import presets
 from rl.agents import _torch_utils as tu
 from rl.agents._restore import saved_count
 from rl.agents._torch_agent import ReplicatedTorchAgent, optimizer_step
 from rl.agents.base import Transitions
+from rl.agents.readings import reading
+from rl.agents.registry import AgentSpec
 from rl.problems import Problem
 from rl.seeding import AgentRandom
 from rl.validation import MAX_JOINT_ACTIONS, check_choice, check_int, check_real
@@ -95,12 +96,12 @@ def preset(problem_name: str) -> dict[str, Any]:
     ----------
     The paper's appendix "Parameter Matching Methodology", Table tab:param_all.
     """
-    return presets.reading("sac", "paper").agent_params(problem_name)
+    return reading("sac", "paper").agent_params(problem_name)
 
 
 def released_preset(problem_name: str) -> dict[str, Any]:
     """Return overrides reproducing the authors' released SAC: widths, raw index inputs."""
-    return presets.reading("sac", "released").agent_params(problem_name)
+    return reading("sac", "released").agent_params(problem_name)
 
 
 def soft_bellman_targets(
@@ -357,5 +358,5 @@ class DiscreteSAC(ReplicatedTorchAgent):
         return out
 
 
-SPEC = presets.AgentSpec("sac", DiscreteSAC, DiscreteSACConfig)
-"""What the runner needs of discrete SAC; its readings are `rl.presets.READINGS["sac"]`."""
+SPEC = AgentSpec("sac", DiscreteSAC, DiscreteSACConfig)
+"""What the runner needs of discrete SAC; its readings are `rl.agents.readings.READINGS["sac"]`."""

@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from rl import presets
 from rl.agents._explore import (
     decay_epsilon,
     epsilon_greedy,
@@ -31,6 +30,8 @@ from rl.agents._explore import (
 )
 from rl.agents._restore import check_generator_states, saved_array
 from rl.agents.base import Agent, Transitions
+from rl.agents.readings import reading
+from rl.agents.registry import AgentSpec
 from rl.problems import Problem
 from rl.seeding import AgentRandom
 from rl.validation import (
@@ -87,7 +88,7 @@ def preset(problem_name: str) -> dict[str, Any]:
     settings"). Note that CartPole's CP grid has 400,000 entries and fits the
     default ``max_entries``; Highway's 20^9 x 5 does not.
     """
-    return presets.reading("tabular", "paper").agent_params(problem_name)
+    return reading("tabular", "paper").agent_params(problem_name)
 
 
 class TabularQ(Agent):
@@ -234,5 +235,5 @@ class TabularQ(Agent):
         set_generator_states([s.init for s in self.streams], state["init_rng"])
 
 
-SPEC = presets.AgentSpec("tabular", TabularQ, TabularQConfig)
-"""What the runner needs of this agent; its readings are `rl.presets.READINGS["tabular"]`."""
+SPEC = AgentSpec("tabular", TabularQ, TabularQConfig)
+"""What the runner needs of tabular Q; its readings are `rl.agents.readings.READINGS["tabular"]`."""

@@ -14,7 +14,7 @@ One training step of every replica (Algorithm 3, lines 9-11):
    is recorded, then N_t(s_t, a_t) = N_{t-1}(s_t, a_t) + 1.
 
 The authors' released code differs in several places; its reading in
-`rl.presets.READINGS` collects those differences as one option set
+`rl.agents.readings.READINGS` collects those differences as one option set
 (docs/agents.md has the table).
 
 The stable reading (``update="stable"``, docs/agents.md "The stable reading")
@@ -43,12 +43,13 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
-from rl import presets
 from rl.agents import _kernels, _update_kernels
 from rl.agents._explore import argmax_random_ties
 from rl.agents._fast_path import CompiledStep
 from rl.agents.base import Transitions
 from rl.agents.euge import euge_scores
+from rl.agents.readings import reading
+from rl.agents.registry import AgentSpec
 from rl.agents.tensor_agent import TensorAgent, TensorAgentConfig
 from rl.agents.visits import Storage, make_visit_table
 from rl.problems import Problem
@@ -80,7 +81,7 @@ class TEQLConfig(TensorAgentConfig):
     update: Literal["paper", "released", "stable"] = "paper"
     """``"paper"``: Algorithm 1; ``"released"``: the authors' normalized Jacobi sweeps;
     ``"stable"``: Algorithm 1 with normalized-LMS row steps (alpha0 is then the
-    dimensionless step eta_0 in (0, 2); the ``stable`` reading of `rl.presets`)."""
+    dimensionless step eta_0 in (0, 2); the ``stable`` reading of `rl.agents.readings`)."""
     signed_delta: bool = False
     """Store Delta Q as Q_before - Q_after (released) instead of |Q_after - Q_before|."""
     count_before_update: bool = False
@@ -111,23 +112,23 @@ _UPDATE_RULES = {
 
 
 def preset(problem_name: str) -> dict[str, Any]:
-    """Return the paper reading's overrides for ``problem_name`` (`rl.presets.READINGS`).
+    """Return the paper reading's overrides for ``problem_name`` (`rl.agents.readings.READINGS`).
 
     References
     ----------
     Table "Hyperparameter settings for all environments" (tab:hyperparams).
     """
-    return presets.reading("teql", "paper").agent_params(problem_name)
+    return reading("teql", "paper").agent_params(problem_name)
 
 
 def released_preset(problem_name: str) -> dict[str, Any]:
-    """Return the released reading's overrides for ``problem_name`` (`rl.presets.READINGS`).
+    """Return the released reading's overrides for ``problem_name`` (`rl.agents.readings.READINGS`).
 
     Constant step size, no lambda, c = 1, gamma 0.9 (0.8 on Highway), an
     epsilon-greedy layer with per-step decay, signed Delta Q, counts before
     the update, the normalized Jacobi update and no clipping.
     """
-    return presets.reading("teql", "released").agent_params(problem_name)
+    return reading("teql", "released").agent_params(problem_name)
 
 
 class UpdateRecord(NamedTuple):
@@ -299,5 +300,5 @@ class TEQL(TensorAgent):
         self.visits_.load_state_dict(state["visits"])
 
 
-SPEC = presets.AgentSpec("teql", TEQL, TEQLConfig)
-"""What the runner needs of TEQL; its readings are `rl.presets.READINGS["teql"]`."""
+SPEC = AgentSpec("teql", TEQL, TEQLConfig)
+"""What the runner needs of TEQL; its readings are `rl.agents.readings.READINGS["teql"]`."""

@@ -18,10 +18,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from rl import presets
 from rl.agents import _kernels, _update_kernels
 from rl.agents._fast_path import CompiledStep
 from rl.agents.base import Transitions
+from rl.agents.readings import reading
+from rl.agents.registry import AgentSpec
 from rl.agents.tensor_agent import TensorAgent, TensorAgentConfig
 from rl.validation import check_real
 from tensorq import normalized_step
@@ -49,9 +50,9 @@ def preset(problem_name: str) -> dict[str, Any]:
     """Return the settings of the released TLR runs behind the paper's curves.
 
     The paper's table lists no TLR-specific values; its TLR baseline shares
-    rank, bins and step size with the released TEQL runs (`rl.presets.READINGS`).
+    rank, bins and step size with the released TEQL runs (`rl.agents.readings.READINGS`).
     """
-    return presets.reading("tlr", "paper").agent_params(problem_name)
+    return reading("tlr", "paper").agent_params(problem_name)
 
 
 class TLR(TensorAgent):
@@ -106,5 +107,5 @@ class TLR(TensorAgent):
         self.count_step(batch)
 
 
-SPEC = presets.AgentSpec("tlr", TLR, TLRConfig)
-"""What the runner needs of TLR; its readings are `rl.presets.READINGS["tlr"]`."""
+SPEC = AgentSpec("tlr", TLR, TLRConfig)
+"""What the runner needs of TLR; its readings are `rl.agents.readings.READINGS["tlr"]`."""

@@ -2,14 +2,14 @@
 
 A reset of one environment copy, ``env.reset(seed=episode_seed(base, e))``,
 runs three pieces of NumPy: `numpy.random.SeedSequence` turns the integers
-into a seed (`rl.lockstep.episode_seed`), Gymnasium's ``seeding.np_random``
+into a seed (`rl.loop.runner.episode_seed`), Gymnasium's ``seeding.np_random``
 seeds ``Generator(PCG64(SeedSequence(seed)))`` with it, and the environment
 draws its initial state with ``rng.uniform(low, high, size=(n,))``. From
 Python that costs about 11 microseconds per reset; the kernels here compute
 the same numbers inside compiled code, so that a compiled runner can reset
 its copies itself without calling back into Python:
 
-- `episode_seed_kernel` is `rl.lockstep.episode_seed` (``SeedSequence``'s
+- `episode_seed_kernel` is `rl.loop.runner.episode_seed` (``SeedSequence``'s
   entropy mixing, `mix_entropy`, and `generate_state_uint32`);
 - `seed_pcg64` is ``PCG64(SeedSequence(seed))``'s state, as four uint64
   halves ``(state_hi, state_lo, inc_hi, inc_lo)`` of its two 128-bit numbers;
@@ -205,7 +205,7 @@ def generate_state_uint64(pool: NDArray[np.uint32], out: NDArray[np.uint64]) -> 
 
 @njit(cache=True)
 def episode_seed_kernel(base: int, episode: int, k: int) -> int:
-    """Seed of one environment reset: `rl.lockstep.episode_seed`, compiled.
+    """Seed of one environment reset: `rl.loop.runner.episode_seed`, compiled.
 
     Parameters
     ----------

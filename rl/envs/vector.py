@@ -23,7 +23,7 @@ Contract
   when its step count reaches ``max_episode_steps`` (possibly together with
   termination).
 - ``step(actions, active=mask)`` (an extension of Gymnasium's signature, used
-  by `rl.replicas.ReplicaEnvs`) steps only the copies where ``mask`` is True;
+  by `rl.loop.replicas.ReplicaEnvs`) steps only the copies where ``mask`` is True;
   the others are left exactly as they are (state, counter and flags), earn
   reward 0.0, re-report their flags and are never auto-reset.
 

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from analysis.bound_runs import (
+from analysis.bounds.runs import (
     plot_bound_overlays,
     prop2_check,
     prop3_table,

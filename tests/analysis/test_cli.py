@@ -4,7 +4,8 @@ import sys
 import numpy as np
 import pytest
 
-from analysis import bounds_cli, rank_cli
+from analysis.bounds import cli as bounds_cli
+from analysis.rank import cli as rank_cli
 
 
 def run(*args):
@@ -114,7 +115,7 @@ def test_rank_bad_input(argv, needle, capsys, tmp_path):
 
 def test_rank_refuses_a_run_without_q(tmp_path, capsys):
     from rl.config import TrainConfig
-    from rl.runner import train
+    from rl.runs.training import train
 
     train(TrainConfig(env="lowrank", agent="random", out=str(tmp_path / "r"), episodes=1))
     argv = ["--env", "lowrank", "--source", "run", "--run", str(tmp_path / "r")]
@@ -124,7 +125,7 @@ def test_rank_refuses_a_run_without_q(tmp_path, capsys):
 
 def test_rank_of_a_run(tmp_path, capsys):
     from rl.config import TrainConfig
-    from rl.runner import train
+    from rl.runs.training import train
 
     train(TrainConfig(env="lowrank", agent="tabular", out=str(tmp_path / "t"), episodes=1))
     argv = ["--env", "lowrank", "--source", "run", "--run", str(tmp_path / "t"), "--ranks", "1:2"]

@@ -19,8 +19,8 @@ from analysis.qstar import (
 from rl.config import TrainConfig
 from rl.envs.pendulum import pendulum_step
 from rl.problems import make_problem
-from rl.runner import train
-from rl.user_problems import EnvModuleRefused
+from rl.problems.from_gymnasium import EnvModuleRefused
+from rl.runs.training import train
 
 
 def reference_model(samples, seed):
@@ -118,8 +118,8 @@ def _run(tmp_path, agent, name):
 
 
 def test_tensor_and_tabular_runs(tmp_path):
-    from rl.checkpoint import load_checkpoint
-    from rl.runner import CHECKPOINT_FILE
+    from rl.runs.checkpoint import load_checkpoint
+    from rl.runs.training import CHECKPOINT_FILE
 
     run = _run(tmp_path, "teql", "teql")
     q = qtensor_from_run(run, replica=1)
@@ -145,11 +145,11 @@ def test_tensor_and_tabular_runs(tmp_path):
 def test_the_rank_command_profiles_a_run_too_large_to_build_from_its_factors(
     tmp_path, monkeypatch, capsys
 ):
-    from analysis import rank_cli
+    from analysis.rank import cli as rank_cli
 
     run = _run(tmp_path, "teql", "teql")
     monkeypatch.setattr("analysis.qstar.DEFAULT_MAX_ENTRIES", 10)  # as Highway's 2.6e12
-    monkeypatch.setattr("analysis.rank.MAX_DENSE_ENTRIES", 10)
+    monkeypatch.setattr("analysis.rank.profile.MAX_DENSE_ENTRIES", 10)
     argv = ["--env", "lowrank", "--source", "run", "--run", str(run), "--ranks", "1,5"]
     assert rank_cli.main([*argv, "--center", "--out", str(tmp_path / "o"), "--no-progress"]) == 0
     out = capsys.readouterr().out

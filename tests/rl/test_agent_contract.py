@@ -9,7 +9,7 @@ import pytest
 
 from rl.agents.registry import AGENTS
 from rl.config import TrainConfig
-from rl.runner import build
+from rl.runs.training import build
 
 TORCH_AGENTS = {"dqn", "sac"}
 HAS_TORCH = importlib.util.find_spec("torch") is not None

@@ -12,7 +12,7 @@ import zipfile
 import numpy as np
 import pytest
 
-from rl.checkpoint import (
+from rl.runs.checkpoint import (
     CHECKPOINT_FORMAT,
     Checkpoint,
     CheckpointError,
@@ -97,7 +97,7 @@ def test_file_is_data_only_npz(tmp_path):
         names = set(archive.files)
         document = json.loads(str(archive["__document__"]))
     assert {"__document__", "__sha256__", "agent_state/q"} <= names
-    assert document["kind"] == "rl.checkpoint" and document["format"] == CHECKPOINT_FORMAT
+    assert document["kind"] == "rl.runs.checkpoint" and document["format"] == CHECKPOINT_FORMAT
     assert sorted(names - {"__document__", "__sha256__"}) == document["arrays"]
 
 
@@ -259,7 +259,7 @@ def test_pickles_are_never_loaded(tmp_path):
     legacy = tmp_path / "checkpoint.pkl"
     legacy.write_bytes(pickle.dumps({"format": 1, "payload": _Planted(str(marker))}))
     message = _refused(tmp_path / "checkpoint.npz", "old pickled checkpoint")
-    assert f"python -m rl.checkpoint convert {tmp_path}" in message
+    assert f"python -m rl.runs.checkpoint convert {tmp_path}" in message
     _refused(legacy, "old pickled checkpoint")
     disguised = tmp_path / "checkpoint.npz"  # a pickle under the new name
     disguised.write_bytes(legacy.read_bytes())
@@ -299,8 +299,8 @@ def test_every_agent_resumes_bitwise_through_the_npz_checkpoint(tmp_path, agent,
     if agent in ("dqn", "sac"):  # gradient steps from episode 2: Adam states (int keys) saved
         request.getfixturevalue("torch_one_thread")
     from rl.config import TrainConfig
-    from rl.metrics import COLUMNS, read_metrics
-    from rl.runner import train
+    from rl.runs.metrics import COLUMNS, read_metrics
+    from rl.runs.training import train
 
     env = "lowrank" if agent == "lora-vi" else "inventory"
     deep = {"learning_starts": 150, "batch_size": 4, "hidden": 4}
@@ -338,7 +338,7 @@ def test_convert_hint_is_shell_quoted(tmp_path):
     (run_dir / "checkpoint.pkl").write_bytes(pickle.dumps({"format": 1}))
     message = _refused(run_dir / "checkpoint.npz", "old pickled checkpoint")
     command = message.rpartition("convert it once with: ")[2]
-    assert shlex.split(command) == ["python", "-m", "rl.checkpoint", "convert", str(run_dir)]
+    assert shlex.split(command) == ["python", "-m", "rl.runs.checkpoint", "convert", str(run_dir)]
 
 
 # ----------------------------------------------------------------------------- tampered files
@@ -366,7 +366,7 @@ def _snapshot(run_dir):
 @pytest.fixture(scope="module")
 def teql_run(tmp_path_factory):
     from rl.config import TrainConfig
-    from rl.runner import train
+    from rl.runs.training import train
 
     out = tmp_path_factory.mktemp("teql") / "run"
     config = TrainConfig(
@@ -437,7 +437,7 @@ FACTOR = "agent_state/factors/2"
     ],
 )
 def test_tampered_agent_state_with_a_valid_hash_is_refused(teql_run, tmp_path, edit, message):
-    from rl.runner import build
+    from rl.runs.training import build
 
     config, out = _copy_run(teql_run, tmp_path)
     path = out / "checkpoint.npz"
@@ -501,7 +501,7 @@ def test_checkpoint_against_metrics_accepts_the_real_pair(teql_run):
 _BOUNDED_LOADER = """
 import resource, sys, time
 resource.setrlimit(resource.RLIMIT_AS, ({limit}, {limit}))
-from rl.checkpoint import CheckpointError, load_checkpoint
+from rl.runs.checkpoint import CheckpointError, load_checkpoint
 for path in sys.argv[1:]:
     start = time.perf_counter()
     try:

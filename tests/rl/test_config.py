@@ -197,12 +197,12 @@ def test_a_problem_option_given_as_an_agent_parameter_points_to_env_options(key,
 
 
 def test_reading_problem_options_sit_below_user_options(monkeypatch):
-    from rl import presets
+    from rl.agents import readings
 
-    reading = presets.Reading(
+    reading = readings.Reading(
         "test", env_options={"cartpole": {"state_bins": 5, "index_rule": "round"}}
     )
-    monkeypatch.setitem(presets.READINGS["random"], "paper", reading)
+    monkeypatch.setitem(readings.READINGS["random"], "paper", reading)
     config = TrainConfig(
         env="cartpole", agent="random", out="o", env_options={"index_rule": "floor"}
     )
@@ -324,7 +324,7 @@ def configs(draw):
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture], max_examples=120)
 @given(case=configs(), suffix=st.sampled_from([".json", ".toml"]))
 def test_random_configs_build_or_raise_config_error_naming_the_key(tmp_path, case, suffix):
-    from rl.runner import build
+    from rl.runs.training import build
     from rl.train import build_parser, config_from_args
 
     values, sets, mutated = case
@@ -361,7 +361,7 @@ def test_random_configs_build_or_raise_config_error_naming_the_key(tmp_path, cas
     ],
 )  # fmt: skip
 def test_huge_sizes_are_config_errors_checked_up_front(values, key):
-    from rl.runner import build
+    from rl.runs.training import build
 
     config = {"env": "cartpole", "agent": "random", "out": "unused", **values}
     with pytest.raises(ConfigError, match=f"'{key}'"):

@@ -1,4 +1,4 @@
-"""rl.discretize: index rules, round trips, clipping, batching and validation."""
+"""rl.problems.discretize: index rules, round trips, clipping, batching and validation."""
 
 import numpy as np
 import pytest
@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from rl.discretize import PRESETS, DiscreteGrid, UniformGrid
+from rl.problems.discretize import PRESETS, DiscreteGrid, UniformGrid
 
 RULES = ["centre", "endpoint"]
 

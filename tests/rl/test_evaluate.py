@@ -11,10 +11,10 @@ import pytest
 
 from rl.config import TrainConfig
 from rl.evaluate import evaluate
-from rl.load import load_run
-from rl.lockstep import episode_seed
+from rl.loop.runner import episode_seed
 from rl.problems import EnvFailure, make_problem
-from rl.runner import train
+from rl.runs.load import load_run
+from rl.runs.training import train
 
 ROOT = Path(__file__).resolve().parents[2]
 TOY = "tests.rl.toy_envs:Toy-v0"

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from rl.config import TrainConfig
-from rl.executor import (
+from rl.experiments.executor import (
     ERROR_FILE,
     INDEX_FILE,
     RAY_INSTALL_HINT,
@@ -16,9 +16,9 @@ from rl.executor import (
     read_index,
     run_tasks,
 )
-from rl.metrics import COLUMNS, read_metrics
-from rl.run_verify import verify_run
-from rl.runner import train
+from rl.runs.metrics import COLUMNS, read_metrics
+from rl.runs.training import train
+from rl.runs.verify import verify_run
 
 EXCEPT_WALL = [c for c in COLUMNS if c != "wall_time"]
 BASE = TrainConfig(env="cartpole", agent="teql", out="unused", seeds=2, episodes=12, eval_every=4)

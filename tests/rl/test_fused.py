@@ -1,13 +1,13 @@
-"""The fused runner (`rl.fused`) against the step-by-step runner, bit for bit."""
+"""The fused runner (`rl.loop.fused`) against the step-by-step runner, bit for bit."""
 
 import numpy as np
 import pytest
 
 from rl.config import TrainConfig
 from rl.envs.cartpole import ContinuousCartPole
-from rl.fused import FusedLoop
-from rl.lockstep import _Segment
-from rl.runner import build
+from rl.loop.fused import FusedLoop
+from rl.loop.runner import _Segment
+from rl.runs.training import build
 from tests.rl.agent_drivers import assert_tree_equal
 
 CASES = {
@@ -71,7 +71,7 @@ def test_visit_table_grows_inside_a_fused_run():
 
 
 def test_request_stop_finishes_started_episodes_and_equals_a_run_to_that_barrier(monkeypatch):
-    monkeypatch.setattr("rl.fused.BUDGET_AGENT_STEPS", 64)  # small bursts: replicas spread out
+    monkeypatch.setattr("rl.loop.fused.BUDGET_AGENT_STEPS", 64)  # small bursts: replicas spread out
     runner = _runner("teql-released", "cartpole", {}, fused=True)
     seen = []
     for result in runner.episodes(0, 200):

@@ -9,9 +9,9 @@ import tensorly as tl
 
 import rl
 from rl.config import TrainConfig
-from rl.load import RunLoadError
-from rl.runner import build, run
-from rl.user_problems import EnvModuleRefused
+from rl.problems.from_gymnasium import EnvModuleRefused
+from rl.runs.load import RunLoadError
+from rl.runs.training import build, run
 
 TOY = "tests.rl.toy_envs:Toy-v0"
 

@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 
 from rl.config import TrainConfig
-from rl.metrics import read_metrics
-from rl.runner import build, train
+from rl.runs.metrics import read_metrics
+from rl.runs.training import build, train
 
 
 def _runner(agent="random", env="cartpole", **fields):

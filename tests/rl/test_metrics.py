@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from rl.metrics import (
+from rl.runs.metrics import (
     COLUMNS,
     MetricsWriter,
     iqm,
@@ -135,7 +135,7 @@ def test_damaged_file_raises_one_line_value_error(tmp_path, case):
 
 
 def test_writer_refuses_a_link_or_a_fifo_and_leaves_the_target(tmp_path):
-    from rl.rundir import RunDirError
+    from rl.runs.rundir import RunDirError
 
     target = tmp_path / "elsewhere.csv"
     target.write_bytes(b"y" * 28_000)

@@ -5,8 +5,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rl.metrics import MetricsWriter, read_metrics
-from rl.plot import main, moving_average, plot_runs, seed_band
+from rl.runs.metrics import MetricsWriter, read_metrics
+from rl.runs.plot import main, moving_average, plot_runs, seed_band
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -54,7 +54,7 @@ def test_plot_writes_png(tmp_path):
 def test_plot_command_in_subprocess(tmp_path):
     run = _fake_run(tmp_path / "run")
     done = subprocess.run(
-        [sys.executable, "-m", "rl.plot", str(run), "--out", str(tmp_path / "fig.png")],
+        [sys.executable, "-m", "rl.runs.plot", str(run), "--out", str(tmp_path / "fig.png")],
         cwd=ROOT,
         capture_output=True,
         text=True,

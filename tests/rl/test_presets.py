@@ -1,4 +1,4 @@
-"""Presets and readings (rl.presets), their resolution (rl.config) and the CLI flags."""
+"""Presets and readings (rl.agents.readings), their resolution (rl.config) and the CLI flags."""
 
 import json
 import subprocess
@@ -8,11 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rl import presets
+from rl.agents import readings
+from rl.agents.param_formulas import cp_params
 from rl.config import ConfigError, TrainConfig, agent_config, preset_config
-from rl.metrics import read_metrics
-from rl.param_formulas import cp_params
-from rl.runner import build, train
+from rl.experiments import presets
+from rl.runs.metrics import read_metrics
+from rl.runs.training import build, train
 from rl.train import build_parser, config_from_args
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,16 +64,16 @@ def test_list_presets_lists_every_preset_one_a_line():
 def test_readings_that_agree_are_the_same_settings():
     for agent in ("lora-vi", "tabular", "random"):
         for env in ("cartpole", "pendulum", "inventory"):
-            assert presets.same_settings(agent, "paper", "released", env)
-    assert not presets.same_settings("teql", "paper", "released", "cartpole")
-    assert not presets.same_settings("dqn", "paper", "released", "cartpole")
+            assert readings.same_settings(agent, "paper", "released", env)
+    assert not readings.same_settings("teql", "paper", "released", "cartpole")
+    assert not readings.same_settings("dqn", "paper", "released", "cartpole")
 
 
 def test_budgets_and_widths_come_from_the_formulas():
-    assert [presets.budget(p) for p in ("cartpole", "pendulum", "highway")] == [700, 500, 3700]
-    assert presets.budget("cartpole") == cp_params(10, (10, 10, 20, 20, 10))
+    assert [readings.budget(p) for p in ("cartpole", "pendulum", "highway")] == [700, 500, 3700]
+    assert readings.budget("cartpole") == cp_params(10, (10, 10, 20, 20, 10))
     widths = {
-        (p, a): presets.matched_hidden(a, p) for p in presets.PAPER_TABLE for a in ("dqn", "sac")
+        (p, a): readings.matched_hidden(a, p) for p in readings.PAPER_TABLE for a in ("dqn", "sac")
     }
     assert widths == {
         ("pendulum", "dqn"): 38, ("pendulum", "sac"): 12, ("cartpole", "dqn"): 46,

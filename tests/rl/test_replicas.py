@@ -1,11 +1,11 @@
-"""rl.replicas.ReplicaEnvs: per-replica reset, frozen inactive copies, equality with single envs."""
+"""rl.loop.replicas.ReplicaEnvs: per-replica reset, frozen inactive copies, equal to single envs."""
 
 import gymnasium as gym
 import numpy as np
 import pytest
 
+from rl.loop.replicas import ReplicaEnvs
 from rl.problems import make_problem
-from rl.replicas import ReplicaEnvs
 
 NAMES = ["cartpole", "pendulum", "inventory", "lowrank"]
 

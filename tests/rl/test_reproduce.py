@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rl.executor import INDEX_FILE, read_index
-from rl.metrics import COLUMNS, read_metrics
+from rl.experiments.executor import INDEX_FILE, read_index
+from rl.experiments.paper import EXPERIMENTS, LEVELS, check_levels
 from rl.reproduce import build_parser, main, make_plan
-from rl.reproduce_experiments import EXPERIMENTS, LEVELS, check_levels
-from rl.runner import train
+from rl.runs.metrics import COLUMNS, read_metrics
+from rl.runs.training import train
 
 ROOT = Path(__file__).resolve().parents[2]
 EXCEPT_WALL = [c for c in COLUMNS if c != "wall_time"]

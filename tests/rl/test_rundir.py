@@ -9,7 +9,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from rl.rundir import (
+from rl.runs.rundir import (
     LOCK_FILE,
     RunDirError,
     RunLock,
@@ -44,7 +44,7 @@ def test_lock_of_a_dead_process_is_released_by_the_kernel(tmp_path):
     script = textwrap.dedent(
         f"""
         import os, sys
-        from rl.rundir import RunLock
+        from rl.runs.rundir import RunLock
         RunLock.acquire({str(tmp_path)!r})
         print("locked", flush=True)
         sys.stdin.readline()
@@ -120,7 +120,7 @@ def _enospc(*args):
 
 
 def test_full_disk_fails_before_any_training(tmp_path, monkeypatch):
-    from rl.runner import train
+    from rl.runs.training import train
 
     played = []
     monkeypatch.setattr(os, "fsync", _enospc)
@@ -131,9 +131,9 @@ def test_full_disk_fails_before_any_training(tmp_path, monkeypatch):
 
 
 def test_failed_write_mid_run_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):
-    from rl.checkpoint import load_checkpoint
-    from rl.metrics import COLUMNS, read_metrics
-    from rl.runner import RunWriteError, train
+    from rl.runs.checkpoint import load_checkpoint
+    from rl.runs.metrics import COLUMNS, read_metrics
+    from rl.runs.training import RunWriteError, train
 
     real_fsync = os.fsync
 
@@ -164,7 +164,7 @@ def test_failed_write_mid_run_keeps_the_last_good_checkpoint(tmp_path, monkeypat
 
 def test_lock_is_released_after_a_run_and_after_a_refusal(tmp_path):
     from rl.config import ConfigError
-    from rl.runner import train
+    from rl.runs.training import train
 
     out = tmp_path / "run"
     train(_config(out, episodes=1))
@@ -210,7 +210,7 @@ def test_a_hostile_holder_record_reads_as_unknown(tmp_path):
 
 @pytest.mark.parametrize("command", ["train", "resume", "sweep", "convert"])
 def test_every_command_refuses_a_linked_lock_with_exit_2(tmp_path, capsys, command):
-    from rl.checkpoint import main as checkpoint_main
+    from rl.runs.checkpoint import main as checkpoint_main
     from rl.sweep import main as sweep_main
     from rl.train import main as train_main
 

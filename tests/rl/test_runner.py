@@ -6,15 +6,15 @@ import gymnasium
 import numpy as np
 import pytest
 
-from rl import runner as runner_module
 from rl.agents.random_agent import RandomAgent, RandomConfig
-from rl.checkpoint import load_checkpoint
 from rl.config import ConfigError, TrainConfig
-from rl.lockstep import episode_seed
-from rl.metrics import COLUMNS, MetricsWriter, read_metrics
+from rl.loop.runner import episode_seed
 from rl.problems import Problem, make_problem
-from rl.rundir import RunWriteError
-from rl.runner import Runner, build, run, train
+from rl.runs import training as runner_module
+from rl.runs.checkpoint import load_checkpoint
+from rl.runs.metrics import COLUMNS, MetricsWriter, read_metrics
+from rl.runs.rundir import RunWriteError
+from rl.runs.training import Runner, build, run, train
 from rl.seeding import spawn_replicas
 
 EXCEPT_WALL = [c for c in COLUMNS if c != "wall_time"]
@@ -318,7 +318,7 @@ def test_full_disk_between_checkpoints_names_the_file_and_what_is_kept(tmp_path,
 def test_failed_first_checkpoint_says_only_overwrite_starts_afresh(tmp_path, monkeypatch):
     out = tmp_path / "my run (1)"
     config = TrainConfig(out=str(out), env="cartpole", agent="random", episodes=4, seeds=2)
-    monkeypatch.setattr("rl.runner.save_checkpoint", _enospc)
+    monkeypatch.setattr("rl.runs.training.save_checkpoint", _enospc)
     afresh = f"python -m rl.train --config '{out / 'config.json'}' --overwrite"
     with pytest.raises(RunWriteError) as error:
         train(config)
@@ -377,7 +377,7 @@ def test_resume_refuses_a_linked_run_file_and_leaves_its_target(tmp_path, capsys
 
 
 def test_overwrite_refuses_a_linked_figure(tmp_path):
-    from rl.rundir import RunDirError
+    from rl.runs.rundir import RunDirError
 
     out = tmp_path / "run"
     train(_tiny(out, episodes=1))

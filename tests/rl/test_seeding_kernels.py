@@ -19,7 +19,7 @@ from rl.envs.seeding_kernels import (
     seed_pcg64,
     uniform_into,
 )
-from rl.lockstep import episode_seed
+from rl.loop.runner import episode_seed
 
 INT64_MAX = 2**63 - 1
 one_word = st.integers(0, 2**32 - 1)

@@ -11,9 +11,9 @@ import pytest
 from analysis.bounds import prop2_bound, v_max
 from rl.agents.base import Transitions
 from rl.agents.random_agent import RandomAgent, RandomConfig
+from rl.agents.readings import reading
 from rl.agents.teql import TEQL, TEQLConfig
-from rl.lockstep import Runner
-from rl.presets import reading
+from rl.loop.runner import Runner
 from rl.problems import make_problem
 from rl.seeding import spawn_replicas
 

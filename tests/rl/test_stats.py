@@ -1,11 +1,11 @@
-"""Statistics across seeds (rl.stats): mean ± std, IQM intervals, the authors' smoothing."""
+"""Statistics across seeds (rl.experiments.stats): mean ± std, IQM intervals, authors' smoothing."""
 
 import math
 
 import numpy as np
 import pytest
 
-from rl.stats import (
+from rl.experiments.stats import (
     iqm_interval,
     mean_std,
     moving_average,

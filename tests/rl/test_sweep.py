@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from rl.config import ConfigError
-from rl.executor import INDEX_FILE, read_index
-from rl.metrics import COLUMNS, read_metrics
-from rl.rundir import lock_holder
+from rl.experiments.executor import INDEX_FILE, read_index
+from rl.runs.metrics import COLUMNS, read_metrics
+from rl.runs.rundir import lock_holder
 from rl.sweep import MAX_CONFIGURATIONS, build_parser, expand_grid, main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -206,7 +206,7 @@ def _safe_index(out):
 
 
 def test_presets_in_the_grid(tmp_path, capsys):
-    presets = pytest.importorskip("rl.presets")
+    presets = pytest.importorskip("rl.experiments.presets")
     names = [n for n in presets.presets() if n.startswith("cartpole-")][:2]
     text = f"[base]\nepisodes = 3\n[grid]\npreset = {json.dumps(names)}\n"
     assert main([str(_grid(tmp_path, text)), "--out", str(tmp_path / "o"), "--dry-run"]) == 0

@@ -9,9 +9,9 @@ from rl.agents.base import Transitions
 from rl.agents.teql import TEQL, TEQLConfig, preset, released_preset
 from rl.agents.visits import DenseVisits, SparseVisits
 from rl.envs import greedy_policy, policy_value, value_iteration
-from rl.metrics import read_metrics
 from rl.problems import Problem, make_problem
-from rl.runner import Runner
+from rl.runs.metrics import read_metrics
+from rl.runs.training import Runner
 from rl.seeding import spawn_replicas
 from tensorq import OnlineCP, bcd_update
 
@@ -183,7 +183,7 @@ def test_greedy_return_improves_on_cartpole(tmp_path):
 
 def _train_cartpole(tmp_path, agent, episodes):
     from rl.config import TrainConfig
-    from rl.runner import train
+    from rl.runs.training import train
 
     config = TrainConfig(
         env="cartpole", agent=agent, seeds=3, episodes=episodes, out=str(tmp_path / agent)

@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rl import runner
 from rl import train as train_cli
-from rl.checkpoint import load_checkpoint
-from rl.metrics import COLUMNS, read_metrics
+from rl.runs import training as runner
+from rl.runs.checkpoint import load_checkpoint
+from rl.runs.metrics import COLUMNS, read_metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 EXCEPT_WALL = [c for c in COLUMNS if c != "wall_time"]
@@ -362,7 +362,7 @@ def test_planted_pickle_runs_nothing_on_resume(tmp_path, where):
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
     assert done.stderr.startswith("error: Refusing checkpoint")
     if where != "object-array-in-npz":
-        assert f"python -m rl.checkpoint convert {out}" in done.stderr
+        assert f"python -m rl.runs.checkpoint convert {out}" in done.stderr
     assert _files(out) == before
 
 
@@ -461,6 +461,6 @@ def test_an_environment_error_is_one_line_and_debug_shows_its_traceback(tmp_path
     debug = _cli(*args, "--out", tmp_path / "b", "--debug")
     assert debug.returncode == 1 and debug.stderr.startswith("Traceback")
     assert 'toy_envs.py", line' in debug.stderr and "ZeroDivisionError: toy failure" in debug.stderr
-    assert debug.stderr.endswith(f"rl.problems.EnvFailure: {message}\n")
+    assert debug.stderr.endswith(f"rl.problems.problem.EnvFailure: {message}\n")
     probe = _cli(*args[:-4], "--no-progress", "--out", tmp_path / "c")
     assert probe.returncode == 1 and "while estimating its reward bound" in probe.stderr

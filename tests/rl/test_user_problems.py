@@ -9,12 +9,12 @@ import pytest
 import rl
 from rl.config import TrainConfig, agent_parts, build_dataclass
 from rl.envs import is_exact_model, value_iteration
-from rl.lockstep import Runner
+from rl.loop.replicas import ReplicaEnvs
+from rl.loop.runner import Runner
 from rl.problems import EnvFailure, ObservationShapeError, exact_model, make_problem
-from rl.replicas import ReplicaEnvs
-from rl.runner import train
+from rl.problems.spaces import SpaceGrid
+from rl.runs.training import train
 from rl.seeding import spawn_replicas
-from rl.spaces import SpaceGrid
 from tests.rl import toy_envs
 
 TOY = "tests.rl.toy_envs:Toy-v0"

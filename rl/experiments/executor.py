@@ -1,0 +1,543 @@
+"""Run independent training configurations on a local process pool or on a Ray cluster.
+
+The one executor of `rl.sweep` and `rl.reproduce`. A `Task` is one training
+configuration (a `rl.config.TrainConfig`, its seeds trained as replicas in
+lockstep by `rl.runs.training`) and the name of its run directory under the
+executor's output directory ``out``; `run_tasks` runs a list of them::
+
+    from rl.experiments.executor import Task, run_tasks
+
+    tasks = [Task("cartpole-teql", config_a, {"agent": "teql"}), Task("cartpole-tlr", config_b)]
+    results = run_tasks(tasks, "runs/study", backend="local", workers=4, resume=False,
+                        on_done=print, progress=True)
+    failed = [r for r in results if r.status == "failed"]
+
+Backends
+--------
+``"local"``
+    A `concurrent.futures.ProcessPoolExecutor` of ``workers`` processes
+    (default: the CPUs this process may use) started with ``forkserver``
+    (``spawn`` where that is missing). A task writes its run directory itself.
+``"ray"``
+    One Ray task per configuration (one CPU each). With ``address`` the driver
+    connects to a running cluster (``ray start --head`` prints the address);
+    without it, a local Ray instance with ``workers`` CPUs starts and stops with
+    the call (an instance this process already started is used as it is). A task
+    trains in a temporary directory on its node and returns its run files
+    (bytes of every file but the lock); the driver writes them, so the nodes
+    need no shared file system, only this package installed. Ray is an optional
+    extra: without it, `ExecutorError` says ``pip install -e ".[ray]"``.
+
+The files are the same on either backend: ``OUT/NAME/`` holds exactly what
+``python -m rl.train`` writes (``metrics.csv``, ``config.json`` whose ``out``
+is ``OUT/NAME``, ``checkpoint.npz``, ``learning_curve.png``, ``.lock``), and
+every task trains its PyTorch agents and BLAS on one thread, so the numbers
+agree bitwise; only the ``wall_time`` column (and the checkpoint that records
+it) differ between any two runs.
+
+Records and resume
+------------------
+``OUT/index.csv`` has one row per task, in task order: ``position``, ``name``
+(the run directory, relative to ``OUT``), ``hash`` (`config_hash`), the task's
+``values`` (one column per key, JSON for non-strings), ``status`` (``pending``,
+``done`` or ``failed``), ``wall_time`` (seconds) and ``error`` (one line). The
+driver rewrites it atomically when a task finishes, so a killed driver or a
+lost worker loses only the unfinished tasks. A failed task also leaves
+``OUT/NAME/error.txt`` (its configuration and the traceback); it does not stop
+the others. With ``resume=True`` a task whose configuration hash has a
+``done`` row (matched by hash, not by position) is not run again if its run
+files are complete (`rl.runs.verify.verify_run`: the checkpoint loads and
+reaches the configured episodes, ``metrics.csv`` has one row per seed and
+episode); the pending and failed ones, and those whose files are missing or
+damaged, run afresh. Without ``resume`` the call refuses an
+``OUT`` that already holds an ``index.csv`` or any of the run directories.
+A second driver on the same ``OUT`` is refused while the first runs
+(``OUT/.lock``, see `rl.runs.rundir`).
+
+This module is the driver; what runs in the workers, and how the pool and Ray
+are started, is in `rl.experiments.workers`. See ``docs/scale-out.md``.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import hashlib
+import io
+import json
+import os
+import signal
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, NamedTuple
+
+from rl.config import (
+    TrainConfig,
+    agent_config,
+    effective_config,
+    effective_env_options,
+    to_jsonable,
+)
+from rl.experiments.workers import (
+    RAY_INSTALL_HINT,
+    ExecutorError,
+    Outcome,
+    cpu_workers,
+    execute_task,
+    local_outcomes,
+    one_line,
+    ray_outcomes,
+    require_ray,
+)
+from rl.runs.rundir import (
+    RunLock,
+    atomic_write_bytes,
+    atomic_write_text,
+    has_run_files,
+    make_run_dir,
+)
+from rl.runs.training import RUN_FILES
+from rl.runs.verify import verify_run
+
+__all__ = [
+    "ERROR_FILE",
+    "INDEX_FILE",
+    "RAY_INSTALL_HINT",
+    "ExecutorError",
+    "Task",
+    "TaskResult",
+    "config_hash",
+    "execute_task",
+    "finished",
+    "hash_effective",
+    "read_index",
+    "require_ray",
+    "run_tasks",
+]
+
+INDEX_FILE = "index.csv"
+"""Name of the index of tasks in the executor's output directory."""
+
+ERROR_FILE = "error.txt"
+"""Name of the file a failed task leaves in its run directory."""
+
+
+Backend = Literal["local", "ray"]
+
+_HASH_LENGTH = 8
+
+
+@dataclass(frozen=True)
+class Task:
+    """One training configuration to run.
+
+    Attributes
+    ----------
+    name : str
+        Run directory relative to the executor's ``out`` (``"003-1a2b3c4d"``,
+        ``"cartpole/teql"``); unique within a call.
+    config : TrainConfig
+        What to train; its ``out`` is replaced by ``OUT/name``.
+    values : mapping
+        What to show in the task's row of ``index.csv`` (the swept keys, say),
+        key -> JSON-able value.
+    """
+
+    name: str
+    config: TrainConfig
+    values: Mapping[str, Any] = field(default_factory=dict)
+
+
+class TaskResult(NamedTuple):
+    """How one task ended.
+
+    Attributes
+    ----------
+    name : str
+        Its run directory relative to ``out`` (for a task skipped on resume,
+        the directory of the earlier run with the same hash).
+    config_hash : str
+        `config_hash` of its configuration.
+    status : str
+        ``"done"`` or ``"failed"``.
+    wall_time : float
+        Seconds the task took (recorded by the run that did it).
+    run_dir : Path
+        ``out / name``.
+    error : str or None
+        ``"ExceptionType: message"`` of a failed task.
+    ran : bool
+        False for a task that a resumed call found done and did not run.
+    """
+
+    name: str
+    config_hash: str
+    status: str
+    wall_time: float
+    run_dir: Path
+    error: str | None
+    ran: bool
+
+
+def config_hash(config: TrainConfig) -> str:
+    """Return a short hash of the effective configuration of ``config``, ``out`` excluded.
+
+    The effective configuration is what ``config.json`` holds (every agent
+    hyperparameter after presets, the merged environment options), so two
+    configurations that train the same thing have the same hash however they
+    were written.
+
+    Raises
+    ------
+    rl.config.ConfigError
+        If the agent or its parameters are invalid.
+    """
+    effective = effective_config(config, agent_config(config), effective_env_options(config))
+    return hash_effective(effective)
+
+
+def hash_effective(effective: Mapping[str, Any]) -> str:
+    """Return the short hash of an effective configuration dict (its ``out`` is ignored)."""
+    content = {key: value for key, value in effective.items() if key != "out"}
+    text = json.dumps(to_jsonable(content), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:_HASH_LENGTH]
+
+
+# ----------------------------------------------------------------------------- the index
+
+
+class _Record:
+    """The driver's table of tasks, written to ``OUT/index.csv`` after every change."""
+
+    def __init__(self, out: Path, tasks: Sequence[Task], hashes: Sequence[str]) -> None:
+        self.path = out / INDEX_FILE
+        self.rows: list[dict[str, Any]] = [
+            {
+                "position": position,
+                "name": task.name,
+                "hash": digest,
+                "values": dict(task.values),
+                "status": "pending",
+                "wall_time": "",
+                "error": "",
+            }
+            for position, (task, digest) in enumerate(zip(tasks, hashes, strict=True))
+        ]
+
+    def update(self, position: int, **changes: Any) -> None:
+        self.rows[position].update(changes)
+        self.write()
+
+    def write(self) -> None:
+        keys: list[str] = []
+        for row in self.rows:
+            keys.extend(key for key in row["values"] if key not in keys)
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\n")
+        writer.writerow(["position", "name", "hash", *keys, "status", "wall_time", "error"])
+        for row in self.rows:
+            values = [_cell(row["values"][key]) if key in row["values"] else "" for key in keys]
+            wall = row["wall_time"]
+            writer.writerow(
+                [
+                    row["position"],
+                    row["name"],
+                    row["hash"],
+                    *values,
+                    row["status"],
+                    f"{wall:.3f}" if wall != "" else "",
+                    row["error"],
+                ]
+            )
+        atomic_write_text(self.path, buffer.getvalue())
+
+
+def _cell(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(to_jsonable(value))
+
+
+def read_index(out: str | os.PathLike) -> list[dict[str, str]]:
+    """Return the rows of ``OUT/index.csv`` as dicts of strings (empty if there is none).
+
+    Raises
+    ------
+    ExecutorError
+        If the file is not UTF-8 text or not CSV (one line naming it).
+    """
+    path = Path(out) / INDEX_FILE
+    if not path.is_file():
+        return []
+    try:
+        text = path.read_bytes().decode("utf-8")
+        return list(csv.DictReader(io.StringIO(text, newline="")))
+    except UnicodeDecodeError as error:
+        raise ExecutorError(
+            f"Cannot read {path}: it is not UTF-8 text (byte {error.object[error.start]:#04x} at "
+            f"offset {error.start}); it was not written by this project."
+        ) from None
+    except csv.Error as error:
+        raise ExecutorError(f"Cannot read {path}: it is not a CSV index ({error}).") from None
+
+
+def finished(out: str | os.PathLike) -> dict[str, dict[str, str]]:
+    """Return hash -> index row of the tasks recorded ``done`` in ``OUT`` (files not checked)."""
+    return {row["hash"]: row for row in read_index(out) if row.get("status") == "done"}
+
+
+# ----------------------------------------------------------------------------- the driver
+
+
+def _write_run_files(run_dir: Path, files: Mapping[str, tuple[bytes, int]]) -> None:
+    """Write a Ray task's run files into ``run_dir`` under its lock (replacing old run files)."""
+    make_run_dir(run_dir)
+    with RunLock.acquire(run_dir):
+        for name in RUN_FILES:
+            (run_dir / name).unlink(missing_ok=True)
+        for name, (data, mode) in files.items():
+            path = run_dir / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_bytes(path, data)
+            path.chmod(mode)
+
+
+# ----------------------------------------------------------------------------- the driver
+
+
+def _check_tasks(tasks: Sequence[Task]) -> None:
+    seen: set[str] = set()
+    for task in tasks:
+        if not isinstance(task, Task):
+            raise ExecutorError(
+                f"Expected rl.experiments.executor.Task objects. Got {type(task).__name__}."
+            )
+        path = Path(task.name)
+        if not task.name or path.is_absolute() or ".." in path.parts or task.name in seen:
+            raise ExecutorError(
+                f"Task names must be unique relative directories. Got {task.name!r}."
+            )
+        seen.add(task.name)
+
+
+def _not_finished(out: Path, name: str, task: Task) -> str | None:
+    """Return why the run ``OUT/name`` recorded done for ``task`` is not finished, or None."""
+    path = Path(name)
+    if not name or path.is_absolute() or ".." in path.parts:
+        return f"its row in {out / INDEX_FILE} names {name!r}, not a directory inside {out}"
+    return verify_run(out / name, task.config)
+
+
+def _progress_bar(total: int, enabled: bool) -> Any:
+    from tqdm import tqdm
+
+    return tqdm(
+        total=total,
+        unit="config",
+        disable=not enabled or total == 0,
+        dynamic_ncols=True,
+        desc="configurations",
+    )
+
+
+def run_tasks(
+    tasks: Sequence[Task],
+    out: str | os.PathLike,
+    *,
+    backend: Backend = "local",
+    workers: int | None = None,
+    address: str | None = None,
+    resume: bool = False,
+    on_start: Callable[[list[str], dict[str, str]], None] | None = None,
+    on_done: Callable[[TaskResult], None] | None = None,
+    progress: bool = False,
+    plot: bool = True,
+) -> list[TaskResult]:
+    """Run independent training configurations; record each one as it finishes.
+
+    Parameters
+    ----------
+    tasks : sequence of Task
+        The configurations, with unique run-directory names.
+    out : path-like
+        Directory of the run directories and ``index.csv`` (created if needed).
+    backend : {"local", "ray"}
+        A local process pool or Ray tasks (see the module docstring).
+    workers : int, optional
+        Processes of the local pool, or CPUs of a local Ray instance
+        (default: the CPUs available here). Ignored with ``address``.
+    address : str, optional
+        Address of a running Ray cluster (``backend="ray"`` only).
+    resume : bool
+        Skip the tasks whose configuration hash ``OUT/index.csv`` records as
+        done and whose run files `rl.runs.verify.verify_run` finds complete;
+        run the others afresh.
+    on_start : callable, optional
+        Called in the driver once before any task runs, with the names of the
+        tasks about to run and, for those recorded done whose files are
+        missing or damaged, name -> the reason (one line).
+    on_done : callable, optional
+        Called in the driver with the `TaskResult` of every task that ran, once
+        it is recorded.
+    progress : bool
+        Show a progress bar on stderr: configurations done and failed, time left.
+    plot : bool
+        Draw every run's ``learning_curve.png``.
+
+    Returns
+    -------
+    list of TaskResult
+        One per task, in task order.
+
+    Raises
+    ------
+    ExecutorError
+        Before anything runs: bad arguments, Ray missing, ``out`` already used
+        (without ``resume``) or in use by another driver.
+    rl.config.ConfigError
+        If a task's agent or its parameters are invalid (from `config_hash`).
+    """
+    if backend not in ("local", "ray"):
+        raise ExecutorError(f"The 'backend' parameter must be 'local' or 'ray'. Got {backend!r}.")
+    if address and backend != "ray":
+        raise ExecutorError("The 'address' parameter needs backend='ray'.")
+    if backend == "ray":
+        require_ray()
+    workers_local = cpu_workers(workers)
+    _check_tasks(tasks)
+    out = Path(out)
+    hashes = [config_hash(task.config) for task in tasks]
+    if not resume:
+        used = [t.name for t in tasks if has_run_files(out / t.name)]
+        if (out / INDEX_FILE).exists() or used:
+            what = INDEX_FILE if (out / INDEX_FILE).exists() else used[0]
+            raise ExecutorError(
+                f"{out} already holds {what}; continue it with --resume or choose another --out."
+            )
+    make_run_dir(out)
+    with RunLock.acquire(out):
+        return _drive(
+            tasks,
+            out,
+            hashes,
+            backend,
+            workers_local,
+            workers,
+            address,
+            resume,
+            on_start,
+            on_done,
+            progress,
+            plot,
+        )
+
+
+def _drive(
+    tasks: Sequence[Task],
+    out: Path,
+    hashes: Sequence[str],
+    backend: str,
+    workers_local: int,
+    workers: int | None,
+    address: str | None,
+    resume: bool,
+    on_start: Callable[[list[str], dict[str, str]], None] | None,
+    on_done: Callable[[TaskResult], None] | None,
+    progress: bool,
+    plot: bool,
+) -> list[TaskResult]:
+    done_before = finished(out) if resume else {}
+    record = _Record(out, tasks, hashes)
+    results: list[TaskResult | None] = [None] * len(tasks)
+    jobs = []
+    reruns: dict[str, str] = {}
+    for position, (task, digest) in enumerate(zip(tasks, hashes, strict=True)):
+        old = done_before.get(digest)
+        reason = None if old is None else _not_finished(out, old.get("name") or "", task)
+        if reason is not None:
+            reruns[task.name] = reason
+        elif old is not None:
+            wall = float(old.get("wall_time") or 0.0)
+            record.rows[position].update(name=old["name"], status="done", wall_time=wall)
+            results[position] = TaskResult(
+                old["name"], digest, "done", wall, out / old["name"], None, False
+            )
+            continue
+        run_dir = out / task.name
+        if (run_dir / ERROR_FILE).is_file():  # from an earlier failed run of this task
+            (run_dir / ERROR_FILE).unlink()
+        jobs.append((position, dataclasses.replace(task.config, out=str(run_dir)), str(run_dir)))
+    record.write()
+    if on_start is not None:
+        on_start([tasks[position].name for position, _, _ in jobs], reruns)
+    if not jobs:
+        return list(results)
+    outcomes = (
+        local_outcomes(jobs, workers_local, plot)
+        if backend == "local"
+        else ray_outcomes(jobs, address, workers, plot)
+    )
+    bar = _progress_bar(len(jobs), progress)
+    failed = 0
+    try:
+        for position, outcome in outcomes:
+            result = _finish(tasks[position], hashes[position], out, outcome)
+            record.update(
+                position, status=result.status, wall_time=result.wall_time, error=result.error or ""
+            )
+            results[position] = result
+            failed += result.status == "failed"
+            bar.set_postfix(done=bar.n + 1 - failed, failed=failed, refresh=False)
+            bar.update(1)
+            if on_done is not None:
+                on_done(result)
+    finally:
+        bar.close()
+        outcomes.close()
+    return list(results)
+
+
+def _finish(task: Task, digest: str, out: Path, outcome: Outcome) -> TaskResult:
+    """Write a collected task's files or a failed task's error file; return its result."""
+    run_dir = out / task.name
+    error = outcome.error
+    if outcome.ok and outcome.files is not None:
+        try:
+            _write_run_files(run_dir, outcome.files)
+        except (OSError, ValueError) as write_error:
+            error = f"cannot write the run files: {one_line(write_error)}"
+    if error is not None:
+        details = {
+            "error": error,
+            "config": to_jsonable(dataclasses.replace(task.config, out=str(run_dir))),
+            "values": to_jsonable(dict(task.values)),
+        }
+        text = json.dumps(details, indent=2) + "\n\n" + (outcome.details or "") + "\n"
+        try:
+            make_run_dir(run_dir)
+            atomic_write_text(run_dir / ERROR_FILE, text)
+        except (OSError, ValueError):
+            pass  # the index row still records the error
+        return TaskResult(task.name, digest, "failed", outcome.wall_time, run_dir, error, True)
+    return TaskResult(task.name, digest, "done", outcome.wall_time, run_dir, None, True)
+
+
+@contextmanager
+def sigterm_interrupts() -> Iterator[None]:
+    """Treat SIGTERM like Ctrl-C in the main thread, so the pool's processes stop with the driver.
+
+    Used by the drivers of `rl.sweep` and `rl.reproduce` around `run_tasks`.
+    """
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -1,0 +1,274 @@
+"""The worker side of `rl.experiments.executor`: one task, the local process pool and Ray.
+
+`execute_task` trains one configuration and never raises (an error comes back
+in its `Outcome`); `local_outcomes` and `ray_outcomes` run many and yield each
+outcome as it arrives. `rl.experiments.executor.run_tasks` is the interface; this module
+holds what runs in the workers and how they are started.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as futures
+import contextlib
+import dataclasses
+import multiprocessing
+import os
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from rl.config import TrainConfig
+from rl.runs.rundir import LOCK_FILE
+from rl.runs.training import FIGURE_FILE, build, run
+
+RAY_INSTALL_HINT = 'Ray is not installed; install the extra with: pip install -e ".[ray]"'
+"""The one line shown when ``backend="ray"`` is asked for without Ray."""
+
+
+class ExecutorError(ValueError):
+    """The executor refuses to start (bad arguments, Ray missing, output in use); one line."""
+
+
+# ----------------------------------------------------------------------------- the task
+
+
+class Outcome(NamedTuple):
+    """What a task sends back to the driver (picklable, small unless ``files`` are collected)."""
+
+    ok: bool
+    wall_time: float
+    error: str | None
+    details: str | None
+    files: dict[str, tuple[bytes, int]] | None
+
+
+@contextmanager
+def _one_thread() -> Iterator[None]:
+    """Run BLAS and PyTorch on one thread: one task per core, and the same numbers everywhere."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1):
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            torch.set_num_threads(1)
+        yield
+
+
+def _train_into(config: TrainConfig, work_dir: str, shown_out: str, plot: bool) -> None:
+    """Train ``config`` into ``work_dir``; ``config.json`` says ``shown_out`` is the run's home."""
+    config = dataclasses.replace(config, out=work_dir)
+    with _one_thread():
+        runner, effective = build(config)
+        torch = sys.modules.get("torch")  # imported by a PyTorch agent just now
+        if torch is not None:
+            torch.set_num_threads(1)
+        effective["out"] = shown_out
+        try:
+            run(runner, config, effective, overwrite=True)
+        finally:
+            runner.close()
+    if plot:
+        from rl.runs.plot import plot_runs
+
+        plot_runs([work_dir], Path(work_dir) / FIGURE_FILE)
+
+
+def _read_run_files(run_dir: Path) -> dict[str, tuple[bytes, int]]:
+    """Return relative path -> (content, permission bits) of every file but the lock."""
+    return {
+        path.relative_to(run_dir).as_posix(): (path.read_bytes(), path.stat().st_mode & 0o777)
+        for path in sorted(run_dir.rglob("*"))
+        if path.is_file() and path.name != LOCK_FILE
+    }
+
+
+def execute_task(config: TrainConfig, run_dir: str, collect: bool, plot: bool = True) -> Outcome:
+    """Train one configuration and report how it went; never raises (the worker side).
+
+    Parameters
+    ----------
+    config : TrainConfig
+        What to train.
+    run_dir : str
+        The run directory as the driver names it (``config.json``'s ``out``).
+    collect : bool
+        Train in a temporary directory and return the run files' bytes (Ray)
+        instead of writing ``run_dir`` directly (local pool).
+    plot : bool
+        Draw ``learning_curve.png`` as ``python -m rl.train`` does.
+    """
+    start = time.perf_counter()
+    try:
+        if collect:
+            with tempfile.TemporaryDirectory(prefix="rl-task-") as temporary:
+                work_dir = Path(temporary) / Path(run_dir).name  # the figure shows the name
+                work_dir.mkdir()
+                _train_into(config, str(work_dir), run_dir, plot)
+                files = _read_run_files(work_dir)
+        else:
+            _train_into(config, run_dir, run_dir, plot)
+            files = None
+    except Exception as error:  # recorded by the driver; the other tasks go on
+        return Outcome(
+            False, time.perf_counter() - start, one_line(error), traceback.format_exc(), None
+        )
+    return Outcome(True, time.perf_counter() - start, None, None, files)
+
+
+def one_line(error: BaseException) -> str:
+    """Return ``"ExceptionType: message"`` on one line."""
+    message = " ".join(str(error).split())
+    return f"{type(error).__name__}: {message}" if message else type(error).__name__
+
+
+# ----------------------------------------------------------------------------- pools
+
+
+def cpu_workers(workers: int | None) -> int:
+    """Return ``workers`` checked, or the number of CPUs this process may use if None.
+
+    Raises
+    ------
+    ExecutorError
+        If ``workers`` is not an int >= 1.
+    """
+    if workers is None:
+        if hasattr(os, "sched_getaffinity"):
+            return len(os.sched_getaffinity(0))
+        return os.cpu_count() or 1
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ExecutorError(
+            f"The 'workers' parameter must be an int >= 1. Got {workers!r} instead."
+        )
+    return workers
+
+
+def _end_with_driver(driver: Connection) -> None:
+    """Pool initializer: end this worker as soon as the driver's end of ``driver`` closes.
+
+    Only the driver holds the writing end of the pipe, and the kernel closes
+    it when the driver dies, even by SIGKILL; the worker then exits at once
+    (its run directory's lock goes with it) instead of training on and waiting
+    for tasks forever. A worker's parent is the forkserver, which outlives the
+    driver, so watching the parent process would not do.
+    """
+
+    def watch() -> None:
+        with contextlib.suppress(EOFError, OSError):
+            driver.recv_bytes()  # nothing is ever sent: this returns on EOF
+        os._exit(1)
+
+    threading.Thread(target=watch, name="end-with-driver", daemon=True).start()
+
+
+def local_outcomes(
+    jobs: Sequence[tuple[int, TrainConfig, str]], workers: int, plot: bool
+) -> Iterator[tuple[int, Outcome]]:
+    """Yield (position, outcome) as the local pool's tasks finish.
+
+    ``jobs`` are (position, config, run directory as the driver names it).
+    Closing the generator early (the driver interrupted) terminates the
+    running tasks; if the driver dies, the workers end with it
+    (`_end_with_driver`).
+    """
+    methods = multiprocessing.get_all_start_methods()
+    context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+    alive_read, alive_write = context.Pipe(duplex=False)
+    pool = futures.ProcessPoolExecutor(
+        max_workers=min(workers, len(jobs)),
+        mp_context=context,
+        initializer=_end_with_driver,
+        initargs=(alive_read,),
+    )
+    completed = False
+    try:
+        pending = {
+            pool.submit(execute_task, config, run_dir, False, plot): position
+            for position, config, run_dir in jobs
+        }
+        for future in futures.as_completed(pending):
+            position = pending[future]
+            try:
+                outcome = future.result()
+            except Exception as error:  # a worker died (killed, out of memory): the pool breaks
+                outcome = Outcome(False, 0.0, f"worker lost: {one_line(error)}", None, None)
+            yield position, outcome
+        completed = True
+    finally:
+        if not completed:  # interrupted: stop the running tasks now rather than wait for them
+            processes = getattr(pool, "_processes", None) or {}  # private, hence the guard
+            for process in list(processes.values()):
+                process.terminate()
+            for process in list(processes.values()):
+                process.join(timeout=10)  # its run directory's lock is free once it is gone
+        pool.shutdown(wait=completed, cancel_futures=True)
+        alive_read.close()
+        alive_write.close()
+
+
+def require_ray() -> Any:
+    """Import and return ``ray``, or raise `ExecutorError` saying how to install it."""
+    try:
+        import ray
+    except ImportError:
+        raise ExecutorError(RAY_INSTALL_HINT) from None
+    return ray
+
+
+@contextmanager
+def _ray_session(address: str | None, workers: int | None) -> Iterator[Any]:
+    """Connect to ``address`` or start a quiet local instance; shut down only what we started."""
+    ray = require_ray()
+    if ray.is_initialized():
+        yield ray
+        return
+    quiet: dict[str, Any] = {"logging_level": "ERROR", "log_to_driver": False}
+    try:
+        if address:
+            ray.init(address=address, **quiet)
+        else:
+            ray.init(num_cpus=cpu_workers(workers), include_dashboard=False, **quiet)
+    except (ConnectionError, RuntimeError, ValueError) as error:
+        raise ExecutorError(f"Cannot start or reach Ray ({address or 'local'}): {error}") from None
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+def ray_outcomes(
+    jobs: Sequence[tuple[int, TrainConfig, str]],
+    address: str | None,
+    workers: int | None,
+    plot: bool,
+) -> Iterator[tuple[int, Outcome]]:
+    """Yield (position, outcome) as the Ray tasks finish; outcomes carry the run files.
+
+    Closing the generator early cancels the unfinished tasks.
+    """
+    with _ray_session(address, workers) as ray:
+        remote = ray.remote(num_cpus=1)(execute_task)
+        pending = {
+            remote.remote(config, run_dir, True, plot): position
+            for position, config, run_dir in jobs
+        }
+        try:
+            while pending:
+                (ref,), _ = ray.wait(list(pending), num_returns=1)
+                position = pending.pop(ref)
+                try:
+                    outcome = ray.get(ref)
+                except Exception as error:  # a lost worker or node, after Ray's own retries
+                    message = f"worker lost: {one_line(error)}"
+                    outcome = Outcome(False, 0.0, message, None, None)
+                yield position, outcome
+        finally:
+            for ref in pending:
+                ray.cancel(ref, force=True)

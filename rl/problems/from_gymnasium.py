@@ -1,0 +1,406 @@
+"""Users' own environments as problems: any id, instance or factory with factored spaces.
+
+`rl.problems.make_problem` sends everything that is not a bundled problem
+here. The environment is made once (a *probe*) to read its spaces and reward
+bound; the observation and action spaces become tensor modes through
+`rl.problems.spaces.SpaceGrid` (Discrete and MultiDiscrete components map to modes
+directly, Box components are discretized on a uniform grid, Tuple and Dict are
+flattened in order).
+
+Reward bound (R_max, used for V_max = R_max / (1 - gamma) by TEQL's bounded
+iterates and LoRa-VI's clipping), in this order:
+
+1. the unwrapped environment's ``reward_bound`` attribute, if it declares one;
+2. the ``reward_bound`` option;
+3. an estimate (`estimate_reward_bound`): twice the largest |r| over
+   `ESTIMATE_EPISODES` random episodes, recorded in the run's ``config.json``.
+
+Defaults, so that any environment with supported spaces trains as it is (the
+stock Gymnasium classics among them), each recorded in the run's
+``config.json`` (`rl.problems.Problem.chosen_options`) so that a resumed or
+loaded run rebuilds the same problem:
+
+- Box components without bins get `DEFAULT_STATE_BINS` (observations) or
+  `DEFAULT_ACTION_BINS` (actions) bins;
+- an observation Box component whose space bound is infinite, when ``low`` or
+  ``high`` is not given, is bounded by the smallest and largest value seen over
+  `ESTIMATE_EPISODES` seeded random episodes (`observe_bounds`);
+- an environment without a time limit of its own (no
+  ``gymnasium.wrappers.TimeLimit``) is capped at `DEFAULT_MAX_EPISODE_STEPS`
+  steps per episode (the ``max_episode_steps`` option sets any cap).
+
+Ids. ``"package.module:Env-v0"`` imports ``package.module`` (its registration
+runs) and keeps the whole string as the problem's ``env_id``, so that
+``gymnasium.make`` in any later process imports it again. Importing runs the
+module's code, so it happens only where the caller allows it
+(``import_env_module``): an id read from a run directory (``rl.load_run``,
+``rl.evaluate``, ``rl.train --resume``) is refused with `EnvModuleRefused`
+unless the user names the environment again or trusts the module. A module
+already imported is never refused: importing it again runs nothing.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import importlib
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import gymnasium
+import numpy as np
+from numpy.typing import NDArray
+
+from rl.problems.bundled import ENVIRONMENTS
+from rl.problems.problem import EnvFailure, Problem
+from rl.problems.spaces import SpaceGrid, box_bounds, box_values
+from rl.validation import check_int, check_real
+
+ESTIMATE_EPISODES = 10
+"""Random episodes played to estimate a reward bound that nobody gives."""
+
+ESTIMATE_STEPS = 1000
+"""Step cap of each of those episodes."""
+
+DEFAULT_STATE_BINS = 6
+"""Bins of each Box observation component when ``state_bins`` is not given."""
+
+DEFAULT_ACTION_BINS = 5
+"""Bins of each Box action component when ``action_bins`` is not given (odd: 0 is a centre
+of a symmetric interval)."""
+
+DEFAULT_MAX_EPISODE_STEPS = 1000
+"""Episode cap of an environment without a time limit of its own (``max_episode_steps``)."""
+
+
+class EnvModuleRefused(ValueError):
+    """An environment id read from data names a module that nobody allowed to be imported.
+
+    Parameters
+    ----------
+    env_id : str
+        The id, ``"module:Env-v0"``.
+    module : str
+        Its module.
+    """
+
+    def __init__(self, env_id: str, module: str) -> None:
+        self.env_id = env_id
+        self.module = module
+        super().__init__(self.explain(f"pass env={env_id!r} or trust_env_module=True"))
+
+    def explain(self, how: str) -> str:
+        """Return the one-line refusal, ending with ``how`` to allow the import."""
+        return (
+            f"Refusing to import module {self.module!r}, named by the environment "
+            f"{self.env_id!r} of the run directory (importing it runs its code); "
+            f"to allow it, {how}."
+        )
+
+    def cli_message(self) -> str:
+        """Return the refusal as the command-line tools print it."""
+        return self.explain(f"rerun with --env {self.env_id} or --trust-env-module")
+
+
+def _spec(env_id: str, import_env_module: bool = True) -> gymnasium.envs.registration.EnvSpec:
+    module, sep, name = env_id.rpartition(":")
+    if sep:
+        if not import_env_module and module not in sys.modules:
+            raise EnvModuleRefused(env_id, module)
+        try:
+            importlib.import_module(module)
+        except ImportError as error:
+            raise ValueError(
+                f"Cannot import module {module!r} of environment {env_id!r}: {error}."
+            ) from None
+    try:
+        return gymnasium.spec(name)
+    except gymnasium.error.Error as error:
+        hint = " ".join(str(error).split()).rstrip(".")  # e.g. "Please use `Taxi-v4` instead"
+        known = ", ".join(ENVIRONMENTS)
+        raise ValueError(
+            f"Unknown problem {env_id!r} (Gymnasium: {hint}); choose one of: {known}, or a "
+            "registered Gymnasium id ('package.module:Env-v0' imports package.module first)."
+        ) from None
+
+
+def _source(
+    env: Any, env_kwargs: dict, import_env_module: bool = True
+) -> tuple[str, Callable[[], gymnasium.Env], bool]:
+    """Return (env_id, factory, has a vector entry point) of an id, instance or factory."""
+    if isinstance(env, str):
+        spec = _spec(env, import_env_module)
+        factory = functools.partial(gymnasium.make, env, **env_kwargs)
+        return env, factory, spec.vector_entry_point is not None
+    if env_kwargs:
+        raise ValueError("The 'env_kwargs' option applies to Gymnasium ids only, not to instances.")
+    if isinstance(env, gymnasium.Env):
+        spec = env.spec
+        name = spec.id if spec is not None else type(env.unwrapped).__name__
+        return name, functools.partial(copy.deepcopy, env), False
+    if callable(env):
+        return getattr(env, "__name__", type(env).__name__), env, False
+    raise ValueError(
+        "The 'env' parameter must be a problem name, a Gymnasium id, an environment or a "
+        f"factory. Got {env!r} instead."
+    )
+
+
+def _random_episodes(
+    env: gymnasium.Env, episodes: int, max_steps: int, name: str, purpose: str
+) -> Iterator[tuple[Any, float | None]]:
+    """Yield (observation, reward) of seeded random episodes (reward None after a reset).
+
+    Episode k is reset with seed k; actions are drawn from a copy of the action
+    space seeded 0. An exception of the environment becomes `EnvFailure`, naming
+    ``purpose``, the episode and its reset seed.
+    """
+    space = copy.deepcopy(env.action_space)
+    space.seed(0)
+    for episode in range(episodes):
+        call = "reset"
+        try:
+            observation, _ = env.reset(seed=episode)
+            yield observation, None
+            call = "step"
+            for _ in range(max_steps):
+                observation, reward, terminated, truncated, _ = env.step(space.sample())
+                yield observation, float(reward)
+                if terminated or truncated:
+                    break
+        except Exception as error:  # noqa: BLE001 - any error of the user's code, reported
+            where = f"{call}() while {purpose} (episode {episode}, seed {episode})"
+            raise EnvFailure.during(name, where, error) from error
+
+
+def _name(env: gymnasium.Env, env_id: str | None) -> str:
+    return env_id or (env.spec.id if env.spec is not None else type(env.unwrapped).__name__)
+
+
+def estimate_reward_bound(
+    env: gymnasium.Env,
+    episodes: int = ESTIMATE_EPISODES,
+    max_steps: int = ESTIMATE_STEPS,
+    *,
+    env_id: str | None = None,
+) -> float:
+    """Twice the largest |r| seen over random episodes (1.0 if every reward was 0).
+
+    Episode k is reset with seed k; actions are drawn from a copy of the action
+    space seeded 0, so the estimate is a pure function of the environment.
+
+    Parameters
+    ----------
+    env : gymnasium.Env
+        Stepped (it is left mid-episode).
+    episodes, max_steps : int
+        Episodes played and the step cap of each.
+    env_id : str, optional
+        How messages name the environment (default: its spec's id or class name).
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    rl.problems.EnvFailure
+        If the environment raises in ``reset`` or ``step`` (naming the episode
+        and its reset seed; the original exception is the cause).
+    """
+    largest = 0.0
+    purpose = "estimating its reward bound"
+    for _, reward in _random_episodes(env, episodes, max_steps, _name(env, env_id), purpose):
+        if reward is not None:
+            largest = max(largest, abs(reward))
+    if not np.isfinite(largest):
+        raise ValueError("The environment returned a non-finite reward; pass 'reward_bound'.")
+    return 2.0 * largest if largest > 0 else 1.0
+
+
+def observe_bounds(
+    env: gymnasium.Env,
+    episodes: int = ESTIMATE_EPISODES,
+    max_steps: int = ESTIMATE_STEPS,
+    *,
+    env_id: str | None = None,
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Smallest and largest value of each Box observation component over random episodes.
+
+    The episodes are those of `estimate_reward_bound` (episode k reset with
+    seed k, actions from the action space seeded 0, at most ``max_steps``
+    steps each), first observations included, so the bounds are a pure
+    function of the environment.
+
+    Parameters
+    ----------
+    env : gymnasium.Env
+        Stepped (it is left mid-episode).
+    episodes, max_steps : int
+        Episodes played and the step cap of each.
+    env_id : str, optional
+        How messages name the environment.
+
+    Returns
+    -------
+    low, high : ndarray of float64, shape (Box components,)
+        In the flattening order of `rl.problems.spaces`.
+
+    Raises
+    ------
+    rl.problems.EnvFailure
+        If the environment raises in ``reset`` or ``step``.
+    ValueError
+        If an observation is not finite.
+    """
+    space = env.observation_space
+    purpose = "observing its bounds"
+    seen = [
+        box_values(space, observation)
+        for observation, _ in _random_episodes(
+            env, episodes, max_steps, _name(env, env_id), purpose
+        )
+    ]
+    values = np.stack(seen)
+    if not np.all(np.isfinite(values)):
+        raise ValueError("The environment returned a non-finite observation; pass 'low', 'high'.")
+    return values.min(axis=0), values.max(axis=0)
+
+
+def _reward_bound(probe: gymnasium.Env, env_id: str, options: dict[str, Any]) -> tuple[float, str]:
+    declared = getattr(probe.unwrapped, "reward_bound", None)
+    if declared is not None:
+        return check_real("reward_bound", float(declared), 0.0, low_open=True), "environment"
+    if "reward_bound" in options:
+        value = options["reward_bound"]
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"The 'reward_bound' option must be a float > 0. Got {value!r}.")
+        source = options.get("reward_bound_source", "argument")
+        if source not in ("argument", "estimated"):
+            raise ValueError(
+                "The 'reward_bound_source' option must be 'argument' or 'estimated'. "
+                f"Got {source!r} instead."
+            )
+        return check_real("reward_bound", float(value), 0.0, low_open=True), source
+    if "reward_bound_source" in options:
+        raise ValueError("The 'reward_bound_source' option needs a 'reward_bound'.")
+    return estimate_reward_bound(probe, env_id=env_id), "estimated"
+
+
+def user_problem(env: Any, options: dict[str, Any], import_env_module: bool = True) -> Problem:
+    """Build the `Problem` of a user's environment (see `rl.problems.make_problem`).
+
+    Parameters
+    ----------
+    env : str, gymnasium.Env or callable
+        A Gymnasium id (``"package.module:Env-v0"`` allowed), an instance or a factory.
+    options : dict
+        The `make_problem` options that were given (None values left out).
+    import_env_module : bool, default True
+        Whether the module of a ``"package.module:Env-v0"`` id may be imported.
+
+    Returns
+    -------
+    Problem
+
+    Raises
+    ------
+    EnvModuleRefused
+        If ``import_env_module`` is False and the id's module is not imported yet.
+    """
+    if "normalization" in options:
+        raise ValueError("The 'normalization' option applies to 'highway' only.")
+    env_kwargs = dict(options.get("env_kwargs") or {})
+    env_id, factory, has_vector = _source(env, env_kwargs, import_env_module)
+    probe = factory()
+    if not isinstance(probe, gymnasium.Env):
+        raise ValueError(f"The factory {env_id!r} must return a gymnasium.Env. Got {probe!r}.")
+    chosen: dict[str, Any] = {}
+    try:
+        states = SpaceGrid(
+            probe.observation_space,
+            "observation",
+            rule=options.get("index_rule", "centre"),
+            **_grid_options(probe, "observation", options, chosen, env_id),
+        )
+        actions = SpaceGrid(
+            probe.action_space, "action", **_grid_options(probe, "action", options, chosen, env_id)
+        )
+        bound, source = _reward_bound(probe, env_id, options)
+        cap = _episode_cap(probe, options, chosen)
+        probe_shape = tuple(probe.observation_space.shape or ())
+    finally:
+        probe.close()
+    return Problem(
+        name=env_id,
+        env_id=env_id,
+        env_kwargs=env_kwargs,
+        state_dims=states.dims,
+        action_dims=actions.dims,
+        reward_bound=bound,
+        encode=states.index,
+        decode=actions.value,
+        vectorized=has_vector and cap is None and not states.composite and not actions.composite,
+        env_factory=None if isinstance(env, str) else factory,
+        flatten=states.flatten if states.composite else None,
+        reward_bound_source=source,
+        observation_shape=(states.n_components,) if states.composite else probe_shape,
+        max_episode_steps=cap,
+        chosen_options=chosen,
+    )
+
+
+def _grid_options(
+    probe: gymnasium.Env, role: str, options: dict[str, Any], chosen: dict[str, Any], env_id: str
+) -> dict[str, Any]:
+    """Return the ``bins``, ``low``, ``high`` of one space's grid, filling in the defaults.
+
+    Defaults (recorded in ``chosen`` under their option names): `DEFAULT_STATE_BINS` or
+    `DEFAULT_ACTION_BINS` bins, and for observations whose space bound is infinite the
+    bounds of `observe_bounds` (a component that never moved gets a cell of width 1).
+    """
+    observation = role == "observation"
+    space = probe.observation_space if observation else probe.action_space
+    prefix = "" if observation else "action_"
+    bins_option = "state_bins" if observation else "action_bins"
+    bins = options.get(bins_option)
+    low, high = options.get(f"{prefix}low"), options.get(f"{prefix}high")
+    space_low, space_high = box_bounds(space, role)
+    if space_low.size == 0:
+        return {"bins": bins, "low": low, "high": high}
+    if bins is None:
+        bins = DEFAULT_STATE_BINS if observation else DEFAULT_ACTION_BINS
+        chosen[bins_option] = bins
+    finite = np.isfinite(space_low) & np.isfinite(space_high)
+    if observation and not finite.all() and (low is None or high is None):
+        seen_low, seen_high = observe_bounds(probe, env_id=env_id)
+        lows = np.where(np.isfinite(space_low), space_low, seen_low)
+        highs = np.where(np.isfinite(space_high), space_high, seen_high)
+        highs = np.where(highs > lows, highs, lows + 1.0)
+        if low is None:
+            low = chosen["low"] = lows.tolist()
+        if high is None:
+            high = chosen["high"] = highs.tolist()
+    return {"bins": bins, "low": low, "high": high}
+
+
+def _time_limit(env: gymnasium.Env) -> int | None:
+    """Return the step limit of the environment's ``TimeLimit`` wrapper, None if it has none."""
+    while isinstance(env, gymnasium.Wrapper):
+        if isinstance(env, gymnasium.wrappers.TimeLimit):
+            return int(env._max_episode_steps)
+        env = env.env
+    return None
+
+
+def _episode_cap(
+    probe: gymnasium.Env, options: dict[str, Any], chosen: dict[str, Any]
+) -> int | None:
+    """Return the episode cap `Problem.make_env` applies: the option, the default or None."""
+    if "max_episode_steps" in options:
+        return check_int("max_episode_steps", options["max_episode_steps"], 1)
+    if _time_limit(probe) is not None:
+        return None
+    chosen["max_episode_steps"] = DEFAULT_MAX_EPISODE_STEPS
+    return DEFAULT_MAX_EPISODE_STEPS

@@ -1,0 +1,481 @@
+"""A training run: the run directory, metrics, checkpoints and resume around `rl.loop.runner`.
+
+`build` makes the problem, the replicas' streams, the agent and the
+`rl.loop.runner.Runner` that a `rl.config.TrainConfig` describes; `run` plays the
+training episodes with the runner and writes ``metrics.csv`` (one row per seed
+and episode, in episode order), ``config.json`` and checkpoints. Replicas run
+ahead of one another freely (`rl.loop.runner`) and wait for each other only at a
+checkpoint boundary (every ``checkpoint_every`` episodes, at the end, and on
+interruption), where the checkpoint then needs the agent's state alone:
+environments are reset at the start of every episode with a seed that is a
+pure function of (seed, episode), so they carry nothing across episodes.
+
+References
+----------
+Algorithm 3 of the TEQL paper (the episode loop around each agent's step), and
+its experimental protocol: one greedy episode after every 10th training episode.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import shlex
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+from numpy.typing import NDArray
+
+from rl.runs.checkpoint import (
+    CHECKPOINT_NAME,
+    LEGACY_CHECKPOINT_NAME,
+    Checkpoint,
+    CheckpointError,
+    check_checkpoint_against_metrics,
+    load_checkpoint,
+    restore_agent,
+    save_checkpoint,
+)
+from rl.config import (
+    ConfigError,
+    TrainConfig,
+    agent_config,
+    effective_config,
+    effective_env_options,
+    resolve_agent,
+)
+from rl.loop.runner import Runner
+from rl.runs.metrics import MetricsWriter
+from rl.runs.rundir import (
+    RunLock,
+    RunWriteError,
+    atomic_write_text,
+    check_run_files,
+    check_writable,
+    has_run_files,
+    make_run_dir,
+    refuse_if_locked,
+    remove_stale_temporaries,
+)
+from rl.seeding import spawn_replicas
+
+METRICS_FILE = "metrics.csv"
+CONFIG_FILE = "config.json"
+CHECKPOINT_FILE = CHECKPOINT_NAME
+FIGURE_FILE = "learning_curve.png"
+RUN_FILES = (METRICS_FILE, CONFIG_FILE, CHECKPOINT_FILE, FIGURE_FILE)
+"""Files a run directory holds (besides its ``.lock``, see `rl.runs.rundir`).
+
+``overwrite`` removes exactly these and an old pickled ``checkpoint.pkl``. A run
+refuses a directory where one of them (or ``.lock``) is a symbolic link or not a
+regular file, and removes the temporary files of writes killed earlier once it
+holds the lock (see `rl.runs.rundir`).
+"""
+
+_RESUMABLE_CHANGES = ("episodes", "out", "checkpoint_every")
+
+
+class EpisodeLog(NamedTuple):
+    """What one training episode (and its evaluation, if any) produced, and when.
+
+    The fields of `rl.loop.runner.EpisodeResult` (episode, returns, lengths,
+    greedy_returns), then ``wall_time``: seconds since the run started, summed
+    over resumed segments.
+    """
+
+    episode: int
+    returns: NDArray[np.float64]
+    lengths: NDArray[np.int64]
+    greedy_returns: NDArray[np.float64]
+    wall_time: float
+
+
+STOP_GRACE_SECONDS = 2.0
+"""After SIGINT/SIGTERM, how long the episodes in progress may run on to a checkpoint
+before they are dropped (the run then keeps its last checkpoint)."""
+
+
+class RunResult(NamedTuple):
+    """Outcome of `run`: where it wrote, how far it got, whether it was interrupted.
+
+    ``dropped``: the interruption dropped the episodes in progress, so
+    ``episodes_done`` is the episode of the last checkpoint, from which a
+    resumed run replays them.
+    """
+
+    run_dir: Path
+    episodes_done: int
+    interrupted: bool
+    wall_time: float
+    n_params: int
+    dropped: bool = False
+
+
+class _Interrupt:
+    """First SIGINT/SIGTERM sets ``requested`` and ``since``; a second raises KeyboardInterrupt."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self.since = 0.0
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        self.since = time.monotonic()
+
+    def overdue(self) -> bool:
+        """Whether a stop was requested more than `STOP_GRACE_SECONDS` ago."""
+        return self.requested and time.monotonic() - self.since > STOP_GRACE_SECONDS
+
+
+@contextmanager
+def _signals(enabled: bool) -> Iterator[_Interrupt]:
+    interrupt = _Interrupt()
+    if not enabled or threading.current_thread() is not threading.main_thread():
+        yield interrupt
+        return
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield interrupt
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _next_barrier(episode: int, config: TrainConfig, stop_after: int | None) -> int:
+    """Return the next episode at which every replica waits (checkpoint, end or ``stop_after``)."""
+    every = config.checkpoint_every
+    barrier = min(config.episodes, (episode // every + 1) * every)
+    if stop_after is not None and stop_after > episode:
+        barrier = min(barrier, stop_after)
+    return barrier
+
+
+def _prepare_run_dir(run_dir: Path, overwrite: bool) -> RunLock:
+    """Create or empty ``run_dir`` for a fresh run and return its lock (see `rl.runs.rundir`)."""
+    if run_dir.exists() and not run_dir.is_dir():
+        raise ConfigError(f"The 'out' parameter {str(run_dir)!r} is a file, not a directory.")
+    if has_run_files(run_dir) and not overwrite:
+        refuse_if_locked(run_dir)
+        if not _has_checkpoint(run_dir):
+            raise ConfigError(
+                f"The run directory {str(run_dir)!r} is not empty but holds no checkpoint, "
+                "so it cannot be resumed; use --overwrite to start again."
+            )
+        raise ConfigError(
+            f"The run directory {str(run_dir)!r} is not empty; use --resume to continue "
+            "it or --overwrite to start again."
+        )
+    make_run_dir(run_dir)
+    lock = RunLock.acquire(run_dir)
+    try:
+        check_run_files(run_dir, (*RUN_FILES, LEGACY_CHECKPOINT_NAME))
+        if overwrite:
+            for name in (*RUN_FILES, LEGACY_CHECKPOINT_NAME):
+                (run_dir / name).unlink(missing_ok=True)
+        remove_stale_temporaries(run_dir, RUN_FILES)
+        check_writable(run_dir)
+    except BaseException:
+        lock.release()
+        raise
+    return lock
+
+
+def _has_checkpoint(run_dir: Path) -> bool:
+    """Whether ``run_dir`` holds a checkpoint file (of either format), valid or not."""
+    return any(
+        os.path.lexists(run_dir / name) for name in (CHECKPOINT_FILE, LEGACY_CHECKPOINT_NAME)
+    )
+
+
+def _afresh(run_dir: Path) -> str:
+    """Return the command that starts the run in ``run_dir`` afresh from its ``config.json``."""
+    config = shlex.quote(str(run_dir / CONFIG_FILE))
+    return f"python -m rl.train --config {config} --overwrite"
+
+
+def _write_error(path: Path, doing: str, error: OSError, kept: int | None) -> RunWriteError:
+    """Return the one-line error for a failed write of ``path`` while ``doing``; say what is kept.
+
+    ``kept`` is the episode of the last checkpoint on disk, None if there is none.
+    """
+    run_dir = path.parent
+    reason = error.strerror or " ".join(str(error).split())
+    remedy = "fix that"
+    if error.errno == errno.ENOSPC:
+        reason, remedy = f"the disk is full ({reason})", "free space"
+    if kept is None:
+        return RunWriteError(
+            f"Cannot write {path} ({doing}): {reason}. No checkpoint was written, so the run "
+            f"cannot be resumed; {remedy} and start afresh with: {_afresh(run_dir)}"
+        )
+    return RunWriteError(
+        f"Cannot write {path} ({doing}): {reason}. The last good checkpoint, of episode {kept}, "
+        f"is kept; {remedy} and continue with: python -m rl.train --resume "
+        f"{shlex.quote(str(run_dir))}"
+    )
+
+
+def _resume_checkpoint(runner: Runner, run_dir: Path, effective: dict) -> Checkpoint:
+    """Load, check and restore the checkpoint of ``run_dir``; nothing in it is changed.
+
+    Raises `CheckpointError`, `rl.runs.rundir.RunDirError` or `ConfigError` (one line each).
+    """
+    check_run_files(run_dir, (*RUN_FILES, LEGACY_CHECKPOINT_NAME))
+    path = run_dir / CHECKPOINT_FILE
+    checkpoint = load_checkpoint(path)
+    _check_resumable(checkpoint.config, effective)
+    recorded = checkpoint.config.get("episodes")
+    if not isinstance(recorded, int) or not 0 <= checkpoint.episode <= recorded:
+        raise CheckpointError(
+            f"Refusing checkpoint {path}: it records episode {checkpoint.episode} of a run of "
+            f"{recorded!r} episodes."
+        )
+    if effective["episodes"] < checkpoint.episode:
+        raise ConfigError(
+            f"Cannot resume with episodes={effective['episodes']}: the run already trained "
+            f"{checkpoint.episode} episodes, and config.json would then understate them (omit "
+            f"--episodes or give at least {checkpoint.episode})."
+        )
+    check_checkpoint_against_metrics(checkpoint, run_dir / METRICS_FILE, len(runner.seeds))
+    check_writable(run_dir)
+    restore_agent(runner.agent, checkpoint, path)
+    return checkpoint
+
+
+def _check_resumable(saved: dict, current: dict) -> None:
+    for key in sorted(set(saved) | set(current)):
+        if key not in _RESUMABLE_CHANGES and saved.get(key) != current.get(key):
+            raise ConfigError(
+                f"Cannot resume: the '{key}' parameter differs from the checkpoint "
+                f"({current.get(key)!r} now, {saved.get(key)!r} saved). Only "
+                f"{', '.join(_RESUMABLE_CHANGES)} may change on resume."
+            )
+
+
+def run(
+    runner: Runner,
+    config: TrainConfig,
+    effective: dict[str, Any],
+    *,
+    resume: bool = False,
+    overwrite: bool = False,
+    progress: Callable[[EpisodeLog], None] | None = None,
+    stop_after_episode: int | None = None,
+    handle_signals: bool = False,
+) -> RunResult:
+    """Train ``runner`` up to ``config.episodes``, writing metrics, config and checkpoints.
+
+    Parameters
+    ----------
+    runner : Runner
+        The problem, agent and replica streams.
+    config : TrainConfig
+        Episodes, checkpoint interval and the run directory ``config.out``.
+    effective : dict
+        The full effective configuration, written to ``config.json`` and stored
+        in the checkpoint (see `rl.config.effective_config`).
+    resume : bool
+        Continue from ``config.out/checkpoint.npz``: the checkpoint is checked
+        (values, and episode against ``metrics.csv``, see
+        `rl.runs.checkpoint.check_checkpoint_against_metrics`), the agent state is
+        restored and ``metrics.csv`` cut back to the checkpointed length.
+        ``config.episodes`` may extend or shorten the run, never below the
+        episodes already trained, so ``config.json`` always states the length
+        of the run.
+    overwrite : bool
+        Start afresh in a non-empty run directory (removes the run's files).
+    progress : callable, optional
+        Called with an `EpisodeLog` after every episode.
+    stop_after_episode : int, optional
+        Behave as if interrupted right after this episode (for tests).
+    handle_signals : bool
+        Catch SIGINT/SIGTERM: the first lets the replicas finish the episodes
+        they are playing, writes a checkpoint and returns with
+        ``interrupted=True``; if those episodes have not ended after
+        `STOP_GRACE_SECONDS` (an episode may be long), they are dropped instead:
+        no checkpoint is written, the last one stays and a resumed run replays
+        them (``dropped=True``). A second signal raises KeyboardInterrupt at
+        once (the last periodic checkpoint stays valid).
+
+    Returns
+    -------
+    RunResult
+    """
+    run_dir = Path(config.out)
+    start, wall_base, metrics_bytes = 0, 0.0, None
+    lock = RunLock.acquire(run_dir) if resume else _prepare_run_dir(run_dir, overwrite)
+    try:  # the lock is released in the ``finally`` below, or here if training never starts
+        if resume:
+            if not _has_checkpoint(run_dir):
+                raise ConfigError(
+                    f"Cannot resume {run_dir}: no checkpoint was written (the run stopped before "
+                    f"its first one); start afresh with: {_afresh(run_dir)}"
+                )
+            checkpoint = _resume_checkpoint(runner, run_dir, effective)
+            start, wall_base = checkpoint.episode, checkpoint.wall_time
+            metrics_bytes = checkpoint.metrics_bytes
+            remove_stale_temporaries(run_dir, RUN_FILES)
+        atomic_write_text(run_dir / CONFIG_FILE, _dumps(effective))
+        writer = MetricsWriter(run_dir / METRICS_FILE, truncate_to=metrics_bytes)
+    except BaseException:
+        lock.release()
+        raise
+    clock = time.perf_counter()
+
+    def wall() -> float:
+        return wall_base + time.perf_counter() - clock
+
+    kept = start if resume else None  # the episode of the last checkpoint on disk
+
+    def failed(path: Path, doing: str, error: OSError) -> RunWriteError:
+        with contextlib.suppress(OSError):  # keep this message, not the close's error
+            writer.close()
+        return _write_error(path, doing, error, kept)
+
+    def checkpoint_at(episode: int) -> None:
+        nonlocal kept
+        doing = f"checkpoint of episode {episode}"
+        state = runner.agent.state_dict()
+        try:
+            metrics_bytes = writer.flush()
+        except OSError as error:
+            raise failed(run_dir / METRICS_FILE, doing, error) from error
+        try:
+            save_checkpoint(
+                run_dir / CHECKPOINT_FILE,
+                Checkpoint(episode, state, wall(), metrics_bytes, effective),
+            )
+        except OSError as error:
+            raise failed(run_dir / CHECKPOINT_FILE, doing, error) from error
+        kept = episode
+
+    episode, interrupted, dropped = start, False, False
+    try:
+        with _signals(handle_signals) as interrupt:
+
+            def abandon() -> bool:
+                nonlocal interrupted, dropped
+                if interrupt.requested and not interrupted:
+                    interrupted = True
+                    runner.request_stop()  # replicas finish the episodes they are playing
+                dropped = interrupt.overdue()
+                return dropped
+
+            if not resume:
+                checkpoint_at(0)
+            while episode < config.episodes and not interrupted:
+                barrier = _next_barrier(episode, config, stop_after_episode)
+                for result in runner.episodes(episode, barrier, abandon):
+                    episode, now = result.episode, wall()
+                    try:
+                        for i, seed in enumerate(runner.seeds):
+                            writer.write(
+                                seed,
+                                episode,
+                                result.returns[i],
+                                result.lengths[i],
+                                result.greedy_returns[i],
+                                now,
+                            )
+                    except OSError as error:
+                        doing = f"rows of episode {episode}"
+                        raise failed(run_dir / METRICS_FILE, doing, error) from error
+                    if progress is not None:
+                        progress(EpisodeLog(*result, now))
+                if dropped:  # the agent is mid-episode: keep the last checkpoint
+                    break
+                interrupted = interrupted or episode == stop_after_episode
+                checkpoint_at(episode)
+            if episode == start and not dropped:
+                checkpoint_at(episode)
+    finally:
+        with lock:  # released even if closing the metrics fails
+            writer.close()
+    if dropped:
+        last = start if kept is None else kept
+        return RunResult(run_dir, last, True, wall(), int(runner.agent.n_params), dropped=True)
+    interrupted = interrupted and episode < config.episodes
+    return RunResult(run_dir, episode, interrupted, wall(), int(runner.agent.n_params))
+
+
+def build(config: TrainConfig, *, import_env_module: bool = True) -> tuple[Runner, dict[str, Any]]:
+    """Make the problem, replica streams, agent and `Runner` that ``config`` describes.
+
+    Parameters
+    ----------
+    config : TrainConfig
+    import_env_module : bool, default True
+        Whether the module of a ``"package.module:Env-v0"`` id may be imported
+        (False for a configuration read from a run directory that the user did
+        not name the environment of; see `rl.problems.make_problem`).
+
+    Returns
+    -------
+    runner : Runner
+    effective : dict
+        The full effective configuration (see `rl.config.effective_config`).
+
+    Raises
+    ------
+    ConfigError
+        If the environment, its options, the agent or its parameters are invalid.
+    rl.problems.from_gymnasium.EnvModuleRefused
+        If ``import_env_module`` is False and the id's module is not imported yet.
+    """
+    from rl.problems import make_problem
+    from rl.problems.from_gymnasium import EnvModuleRefused
+
+    resolved = resolve_agent(config)  # the agent's classes and reading, once per run
+    env_options = effective_env_options(config, resolved)
+    agent_cfg = agent_config(config, resolved=resolved)  # checked before the env is built
+    try:
+        problem = make_problem(config.env, import_env_module=import_env_module, **env_options)
+    except EnvModuleRefused:
+        raise
+    except (ValueError, TypeError, ImportError) as error:
+        raise ConfigError(f"The 'env' or 'env_options' parameter is invalid: {error}") from None
+    if getattr(problem, "discount", None) is not None:  # the problem's own discount
+        agent_cfg = agent_config(config, problem.discount, resolved)
+    streams = spawn_replicas(range(config.seed, config.seed + config.seeds))
+    agent_class = resolved.agent_class
+    try:
+        agent = agent_class(problem, agent_cfg, [s.agent for s in streams])
+    except ValueError as error:
+        raise ConfigError(
+            f"Cannot build agent {config.agent!r} for {config.env!r}: {error}"
+        ) from None
+    try:
+        runner = Runner(
+            problem,
+            agent,
+            streams,
+            eval_every=config.eval_every,
+            eval_episodes=config.eval_episodes,
+        )
+    except (ImportError, ValueError, TypeError) as error:  # env_kwargs reach the env only here
+        raise ConfigError(f"Cannot create environment {problem.env_id!r}: {error}") from None
+    recorded = {**env_options, **problem.recorded_options()}  # an estimated reward bound
+    return runner, effective_config(config, agent_cfg, recorded)
+
+
+def train(config: TrainConfig, **options: Any) -> RunResult:
+    """Build everything from ``config`` and `run` it; ``options`` are those of `run`."""
+    runner, effective = build(config)
+    try:
+        return run(runner, config, effective, **options)
+    finally:
+        runner.close()
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, indent=2) + "\n"
