@@ -93,7 +93,7 @@ def _cartpole(
 
 def _highway_grid(agent: str, params: dict, replicas: int, seconds: float) -> dict[str, float]:
     from rl.agents.base import Transitions
-    from rl.config import TrainConfig, agent_config, agent_parts
+    from rl.config import TrainConfig, resolve_settings
     from rl.problems import Problem
     from rl.seeding import spawn_replicas
 
@@ -104,7 +104,8 @@ def _highway_grid(agent: str, params: dict, replicas: int, seconds: float) -> di
     )  # fmt: skip
     config = TrainConfig(env="highway", agent=agent, out="unused", agent_params=params)
     streams = spawn_replicas(range(replicas))
-    model = agent_parts(agent)[0](problem, agent_config(config), [s.agent for s in streams])
+    settings = resolve_settings(config, build_problem=False)
+    model = settings.spec.agent_class(problem, settings.agent, [s.agent for s in streams])
     rng = np.random.default_rng(0)
     everyone = np.ones(replicas, dtype=bool)
     # A random walk on the grid, made before the clock starts: each step moves one

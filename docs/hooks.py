@@ -37,7 +37,11 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("python -m rl.sweep", "rl.sweep", "a grid of runs on a process pool or a Ray cluster"),
     ("python -m rl.evaluate", "rl.evaluate", "greedy episodes of a finished run"),
     ("python -m rl.runs.plot", "rl.runs.plot", "learning curves of one or more runs"),
-    ("python -m rl.runs.checkpoint", "rl.runs.checkpoint", "convert old pickled checkpoints"),
+    (
+        "python -m rl.runs.legacy_checkpoint",
+        "rl.runs.legacy_checkpoint",
+        "convert old pickled checkpoints",
+    ),
     ("python -m analysis.rank", "analysis.rank.cli", "CP rank profile and spectral energy"),
     ("python -m analysis.bounds", "analysis.bounds.cli", "the paper's bounds, alone or vs runs"),
     ("python -m analysis.params", "analysis.params", "the appendix's parameter table"),
@@ -47,10 +51,18 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
 #: API page -> (title, packages whose public modules it documents, sub-packages to skip).
 API_PAGES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "api/tensorq.md": ("`tensorq`: online CP tensors", ("tensorq",), ()),
-    "api/rl.md": ("`rl`: problems, runner, CLIs", ("rl",), ("rl.agents", "rl.envs")),
+    "api/rl.md": (
+        "`rl`: problems, the loop, runs, experiments, CLIs",
+        ("rl", "rl.problems", "rl.loop", "rl.runs", "rl.experiments"),
+        (),
+    ),
     "api/rl-agents.md": ("`rl.agents`: the agents", ("rl.agents",), ()),
     "api/rl-envs.md": ("`rl.envs`: environments", ("rl.envs",), ()),
-    "api/analysis.md": ("`analysis`: rank, bounds, parameters", ("analysis",), ()),
+    "api/analysis.md": (
+        "`analysis`: rank, bounds, parameters",
+        ("analysis", "analysis.rank", "analysis.bounds"),
+        (),
+    ),
 }
 
 #: A Sphinx role left in a rendered docstring (``:func:`x```), to be shown as plain code.

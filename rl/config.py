@@ -11,7 +11,9 @@ Values are merged in this order, later ones winning:
 * environment options: the reading's problem options (`rl.agents.readings`) <- the
   file's ``env_options`` <- ``--env-option``.
 
-Every mapping is checked against the fields of the frozen dataclass it is
+`resolve_settings` computes the agent config and the problem options in that
+order, once per run; the runner, the executor and ``rl.load_run`` read its
+`Settings`. Every mapping is checked against the fields of the frozen dataclass it is
 meant for: unknown keys, wrong types and impossible values raise `ConfigError`
 with a message that names the key, which the CLI turns into exit code 2.
 """
@@ -26,7 +28,7 @@ import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from rl.runs.documents import DocumentError, parse_json, parse_toml, tomllib
 from rl.validation import MAX_REPLICAS, check_int
@@ -298,38 +300,6 @@ def agent_spec(agent: str) -> Any:
         raise ConfigError(f"Agent {agent!r} is not available here: {error}") from None
 
 
-def resolve_agent(config: TrainConfig) -> Any:
-    """Resolve, once per run, the agent's classes and its reading on ``config.env``.
-
-    Returns
-    -------
-    rl.agents.registry.ResolvedAgent
-        Agent class, config class, the reading's config overrides and problem options.
-    """
-    spec = agent_spec(config.agent)
-    try:
-        return spec.resolve(config.reading, problem_name(config.env))
-    except ValueError as error:
-        raise ConfigError(str(error)) from None
-
-
-def agent_parts(agent: str) -> tuple[type, type, Any]:
-    """Return (agent class, config class, paper-reading overrides function) of an agent.
-
-    Raises
-    ------
-    ConfigError
-        If the name is unknown or the agent's module cannot be imported.
-    """
-    spec = agent_spec(agent)
-    reading = TrainConfig(env="-", agent=agent, out="-").reading
-    return (
-        spec.agent_class,
-        spec.config_class,
-        lambda problem: spec.readings[reading].agent_params(problem),
-    )
-
-
 def problem_name(env: str) -> str:
     """Return the short problem name of ``env`` (``rl/ContinuousCartPole-v0`` -> ``cartpole``).
 
@@ -340,30 +310,80 @@ def problem_name(env: str) -> str:
     return next((name for name, entry in ENVIRONMENTS.items() if entry.env_id == env), env)
 
 
-def agent_config(config: TrainConfig, discount: float | None = None, resolved: Any = None) -> Any:
-    """Build the effective agent config.
+class Settings(NamedTuple):
+    """Everything a run's configuration resolves to, computed once by `resolve_settings`."""
 
-    Agent defaults <- the reading's overrides for the problem <- ``{"gamma":
-    discount}`` (the problem's own discount, if it defines one) <-
-    ``config.agent_params`` (the config file's, then ``--set``).
+    config: TrainConfig
+    """The run settings (alias and reading already resolved by `TrainConfig`)."""
+    spec: Any
+    """The agent's `rl.agents.registry.AgentSpec`: its agent and config classes."""
+    agent: Any
+    """The effective agent config, an instance of ``spec.config_class``."""
+    env_options: dict[str, Any]
+    """The effective options of `rl.problems.make_problem`."""
+    problem: Any
+    """The `rl.problems.Problem`, or None when `resolve_settings` was asked not to build it."""
+
+
+def resolve_settings(
+    config: TrainConfig, *, build_problem: bool = True, import_env_module: bool = True
+) -> Settings:
+    """Resolve a run's agent config and problem options, in one place and once.
+
+    Agent config: the agent config's defaults <- the reading's overrides for the
+    problem (`rl.agents.readings.READINGS`) <- the problem's own discount
+    (``gamma``, exact-model problems only, so only when the problem is built)
+    <- ``config.agent_params`` (the config file's, then ``--set``). Problem
+    options: the reading's problem options (LoRa-VI's coarse grid, for example)
+    <- ``config.env_options`` (the file's, then ``--env-option``). The agent
+    parameters are checked before the problem is built, so that a typo is
+    reported before a slow environment is made.
 
     Parameters
     ----------
     config : TrainConfig
-    discount : float, optional
-        The problem's discount (`rl.problems.Problem.discount`); applied when
-        the agent's config has a ``gamma`` field.
-    resolved : rl.agents.registry.ResolvedAgent, optional
-        The result of `resolve_agent`, if already computed.
+    build_problem : bool, default True
+        Whether to build the problem (and apply its discount); False resolves
+        the settings alone, without touching the environment.
+    import_env_module : bool, default True
+        Passed to `rl.problems.make_problem` (False for a configuration read
+        from a run directory whose environment the user did not name).
+
+    Returns
+    -------
+    Settings
+
+    Raises
+    ------
+    ConfigError
+        If the agent, its parameters, the environment or its options are invalid.
+    rl.problems.from_gymnasium.EnvModuleRefused
+        If ``import_env_module`` is False and the id's module is not imported yet.
     """
-    resolved = resolved or resolve_agent(config)
-    values = dict(resolved.agent_params)
-    fields = {f.name for f in dataclasses.fields(resolved.config_class)}
-    if discount is not None and "gamma" in fields:
-        values["gamma"] = float(discount)
+    from rl.problems import make_problem
+    from rl.problems.from_gymnasium import EnvModuleRefused
+
+    spec = agent_spec(config.agent)
+    chosen = spec.readings[config.reading]  # TrainConfig checked that the agent has it
+    name = problem_name(config.env)
+    fields = {f.name for f in dataclasses.fields(spec.config_class)}
     _refuse_problem_options(config.agent, config.agent_params, fields)
-    values.update(config.agent_params)
-    return build_dataclass(resolved.config_class, values, f"agent {config.agent!r}")
+    values = chosen.agent_params(name)
+    what = f"agent {config.agent!r}"
+    agent = build_dataclass(spec.config_class, {**values, **config.agent_params}, what)
+    env_options = {**chosen.problem_options(name), **config.env_options}
+    if not build_problem:
+        return Settings(config, spec, agent, env_options, None)
+    try:
+        problem = make_problem(config.env, import_env_module=import_env_module, **env_options)
+    except EnvModuleRefused:
+        raise
+    except (ValueError, TypeError, ImportError) as error:
+        raise ConfigError(f"The 'env' or 'env_options' parameter is invalid: {error}") from None
+    if problem.discount is not None and "gamma" in fields:  # the problem's own discount
+        values["gamma"] = float(problem.discount)
+        agent = build_dataclass(spec.config_class, {**values, **config.agent_params}, what)
+    return Settings(config, spec, agent, env_options, problem)
 
 
 def _refuse_problem_options(agent: str, params: Mapping[str, Any], fields: set[str]) -> None:
@@ -379,17 +399,6 @@ def _refuse_problem_options(agent: str, params: Mapping[str, Any], fields: set[s
                 f"The '{key}' parameter belongs to the problem, not to agent {agent!r}: pass it "
                 f"with --env-option {key}={shown} (env_options={{'{key}': {value!r}}} in Python)."
             )
-
-
-def effective_env_options(config: TrainConfig, resolved: Any = None) -> dict[str, Any]:
-    """Merge the reading's problem options below ``config.env_options``.
-
-    An agent that needs a particular discretization (LoRa-VI's coarse state
-    grid, for example) gets it from its reading (`rl.agents.readings.READINGS`); the
-    user's ``env_options`` still win.
-    """
-    resolved = resolved or resolve_agent(config)
-    return {**resolved.env_options, **config.env_options}
 
 
 def preset_config(name: str, **fields: Any) -> TrainConfig:
@@ -426,13 +435,19 @@ def to_jsonable(value: Any) -> Any:
     return value
 
 
-def effective_config(config: TrainConfig, agent_cfg: Any, env_options: Mapping) -> dict:
+def effective_config(settings: Settings, env_options: Mapping[str, Any] | None = None) -> dict:
     """Return the dict written to ``config.json``.
 
-    It is a `TrainConfig` with the full agent config and environment options
-    in place of the overrides, so that ``--config config.json`` reruns the run.
+    It is the run's `TrainConfig` with the full agent config and problem
+    options in place of the overrides, so that ``--config config.json`` reruns
+    the run. ``env_options`` replaces ``settings.env_options`` when given (the
+    runner adds the options a problem chose itself, such as an estimated
+    reward bound).
     """
+    options = settings.env_options if env_options is None else env_options
     resolved = dataclasses.replace(
-        config, agent_params=to_jsonable(agent_cfg), env_options=to_jsonable(dict(env_options))
+        settings.config,
+        agent_params=to_jsonable(settings.agent),
+        env_options=to_jsonable(dict(options)),
     )
     return to_jsonable(resolved)

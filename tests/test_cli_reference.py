@@ -56,7 +56,7 @@ def test_cli_page_holds_every_help_text() -> None:
     for command, _, _ in HOOKS.COMMANDS:
         assert f"## `{command}`" in page
         assert f"usage: {command}" in page
-    assert "### `python -m rl.runs.checkpoint convert`" in page  # sub-commands too
+    assert "### `python -m rl.runs.legacy_checkpoint convert`" in page  # sub-commands too
 
 
 def test_api_pages_cover_public_modules() -> None:

@@ -10,8 +10,8 @@ from analysis.rank.profile import (
     N_ITER_MAX,
     POLISH_BELOW,
     POLISH_ITER,
-    RankProfile,
     TOL,
+    RankProfile,
     plot_rank_profile,
     rank_profile,
 )

@@ -74,13 +74,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
-from rl.config import (
-    TrainConfig,
-    agent_config,
-    effective_config,
-    effective_env_options,
-    to_jsonable,
-)
+from rl.config import TrainConfig, effective_config, resolve_settings, to_jsonable
 from rl.experiments.workers import (
     RAY_INSTALL_HINT,
     ExecutorError,
@@ -195,7 +189,7 @@ def config_hash(config: TrainConfig) -> str:
     rl.config.ConfigError
         If the agent or its parameters are invalid.
     """
-    effective = effective_config(config, agent_config(config), effective_env_options(config))
+    effective = effective_config(resolve_settings(config, build_problem=False))
     return hash_effective(effective)
 
 

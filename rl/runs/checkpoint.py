@@ -14,9 +14,9 @@ code. Its entries:
 
 ``__document__``
     A 0-d unicode array holding one JSON document: ``kind`` (always
-    ``"rl.runs.checkpoint"``), ``format``, ``episode``, ``wall_time``,
-    ``metrics_bytes``, ``config``, ``agent_state`` and ``arrays`` (the names of
-    the array entries).
+    ``"rl.checkpoint"``, the module's name when the format was fixed), ``format``,
+    ``episode``, ``wall_time``, ``metrics_bytes``, ``config``, ``agent_state`` and
+    ``arrays`` (the names of the array entries).
 ``__sha256__``
     A 0-d unicode array, the hex SHA-256 of the payload: the UTF-8 JSON
     document, then for every array entry in sorted name order its name, dtype,
@@ -51,7 +51,7 @@ the reason; the file is never changed): a file that is truncated or damaged
 (the archive does not parse or a member fails its CRC), whose SHA-256 does not
 match, that is not a checkpoint of this project (foreign), of a newer format,
 or an old pickled ``checkpoint.pkl`` (format 1), which is never unpickled:
-``python -m rl.runs.checkpoint convert RUN_DIR`` converts one's own runs once.
+``python -m rl.runs.legacy_checkpoint convert RUN_DIR`` converts one's own runs once.
 
 What the hash protects. The SHA-256 has no key: it detects damage (a copy cut
 short, a flipped bit), not tampering, since anyone can edit a checkpoint and
@@ -76,7 +76,6 @@ rename, the previous file is left intact and the temporary file is removed.
 
 from __future__ import annotations
 
-import argparse
 import base64
 import hashlib
 import io
@@ -85,7 +84,6 @@ import math
 import os
 import re
 import shlex
-import sys
 import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -98,7 +96,6 @@ from rl.runs.documents import DocumentError, parse_json
 from rl.runs.rundir import (
     RunDirError,
     atomic_write_bytes,
-    check_run_files,
     read_run_file,
 )
 
@@ -108,7 +105,7 @@ CHECKPOINT_FORMAT = 2
 Format 1 was a pickle (``checkpoint.pkl``); format 2 is the ``.npz`` described above.
 """
 
-CHECKPOINT_KIND = "rl.runs.checkpoint"
+CHECKPOINT_KIND = "rl.checkpoint"
 """Value of the document's ``kind`` field, which tells our checkpoints from other ``.npz`` files."""
 
 CHECKPOINT_NAME = "checkpoint.npz"
@@ -316,16 +313,17 @@ def save_checkpoint(path: str | os.PathLike, checkpoint: Checkpoint) -> None:
     atomic_write_bytes(path, checkpoint_bytes(checkpoint))
 
 
-def _refuse(path: Path, reason: str) -> CheckpointError:
+def refuse(path: Path, reason: str) -> CheckpointError:
+    """Return the one-line `CheckpointError` refusing ``path`` for ``reason``."""
     return CheckpointError(f"Refusing checkpoint {path}: {' '.join(reason.split())}")
 
 
 def _legacy_message(path: Path) -> CheckpointError:
-    return _refuse(
+    return refuse(
         path,
         "it is an old pickled checkpoint (format 1), which is never loaded because unpickling "
         "can run arbitrary code. If you wrote this run yourself, convert it once with: "
-        f"python -m rl.runs.checkpoint convert {shlex.quote(str(path.parent))}",
+        f"python -m rl.runs.legacy_checkpoint convert {shlex.quote(str(path.parent))}",
     )
 
 
@@ -361,25 +359,25 @@ def load_checkpoint(path: str | os.PathLike, max_bytes: int = MAX_CHECKPOINT_BYT
     if not os.path.lexists(path):
         if path.suffix != ".pkl" and legacy.is_file():
             raise _legacy_message(legacy)
-        raise _refuse(path, "the file does not exist.")
+        raise refuse(path, "the file does not exist.")
     try:
         data = read_run_file(path, max_bytes)
     except RunDirError as error:
         raise CheckpointError(str(error)) from None
     except OSError as error:
-        raise _refuse(path, f"it cannot be read ({error.strerror or error}).") from None
+        raise refuse(path, f"it cannot be read ({error.strerror or error}).") from None
     if data[:1] == _PICKLE_PROTOCOL_2_PLUS or path.suffix == ".pkl":
         raise _legacy_message(path)
     if data[:4] != _ZIP_MAGIC:
-        raise _refuse(path, "it is not a checkpoint of this project (not an .npz archive).")
+        raise refuse(path, "it is not a checkpoint of this project (not an .npz archive).")
     try:
         entries = _read_entries(path, data)
     except CheckpointError:
         raise
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError, ValueError) as error:
-        raise _refuse(path, f"the file is truncated or damaged ({error}).") from None
+        raise refuse(path, f"the file is truncated or damaged ({error}).") from None
     except Exception as error:  # noqa: BLE001 - any parse failure of a damaged file is a refusal
-        raise _refuse(path, f"the file is damaged ({type(error).__name__}: {error}).") from None
+        raise refuse(path, f"the file is damaged ({type(error).__name__}: {error}).") from None
     return _from_entries(path, entries)
 
 
@@ -389,22 +387,22 @@ def _read_entries(path: Path, data: bytes) -> dict[str, np.ndarray]:
         members = archive.infolist()
         names = [member.filename for member in members]
         if len(set(names)) != len(names):
-            raise _refuse(path, "the archive holds two members of the same name.")
+            raise refuse(path, "the archive holds two members of the same name.")
         for member in members:
             if not member.filename.endswith(".npy"):
-                raise _refuse(
+                raise refuse(
                     path,
                     f"it is not a checkpoint of this project (its member {member.filename!r} "
                     "is not an array).",
                 )
             if member.compress_type != zipfile.ZIP_STORED:
-                raise _refuse(
+                raise refuse(
                     path,
                     f"its member {member.filename!r} is compressed; checkpoints are written "
                     "uncompressed, and a compressed member can expand without bound.",
                 )
         if sum(member.file_size for member in members) > len(data):
-            raise _refuse(path, "its members declare more bytes than the file holds.")
+            raise refuse(path, "its members declare more bytes than the file holds.")
         return {member.filename[:-4]: _read_member(path, archive, member) for member in members}
 
 
@@ -418,22 +416,22 @@ def _read_member(path: Path, archive: zipfile.ZipFile, member: zipfile.ZipInfo) 
         elif version == (2, 0):
             shape, fortran, dtype = np.lib.format.read_array_header_2_0(stream)
         else:
-            raise _refuse(path, f"its entry {name} has an unknown .npy version {version}.")
+            raise refuse(path, f"its entry {name} has an unknown .npy version {version}.")
         if dtype.hasobject:
-            raise _refuse(
+            raise refuse(
                 path, "it holds pickled Python objects, which are never loaded (they can run code)."
             )
         size = math.prod(shape) * dtype.itemsize
         held = member.file_size - stream.tell()
         if size != held:
-            raise _refuse(
+            raise refuse(
                 path,
                 f"its entry {name} declares shape {tuple(shape)} of {dtype} ({size} bytes) but "
                 f"holds {held} bytes.",
             )
         raw = stream.read(size)  # reaching the end checks the member's CRC
     if len(raw) != size:
-        raise _refuse(path, f"its entry {name} is truncated.")
+        raise refuse(path, f"its entry {name} is truncated.")
     flat = np.frombuffer(raw, dtype=dtype, count=math.prod(shape)).copy()
     return flat.reshape(shape, order="F" if fortran else "C")
 
@@ -441,19 +439,19 @@ def _read_member(path: Path, archive: zipfile.ZipFile, member: zipfile.ZipInfo) 
 def _from_entries(path: Path, entries: dict[str, np.ndarray]) -> Checkpoint:
     raw = entries.pop(_DOCUMENT, None)
     if raw is None or raw.dtype.kind != "U" or raw.ndim != 0:
-        raise _refuse(path, "it is not a checkpoint of this project (no checkpoint document).")
+        raise refuse(path, "it is not a checkpoint of this project (no checkpoint document).")
     document = str(raw[()])
     try:
         body = parse_json(document, "its document")
     except DocumentError as error:
-        raise _refuse(path, str(error)) from None
+        raise refuse(path, str(error)) from None
     except ValueError:
         body = None
     if not isinstance(body, dict) or body.get("kind") != CHECKPOINT_KIND:
-        raise _refuse(path, "it is not a checkpoint of this project (unknown document).")
+        raise refuse(path, "it is not a checkpoint of this project (unknown document).")
     version = body.get("format")
     if isinstance(version, int) and version > CHECKPOINT_FORMAT:
-        raise _refuse(
+        raise refuse(
             path,
             f"it was written by a newer version of this project (format {version}; this "
             f"version reads format {CHECKPOINT_FORMAT}). Upgrade to resume it.",
@@ -464,9 +462,9 @@ def _from_entries(path: Path, entries: dict[str, np.ndarray]) -> Checkpoint:
         or digest.dtype.kind != "U"
         or str(digest[()]) != payload_digest(document, entries)
     ):
-        raise _refuse(path, "the file is corrupted (its SHA-256 does not match its content).")
+        raise refuse(path, "the file is corrupted (its SHA-256 does not match its content).")
     if version != CHECKPOINT_FORMAT:
-        raise _refuse(path, f"its format {version!r} is not {CHECKPOINT_FORMAT}.")
+        raise refuse(path, f"its format {version!r} is not {CHECKPOINT_FORMAT}.")
     try:
         if sorted(entries) != body["arrays"]:
             raise ValueError("the array entries do not match the document")
@@ -479,9 +477,9 @@ def _from_entries(path: Path, entries: dict[str, np.ndarray]) -> Checkpoint:
         )
     except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as error:
         reason = f"{type(error).__name__}: {error}"
-        raise _refuse(path, f"its document is malformed ({reason}).") from None
+        raise refuse(path, f"its document is malformed ({reason}).") from None
     if not isinstance(checkpoint.agent_state, dict) or not isinstance(checkpoint.config, dict):
-        raise _refuse(path, "its document is malformed (state or config is not a table).")
+        raise refuse(path, "its document is malformed (state or config is not a table).")
     return checkpoint
 
 
@@ -589,7 +587,7 @@ def restore_agent(agent: Any, checkpoint: Checkpoint, path: str | os.PathLike) -
     try:
         agent.load_state_dict(checkpoint.agent_state)
     except KeyError as error:
-        raise _refuse(path, f"its agent state lacks the entry {error}.") from None
+        raise refuse(path, f"its agent state lacks the entry {error}.") from None
     except (
         TypeError,
         ValueError,
@@ -599,7 +597,7 @@ def restore_agent(agent: Any, checkpoint: Checkpoint, path: str | os.PathLike) -
         AttributeError,
         RuntimeError,
     ) as error:
-        raise _refuse(path, f"its agent state does not fit this run: {error}") from None
+        raise refuse(path, f"its agent state does not fit this run: {error}") from None
 
 
 def _check_numbers(path: Path, value: Any, where: tuple[str, ...]) -> None:
@@ -612,114 +610,6 @@ def _check_numbers(path: Path, value: Any, where: tuple[str, ...]) -> None:
     elif isinstance(value, (np.ndarray, np.generic)):
         name = "/".join(where)
         if value.dtype.kind not in "biuf":
-            raise _refuse(path, f"its entry {name} is not a real number array ({value.dtype}).")
+            raise refuse(path, f"its entry {name} is not a real number array ({value.dtype}).")
         if value.dtype.kind == "f" and not np.all(np.isfinite(value)):
-            raise _refuse(path, f"its entry {name} holds NaN or infinite values.")
-
-
-# ----------------------------------------------------------------------------- conversion
-
-
-def convert_legacy(run_dir: str | os.PathLike) -> Path:
-    """Convert ``RUN_DIR/checkpoint.pkl`` (format 1) to ``RUN_DIR/checkpoint.npz`` once.
-
-    **This unpickles the old file, which runs any code it holds**: convert only
-    run directories you wrote yourself. The new file is written atomically and
-    read back before the pickle is removed.
-
-    Parameters
-    ----------
-    run_dir : path-like
-        A run directory holding ``checkpoint.pkl``.
-
-    Returns
-    -------
-    Path
-        The new checkpoint file.
-
-    Raises
-    ------
-    CheckpointError
-        If there is nothing to convert, the pickle is not a format-1 checkpoint,
-        or either file is a symbolic link (never read or written through).
-    """
-    import pickle
-
-    run_dir = Path(run_dir)
-    legacy, target = run_dir / LEGACY_CHECKPOINT_NAME, run_dir / CHECKPOINT_NAME
-    try:
-        check_run_files(run_dir, (LEGACY_CHECKPOINT_NAME, CHECKPOINT_NAME))
-    except RunDirError as error:
-        raise CheckpointError(str(error)) from None
-    if not legacy.is_file():
-        raise CheckpointError(f"Nothing to convert: {legacy} does not exist.")
-    if os.path.lexists(target):
-        raise CheckpointError(f"Not converting: {target} already exists.")
-    try:
-        with open(legacy, "rb") as handle:
-            payload = pickle.load(handle)  # noqa: S301 - the user asked for it, see the docstring
-        checkpoint = Checkpoint(
-            episode=int(payload["episode"]),
-            agent_state=payload["agent_state"],
-            wall_time=float(payload["wall_time"]),
-            metrics_bytes=int(payload["metrics_bytes"]),
-            config=payload["config"],
-        )
-        if payload.get("format") != 1:
-            raise ValueError(f"format {payload.get('format')!r}, expected 1")
-    except Exception as error:  # noqa: BLE001 - anything wrong with the old file is one refusal
-        raise _refuse(legacy, f"it is not a format-1 checkpoint ({error}).") from None
-    save_checkpoint(target, checkpoint)
-    load_checkpoint(target)
-    legacy.unlink()
-    return target
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """Return the argument parser of ``python -m rl.runs.checkpoint``."""
-    parser = argparse.ArgumentParser(
-        prog="python -m rl.runs.checkpoint",
-        description="Convert old pickled checkpoints (checkpoint.pkl) of your own runs to "
-        "checkpoint.npz. This UNPICKLES the old file, which runs any code it holds: only "
-        "convert run directories you wrote yourself.",
-    )
-    commands = parser.add_subparsers(dest="command", required=True)
-    convert = commands.add_parser("convert", help="convert RUN_DIR/checkpoint.pkl (unpickles it)")
-    convert.add_argument(
-        "run_dirs", nargs="+", metavar="RUN_DIR", help="run directories to convert, in turn"
-    )
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m rl.runs.checkpoint convert RUN_DIR [RUN_DIR ...]``; returns the exit code."""
-    args = build_parser().parse_args(argv)
-    from rl.runs.rundir import RunDirError, RunLock
-
-    status = 0
-    for run_dir in map(Path, args.run_dirs):
-        if not (run_dir / LEGACY_CHECKPOINT_NAME).is_file():
-            print(
-                f"error: {run_dir / LEGACY_CHECKPOINT_NAME} does not exist; nothing to convert.",
-                file=sys.stderr,
-            )
-            status = 2
-            continue
-        print(
-            f"Unpickling {run_dir / LEGACY_CHECKPOINT_NAME} (this runs any code it holds; "
-            "only convert runs you wrote yourself).",
-            file=sys.stderr,
-        )
-        try:
-            with RunLock.acquire(run_dir):
-                target = convert_legacy(run_dir)
-        except (CheckpointError, RunDirError) as error:
-            print(f"error: {error}", file=sys.stderr)
-            status = 2
-            continue
-        print(f"Converted {run_dir / LEGACY_CHECKPOINT_NAME} -> {target}")
-    return status
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+            raise refuse(path, f"its entry {name} holds NaN or infinite values.")

@@ -31,6 +31,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from rl.agents.base import Agent
+from rl.config import ConfigError, TrainConfig, agent_spec, build_dataclass
+from rl.problems import Problem, make_problem
+from rl.problems.from_gymnasium import EnvModuleRefused
 from rl.runs.checkpoint import (
     CHECKPOINT_NAME,
     LEGACY_CHECKPOINT_NAME,
@@ -38,10 +41,7 @@ from rl.runs.checkpoint import (
     load_checkpoint,
     restore_agent,
 )
-from rl.config import ConfigError, TrainConfig, agent_parts, build_dataclass
-from rl.problems import Problem, make_problem
 from rl.seeding import spawn_replicas
-from rl.problems.from_gymnasium import EnvModuleRefused
 
 
 class RunLoadError(ValueError):
@@ -243,13 +243,13 @@ def load_run(
     try:
         checkpoint = load_checkpoint(path)
         config = build_dataclass(TrainConfig, checkpoint.config, "the run's config")
-        agent_class, config_class, _ = agent_parts(config.agent)
-        agent_config = build_dataclass(config_class, config.agent_params, f"agent {config.agent!r}")
+        spec = agent_spec(config.agent)
+        agent_config = build_dataclass(spec.config_class, config.agent_params, f"agent {config.agent!r}")
         problem = run_problem(
             run_dir, config.env, config.env_options, env=env, trust_env_module=trust_env_module
         )
         streams = spawn_replicas(range(config.seed, config.seed + config.seeds))
-        agent = agent_class(problem, agent_config, [s.agent for s in streams])
+        agent = spec.agent_class(problem, agent_config, [s.agent for s in streams])
         restore_agent(agent, checkpoint, path)  # every value checked before use
     except (CheckpointError, ConfigError) as error:
         raise RunLoadError(str(error)) from None

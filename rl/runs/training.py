@@ -34,6 +34,8 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
+from rl.config import ConfigError, TrainConfig, effective_config, resolve_settings
+from rl.loop.runner import Runner
 from rl.runs.checkpoint import (
     CHECKPOINT_NAME,
     LEGACY_CHECKPOINT_NAME,
@@ -44,15 +46,6 @@ from rl.runs.checkpoint import (
     restore_agent,
     save_checkpoint,
 )
-from rl.config import (
-    ConfigError,
-    TrainConfig,
-    agent_config,
-    effective_config,
-    effective_env_options,
-    resolve_agent,
-)
-from rl.loop.runner import Runner
 from rl.runs.metrics import MetricsWriter
 from rl.runs.rundir import (
     RunLock,
@@ -432,24 +425,11 @@ def build(config: TrainConfig, *, import_env_module: bool = True) -> tuple[Runne
     rl.problems.from_gymnasium.EnvModuleRefused
         If ``import_env_module`` is False and the id's module is not imported yet.
     """
-    from rl.problems import make_problem
-    from rl.problems.from_gymnasium import EnvModuleRefused
-
-    resolved = resolve_agent(config)  # the agent's classes and reading, once per run
-    env_options = effective_env_options(config, resolved)
-    agent_cfg = agent_config(config, resolved=resolved)  # checked before the env is built
-    try:
-        problem = make_problem(config.env, import_env_module=import_env_module, **env_options)
-    except EnvModuleRefused:
-        raise
-    except (ValueError, TypeError, ImportError) as error:
-        raise ConfigError(f"The 'env' or 'env_options' parameter is invalid: {error}") from None
-    if getattr(problem, "discount", None) is not None:  # the problem's own discount
-        agent_cfg = agent_config(config, problem.discount, resolved)
+    settings = resolve_settings(config, import_env_module=import_env_module)
+    problem = settings.problem
     streams = spawn_replicas(range(config.seed, config.seed + config.seeds))
-    agent_class = resolved.agent_class
     try:
-        agent = agent_class(problem, agent_cfg, [s.agent for s in streams])
+        agent = settings.spec.agent_class(problem, settings.agent, [s.agent for s in streams])
     except ValueError as error:
         raise ConfigError(
             f"Cannot build agent {config.agent!r} for {config.env!r}: {error}"
@@ -464,8 +444,8 @@ def build(config: TrainConfig, *, import_env_module: bool = True) -> tuple[Runne
         )
     except (ImportError, ValueError, TypeError) as error:  # env_kwargs reach the env only here
         raise ConfigError(f"Cannot create environment {problem.env_id!r}: {error}") from None
-    recorded = {**env_options, **problem.recorded_options()}  # an estimated reward bound
-    return runner, effective_config(config, agent_cfg, recorded)
+    recorded = {**settings.env_options, **problem.recorded_options()}  # an estimated reward bound
+    return runner, effective_config(settings, recorded)
 
 
 def train(config: TrainConfig, **options: Any) -> RunResult:

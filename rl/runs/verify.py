@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from rl.runs.checkpoint import CheckpointError, check_checkpoint_against_metrics, load_checkpoint
 from rl.config import TrainConfig
+from rl.runs.checkpoint import CheckpointError, check_checkpoint_against_metrics, load_checkpoint
 from rl.runs.metrics import read_metrics
 from rl.runs.training import CHECKPOINT_FILE, METRICS_FILE
 

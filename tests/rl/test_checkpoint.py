@@ -18,13 +18,13 @@ from rl.runs.checkpoint import (
     CheckpointError,
     check_checkpoint_against_metrics,
     checkpoint_bytes,
-    convert_legacy,
     load_checkpoint,
     main,
     payload_digest,
     restore_agent,
     save_checkpoint,
 )
+from rl.runs.legacy_checkpoint import convert_legacy
 
 
 def _state():
@@ -97,7 +97,7 @@ def test_file_is_data_only_npz(tmp_path):
         names = set(archive.files)
         document = json.loads(str(archive["__document__"]))
     assert {"__document__", "__sha256__", "agent_state/q"} <= names
-    assert document["kind"] == "rl.runs.checkpoint" and document["format"] == CHECKPOINT_FORMAT
+    assert document["kind"] == "rl.checkpoint" and document["format"] == CHECKPOINT_FORMAT
     assert sorted(names - {"__document__", "__sha256__"}) == document["arrays"]
 
 
@@ -259,7 +259,7 @@ def test_pickles_are_never_loaded(tmp_path):
     legacy = tmp_path / "checkpoint.pkl"
     legacy.write_bytes(pickle.dumps({"format": 1, "payload": _Planted(str(marker))}))
     message = _refused(tmp_path / "checkpoint.npz", "old pickled checkpoint")
-    assert f"python -m rl.runs.checkpoint convert {tmp_path}" in message
+    assert f"python -m rl.runs.legacy_checkpoint convert {tmp_path}" in message
     _refused(legacy, "old pickled checkpoint")
     disguised = tmp_path / "checkpoint.npz"  # a pickle under the new name
     disguised.write_bytes(legacy.read_bytes())

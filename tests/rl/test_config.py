@@ -10,13 +10,12 @@ from hypothesis import strategies as st
 from rl.config import (
     ConfigError,
     TrainConfig,
-    agent_config,
-    agent_parts,
+    agent_spec,
     build_dataclass,
     effective_config,
-    effective_env_options,
     load_config_file,
     parse_assignment,
+    resolve_settings,
 )
 
 
@@ -168,18 +167,18 @@ def test_agent_config_merges_preset_and_overrides():
     config = TrainConfig(
         env="cartpole", agent="tabular", out="o", agent_params={"gamma": 0.5, "max_entries": 10}
     )
-    built = agent_config(config)
+    built = _agent_config(config)
     assert (built.gamma, built.max_entries) == (0.5, 10)
     with pytest.raises(ConfigError, match="'gama'"):
-        agent_config(
+        _agent_config(
             TrainConfig(env="cartpole", agent="random", out="o", agent_params={"gama": 0.5})
         )
     with pytest.raises(ConfigError, match="'gamma'"):
-        agent_config(
+        _agent_config(
             TrainConfig(env="cartpole", agent="random", out="o", agent_params={"gamma": 2.0})
         )
     with pytest.raises(ConfigError, match="'agent'"):
-        agent_config(TrainConfig(env="cartpole", agent="nope", out="o"))
+        _agent_config(TrainConfig(env="cartpole", agent="nope", out="o"))
 
 
 @pytest.mark.parametrize(
@@ -189,7 +188,7 @@ def test_agent_config_merges_preset_and_overrides():
 def test_a_problem_option_given_as_an_agent_parameter_points_to_env_options(key, value, shown):
     config = TrainConfig(env="CartPole-v1", agent="teql", out="o", agent_params={key: value})
     with pytest.raises(ConfigError) as error:
-        agent_config(config)
+        _agent_config(config)
     assert str(error.value) == (
         f"The '{key}' parameter belongs to the problem, not to agent 'teql': pass it with "
         f"--env-option {key}={shown} (env_options={{'{key}': {value!r}}} in Python)."
@@ -206,15 +205,20 @@ def test_reading_problem_options_sit_below_user_options(monkeypatch):
     config = TrainConfig(
         env="cartpole", agent="random", out="o", env_options={"index_rule": "floor"}
     )
-    assert effective_env_options(config) == {"state_bins": 5, "index_rule": "floor"}
+    assert resolve_settings(config, build_problem=False).env_options == {
+        "state_bins": 5,
+        "index_rule": "floor",
+    }
 
 
 def test_effective_config_is_plain_json_and_rebuilds():
     config = TrainConfig(env="cartpole", agent="tabular", out="o", seeds=2)
-    effective = effective_config(config, agent_config(config), {"state_bins": (3, 3)})
+    effective = effective_config(
+        resolve_settings(config, build_problem=False), {"state_bins": (3, 3)}
+    )
     text = json.dumps(effective)
     rebuilt = build_dataclass(TrainConfig, json.loads(text))
-    assert agent_config(rebuilt) == agent_config(config)
+    assert _agent_config(rebuilt) == _agent_config(config)
     assert rebuilt.env_options == {"state_bins": [3, 3]}
 
 
@@ -291,7 +295,7 @@ def configs(draw):
     for key in draw(st.lists(st.sampled_from(TRAIN_KEYS), max_size=2, unique=True)):
         values[key] = draw(junk)
         mutated.add(key)
-    fields = [f.name for f in dataclasses.fields(agent_parts(agent)[1])] + ["rnak"]
+    fields = [f.name for f in dataclasses.fields(agent_spec(agent).config_class)] + ["rnak"]
     agent_params = {}
     for key in draw(st.lists(st.sampled_from(fields), max_size=3, unique=True)):
         agent_params[key] = draw(st.one_of(junk, st.sampled_from(SIZES)))
@@ -366,3 +370,8 @@ def test_huge_sizes_are_config_errors_checked_up_front(values, key):
     config = {"env": "cartpole", "agent": "random", "out": "unused", **values}
     with pytest.raises(ConfigError, match=f"'{key}'"):
         build(build_dataclass(TrainConfig, config))
+
+
+def _agent_config(config):
+    """The effective agent config of ``config`` (`rl.config.resolve_settings`)."""
+    return resolve_settings(config, build_problem=False).agent

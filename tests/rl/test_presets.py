@@ -10,7 +10,7 @@ import pytest
 
 from rl.agents import readings
 from rl.agents.param_formulas import cp_params
-from rl.config import ConfigError, TrainConfig, agent_config, preset_config
+from rl.config import ConfigError, TrainConfig, preset_config, resolve_settings
 from rl.experiments import presets
 from rl.runs.metrics import read_metrics
 from rl.runs.training import build, train
@@ -87,9 +87,9 @@ def test_budgets_and_widths_come_from_the_formulas():
 def test_precedence_defaults_reading_file_set(tmp_path):
     # defaults: TEQLConfig.max_inner = 10; reading released on cartpole: 5
     base = TrainConfig(env="cartpole", agent="teql", out="o")
-    assert agent_config(base).max_inner == 10
+    assert _agent_config(base).max_inner == 10
     released = TrainConfig(env="cartpole", agent="teql", out="o", reading="released")
-    assert agent_config(released).max_inner == 5
+    assert _agent_config(released).max_inner == 5
     # the config file beats the reading, --set beats the file
     path = tmp_path / "run.toml"
     path.write_text(
@@ -98,7 +98,7 @@ def test_precedence_defaults_reading_file_set(tmp_path):
     )
     args = build_parser().parse_args(["--config", str(path), "--set", "max_inner=2"])
     config = config_from_args(args)
-    cfg = agent_config(config)
+    cfg = _agent_config(config)
     assert (cfg.max_inner, cfg.c, cfg.kappa) == (2, 0.5, 0.0)
     # --preset is below the file and the flags
     args = build_parser().parse_args(
@@ -163,3 +163,8 @@ def test_config_json_reruns_and_resume_compares_effective_configs(tmp_path):
     assert completed.returncode == 0, completed.stderr
     completed = _cli("--resume", first, "--episodes", 6, "--reading", "paper", "--no-plot")
     assert completed.returncode == 2 and "'reading'" in completed.stderr
+
+
+def _agent_config(config):
+    """The effective agent config of ``config`` (`rl.config.resolve_settings`)."""
+    return resolve_settings(config, build_problem=False).agent

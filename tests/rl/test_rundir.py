@@ -210,7 +210,7 @@ def test_a_hostile_holder_record_reads_as_unknown(tmp_path):
 
 @pytest.mark.parametrize("command", ["train", "resume", "sweep", "convert"])
 def test_every_command_refuses_a_linked_lock_with_exit_2(tmp_path, capsys, command):
-    from rl.runs.checkpoint import main as checkpoint_main
+    from rl.runs.legacy_checkpoint import main as checkpoint_main
     from rl.sweep import main as sweep_main
     from rl.train import main as train_main
 

@@ -362,7 +362,7 @@ def test_planted_pickle_runs_nothing_on_resume(tmp_path, where):
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
     assert done.stderr.startswith("error: Refusing checkpoint")
     if where != "object-array-in-npz":
-        assert f"python -m rl.runs.checkpoint convert {out}" in done.stderr
+        assert f"python -m rl.runs.legacy_checkpoint convert {out}" in done.stderr
     assert _files(out) == before
 
 

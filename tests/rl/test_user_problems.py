@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import rl
-from rl.config import TrainConfig, agent_parts, build_dataclass
+from rl.config import TrainConfig, agent_spec, build_dataclass
 from rl.envs import is_exact_model, value_iteration
 from rl.loop.replicas import ReplicaEnvs
 from rl.loop.runner import Runner
@@ -23,9 +23,9 @@ BOX_OPTIONS = {"state_bins": (6, 5), "low": -2.0, "high": (2.0, 1.0), "action_bi
 
 
 def _agent(name, problem, seeds=(0,), **params):
-    agent_class, config_class, _ = agent_parts(name)
-    config = build_dataclass(config_class, params)
-    return agent_class(problem, config, [s.agent for s in spawn_replicas(list(seeds))])
+    spec = agent_spec(name)
+    config = build_dataclass(spec.config_class, params)
+    return spec.agent_class(problem, config, [s.agent for s in spawn_replicas(list(seeds))])
 
 
 def test_module_qualified_id_maps_discrete_spaces_to_modes():
