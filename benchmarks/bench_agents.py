@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from rl.config import TrainConfig
+from rl.runs.config import TrainConfig
 from rl.runs.training import build
 
 TENSOR_AGENTS = ("teql", "teql-released", "tlr")

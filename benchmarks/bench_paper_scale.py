@@ -28,7 +28,7 @@ READINGS = {
 
 def measure(label: str, seeds: int, episodes: int) -> dict[str, Any]:
     """Train ``seeds`` x ``episodes`` for reading ``label``; return the row with the forecast."""
-    from rl.config import TrainConfig
+    from rl.runs.config import TrainConfig
     from rl.runs.training import build, run
 
     agent, params = READINGS[label]

@@ -62,7 +62,7 @@ class _Clock:
 def _cartpole(
     agent: str, params: dict, replicas: int, seconds: float, fused: bool
 ) -> dict[str, float]:
-    from rl.config import TrainConfig
+    from rl.runs.config import TrainConfig
     from rl.runs.training import build
 
     config = TrainConfig(
@@ -93,8 +93,8 @@ def _cartpole(
 
 def _highway_grid(agent: str, params: dict, replicas: int, seconds: float) -> dict[str, float]:
     from rl.agents.base import Transitions
-    from rl.config import TrainConfig, resolve_settings
     from rl.problems import Problem
+    from rl.runs.config import TrainConfig, resolve_settings
     from rl.seeding import spawn_replicas
 
     state_dims, n_actions = HIGHWAY_SHAPE

@@ -47,7 +47,6 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from rl.agents.readings import PAPER_TABLE
-from rl.config import ConfigError, preset_config
 from rl.experiments.executor import (
     ExecutorError,
     Task,
@@ -65,8 +64,10 @@ from rl.experiments.paper import (
     experiment,
     reading_for,
 )
+from rl.experiments.presets import preset_config
 from rl.experiments.report import line_stats, load_line, plot_box, plot_curves, write_tables
 from rl.experiments.summary import Settings, write_summary
+from rl.runs.config import ConfigError
 from rl.runs.rundir import open_run_file
 from rl.validation import MAX_REPLICAS
 
@@ -133,7 +134,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
     ValueError
         In one line, for an unknown experiment or environment, a bad scale,
         seed count or ``--agents`` entry.
-    rl.config.ConfigError
+    rl.runs.config.ConfigError
         If a configuration is invalid.
     """
     chosen = experiment(args.name)

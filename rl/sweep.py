@@ -24,7 +24,7 @@ slowest), then the ``[[runs]]``; a file with neither is the
 single configuration ``[base]``; at most `MAX_CONFIGURATIONS` (10,000) are
 allowed, counted before any is expanded. ``out`` in the file is ignored: ``--out``
 decides. Every configuration is built before anything runs (the same
-`rl.config` loader as ``rl.train``, and the agent and environment are
+`rl.runs.config` loader as ``rl.train``, and the agent and environment are
 constructed, without training); the first bad one stops the sweep with its
 key named (exit 2).
 
@@ -53,7 +53,6 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from rl.config import ConfigError, TrainConfig, build_dataclass, load_config_file
 from rl.experiments.executor import (
     INDEX_FILE,
     ExecutorError,
@@ -64,6 +63,7 @@ from rl.experiments.executor import (
     run_tasks,
     sigterm_interrupts,
 )
+from rl.runs.config import ConfigError, TrainConfig, build_dataclass, load_config_file
 from rl.runs.rundir import RunDirError
 from rl.runs.training import build
 
@@ -134,7 +134,7 @@ def train_config(values: Mapping[str, Any]) -> TrainConfig:
         return build_dataclass(TrainConfig, values, "the training config")
     if not isinstance(name, str):
         raise ConfigError(f"The '{PRESET}' parameter must be a str. Got {name!r} instead.")
-    from rl.config import preset_config
+    from rl.experiments.presets import preset_config
 
     return preset_config(name, **values)
 

@@ -28,10 +28,16 @@ from typing import Any
 import numpy as np
 
 from rl.agents.readings import DEFAULT_READING, READINGS
-from rl.config import ConfigError, TrainConfig, build_dataclass, load_config_file, parse_assignment
 from rl.problems import EnvFailure
 from rl.problems.from_gymnasium import EnvModuleRefused
 from rl.runs.checkpoint import CheckpointError
+from rl.runs.config import (
+    ConfigError,
+    TrainConfig,
+    build_dataclass,
+    load_config_file,
+    parse_assignment,
+)
 from rl.runs.rundir import RunDirError, check_run_files
 from rl.runs.training import (
     CHECKPOINT_FILE,

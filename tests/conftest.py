@@ -17,7 +17,7 @@ def compiled_kernels():
     """
     from rl.agents._fast_path import warm
     from rl.loop.fused import warm as warm_fused
-    from rl.problems.bundled import warm_kernels
+    from tests.warm_envs import warm_kernels
 
     warm()
     warm_kernels()
@@ -43,8 +43,8 @@ def payload_run(tmp_path):
     import dataclasses
     import json
 
-    from rl.config import TrainConfig
     from rl.runs.checkpoint import load_checkpoint, save_checkpoint
+    from rl.runs.config import TrainConfig
     from rl.runs.training import train
 
     run_dir = tmp_path / "run"

@@ -90,7 +90,7 @@ def test_every_flag_has_a_help_line(command: str, module_name: str, summary: str
 def test_train_help_lists_every_reading_and_default() -> None:
     from rl import train
     from rl.agents.readings import READINGS
-    from rl.config import TrainConfig
+    from rl.runs.config import TrainConfig
 
     text = " ".join(train.build_parser().format_help().split())
     for name in {name for readings in READINGS.values() for name in readings}:

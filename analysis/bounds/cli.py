@@ -168,7 +168,7 @@ def run_report(args: argparse.Namespace) -> list[str]:
     )
     from analysis.qstar import EXACT_ENVS
     from analysis.rank import rank_profile
-    from rl.config import ConfigError, parse_assignment
+    from rl.runs.config import ConfigError, parse_assignment
 
     if args.env not in EXACT_ENVS:
         raise UsageError(f"--env must be one of {', '.join(EXACT_ENVS)}, got {args.env!r}.")

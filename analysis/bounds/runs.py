@@ -263,8 +263,8 @@ def record_bound_run(
     """
     import gymnasium
 
-    from rl.config import TrainConfig
     from rl.problems import make_problem
+    from rl.runs.config import TrainConfig
     from rl.runs.training import build
 
     if env not in EXACT_ENVS:

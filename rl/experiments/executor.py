@@ -1,7 +1,7 @@
 """Run independent training configurations on a local process pool or on a Ray cluster.
 
 The one executor of `rl.sweep` and `rl.reproduce`. A `Task` is one training
-configuration (a `rl.config.TrainConfig`, its seeds trained as replicas in
+configuration (a `rl.runs.config.TrainConfig`, its seeds trained as replicas in
 lockstep by `rl.runs.training`) and the name of its run directory under the
 executor's output directory ``out``; `run_tasks` runs a list of them::
 
@@ -74,7 +74,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
-from rl.config import TrainConfig, effective_config, resolve_settings, to_jsonable
 from rl.experiments.workers import (
     RAY_INSTALL_HINT,
     ExecutorError,
@@ -86,6 +85,7 @@ from rl.experiments.workers import (
     ray_outcomes,
     require_ray,
 )
+from rl.runs.config import TrainConfig, effective_config, resolve_settings, to_jsonable
 from rl.runs.rundir import (
     RunLock,
     atomic_write_bytes,
@@ -186,7 +186,7 @@ def config_hash(config: TrainConfig) -> str:
 
     Raises
     ------
-    rl.config.ConfigError
+    rl.runs.config.ConfigError
         If the agent or its parameters are invalid.
     """
     effective = effective_config(resolve_settings(config, build_problem=False))
@@ -389,7 +389,7 @@ def run_tasks(
     ExecutorError
         Before anything runs: bad arguments, Ray missing, ``out`` already used
         (without ``resume``) or in use by another driver.
-    rl.config.ConfigError
+    rl.runs.config.ConfigError
         If a task's agent or its parameters are invalid (from `config_hash`).
     """
     if backend not in ("local", "ray"):

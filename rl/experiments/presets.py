@@ -1,16 +1,17 @@
 """Presets: an environment, an agent and a reading selected together (``--preset NAME``).
 
 ``cartpole-teql-released`` is CartPole, TEQL and its released reading
-(`rl.agents.readings`); `rl.config.preset_config` turns a preset into a
-`rl.config.TrainConfig` whose fields can then be overridden key by key.
+(`rl.agents.readings`); `preset_config` turns a preset into a
+`rl.runs.config.TrainConfig` whose fields can then be overridden key by key.
 Every environment x agent that runs on it x reading of the agent is a preset.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from rl.agents.readings import reading, readings, same_settings
+from rl.runs.config import ConfigError, TrainConfig, build_dataclass
 
 
 class Preset(NamedTuple):
@@ -73,3 +74,22 @@ def describe(entry: Preset) -> str:
     ]
     note = f" (same settings as {', '.join(same)})" if same else ""
     return f"{entry.name}: {reading(entry.agent, entry.reading).description}{note}"
+
+
+def preset_config(name: str, **fields: Any) -> TrainConfig:
+    """Return the `TrainConfig` of preset ``name`` with ``fields`` overriding it key by key.
+
+    ``preset_config("cartpole-teql-released", out="runs/x", seeds=8)`` is
+    ``--preset cartpole-teql-released --out runs/x --seeds 8``.
+
+    Raises
+    ------
+    ConfigError
+        For an unknown preset or an invalid field.
+    """
+    try:
+        chosen = preset(name)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+    values = {"env": chosen.env, "agent": chosen.agent, "reading": chosen.reading, **fields}
+    return build_dataclass(TrainConfig, values, "the training config")

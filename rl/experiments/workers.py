@@ -24,7 +24,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from rl.config import TrainConfig
+from rl.runs.config import TrainConfig
 from rl.runs.rundir import LOCK_FILE
 from rl.runs.training import FIGURE_FILE, build, run
 

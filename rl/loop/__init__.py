@@ -1,1 +1,8 @@
-"""X."""
+"""The training loop: B replicas of one agent on B copies of a problem, in lockstep.
+
+`rl.loop.runner.Runner` plays episodes step by step through
+`rl.loop.replicas.ReplicaEnvs` (one environment per replica, reset with its own
+seed); `rl.loop.fused` plays the same steps many at a time in one compiled call
+where the environment and the agent have compiled twins; `rl.loop.slots` holds
+the episode bookkeeping both share.
+"""

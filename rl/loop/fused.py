@@ -308,7 +308,7 @@ def warm() -> None:
     types, so one run compiles the code that later runs, in this process and
     in processes started after it, find.
     """
-    from rl.config import TrainConfig
+    from rl.runs.config import TrainConfig
     from rl.runs.training import build
 
     config = TrainConfig(env="cartpole", agent="teql-released", seeds=2, eval_every=1, out="-")

@@ -31,7 +31,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from rl.agents.base import Agent
-from rl.config import ConfigError, TrainConfig, agent_spec, build_dataclass
+from rl.runs.config import ConfigError, TrainConfig, agent_spec, build_dataclass
 from rl.problems import Problem, make_problem
 from rl.problems.from_gymnasium import EnvModuleRefused
 from rl.runs.checkpoint import (

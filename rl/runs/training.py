@@ -1,7 +1,7 @@
 """A training run: the run directory, metrics, checkpoints and resume around `rl.loop.runner`.
 
 `build` makes the problem, the replicas' streams, the agent and the
-`rl.loop.runner.Runner` that a `rl.config.TrainConfig` describes; `run` plays the
+`rl.loop.runner.Runner` that a `rl.runs.config.TrainConfig` describes; `run` plays the
 training episodes with the runner and writes ``metrics.csv`` (one row per seed
 and episode, in episode order), ``config.json`` and checkpoints. Replicas run
 ahead of one another freely (`rl.loop.runner`) and wait for each other only at a
@@ -34,7 +34,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
-from rl.config import ConfigError, TrainConfig, effective_config, resolve_settings
+from rl.runs.config import ConfigError, TrainConfig, effective_config, resolve_settings
 from rl.loop.runner import Runner
 from rl.runs.checkpoint import (
     CHECKPOINT_NAME,
@@ -276,7 +276,7 @@ def run(
         Episodes, checkpoint interval and the run directory ``config.out``.
     effective : dict
         The full effective configuration, written to ``config.json`` and stored
-        in the checkpoint (see `rl.config.effective_config`).
+        in the checkpoint (see `rl.runs.config.effective_config`).
     resume : bool
         Continue from ``config.out/checkpoint.npz``: the checkpoint is checked
         (values, and episode against ``metrics.csv``, see
@@ -416,7 +416,7 @@ def build(config: TrainConfig, *, import_env_module: bool = True) -> tuple[Runne
     -------
     runner : Runner
     effective : dict
-        The full effective configuration (see `rl.config.effective_config`).
+        The full effective configuration (see `rl.runs.config.effective_config`).
 
     Raises
     ------

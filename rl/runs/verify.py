@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from rl.config import TrainConfig
+from rl.runs.config import TrainConfig
 from rl.runs.checkpoint import CheckpointError, check_checkpoint_against_metrics, load_checkpoint
 from rl.runs.metrics import read_metrics
 from rl.runs.training import CHECKPOINT_FILE, METRICS_FILE

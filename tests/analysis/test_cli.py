@@ -114,7 +114,7 @@ def test_rank_bad_input(argv, needle, capsys, tmp_path):
 
 
 def test_rank_refuses_a_run_without_q(tmp_path, capsys):
-    from rl.config import TrainConfig
+    from rl.runs.config import TrainConfig
     from rl.runs.training import train
 
     train(TrainConfig(env="lowrank", agent="random", out=str(tmp_path / "r"), episodes=1))
@@ -124,7 +124,7 @@ def test_rank_refuses_a_run_without_q(tmp_path, capsys):
 
 
 def test_rank_of_a_run(tmp_path, capsys):
-    from rl.config import TrainConfig
+    from rl.runs.config import TrainConfig
     from rl.runs.training import train
 
     train(TrainConfig(env="lowrank", agent="tabular", out=str(tmp_path / "t"), episodes=1))

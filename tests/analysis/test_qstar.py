@@ -16,10 +16,10 @@ from analysis.qstar import (
     qtensor_from_run,
     sampled_value_iteration,
 )
-from rl.config import TrainConfig
 from rl.envs.pendulum import pendulum_step
 from rl.problems import make_problem
 from rl.problems.from_gymnasium import EnvModuleRefused
+from rl.runs.config import TrainConfig
 from rl.runs.training import train
 
 

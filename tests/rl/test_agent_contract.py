@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from rl.agents.registry import AGENTS
-from rl.config import TrainConfig
+from rl.runs.config import TrainConfig
 from rl.runs.training import build
 
 TORCH_AGENTS = {"dqn", "sac"}

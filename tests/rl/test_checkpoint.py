@@ -19,12 +19,11 @@ from rl.runs.checkpoint import (
     check_checkpoint_against_metrics,
     checkpoint_bytes,
     load_checkpoint,
-    main,
     payload_digest,
     restore_agent,
     save_checkpoint,
 )
-from rl.runs.legacy_checkpoint import convert_legacy
+from rl.runs.legacy_checkpoint import convert_legacy, main
 
 
 def _state():
@@ -298,7 +297,7 @@ def test_every_agent_resumes_bitwise_through_the_npz_checkpoint(tmp_path, agent,
     """Stop after episode 3, resume from checkpoint.npz to 4: the numbers equal a straight run."""
     if agent in ("dqn", "sac"):  # gradient steps from episode 2: Adam states (int keys) saved
         request.getfixturevalue("torch_one_thread")
-    from rl.config import TrainConfig
+    from rl.runs.config import TrainConfig
     from rl.runs.metrics import COLUMNS, read_metrics
     from rl.runs.training import train
 
@@ -338,7 +337,13 @@ def test_convert_hint_is_shell_quoted(tmp_path):
     (run_dir / "checkpoint.pkl").write_bytes(pickle.dumps({"format": 1}))
     message = _refused(run_dir / "checkpoint.npz", "old pickled checkpoint")
     command = message.rpartition("convert it once with: ")[2]
-    assert shlex.split(command) == ["python", "-m", "rl.runs.checkpoint", "convert", str(run_dir)]
+    assert shlex.split(command) == [
+        "python",
+        "-m",
+        "rl.runs.legacy_checkpoint",
+        "convert",
+        str(run_dir),
+    ]
 
 
 # ----------------------------------------------------------------------------- tampered files
@@ -365,7 +370,7 @@ def _snapshot(run_dir):
 
 @pytest.fixture(scope="module")
 def teql_run(tmp_path_factory):
-    from rl.config import TrainConfig
+    from rl.runs.config import TrainConfig
     from rl.runs.training import train
 
     out = tmp_path_factory.mktemp("teql") / "run"

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rl.config import (
+from rl.runs.config import (
     ConfigError,
     TrainConfig,
     agent_spec,
@@ -373,5 +373,5 @@ def test_huge_sizes_are_config_errors_checked_up_front(values, key):
 
 
 def _agent_config(config):
-    """The effective agent config of ``config`` (`rl.config.resolve_settings`)."""
+    """The effective agent config of ``config`` (`rl.runs.config.resolve_settings`)."""
     return resolve_settings(config, build_problem=False).agent

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from rl.config import TrainConfig
 from rl.evaluate import evaluate
 from rl.loop.runner import episode_seed
 from rl.problems import EnvFailure, make_problem
+from rl.runs.config import TrainConfig
 from rl.runs.load import load_run
 from rl.runs.training import train
 

@@ -5,7 +5,6 @@ import sys
 import numpy as np
 import pytest
 
-from rl.config import TrainConfig
 from rl.experiments.executor import (
     ERROR_FILE,
     INDEX_FILE,
@@ -16,6 +15,7 @@ from rl.experiments.executor import (
     read_index,
     run_tasks,
 )
+from rl.runs.config import TrainConfig
 from rl.runs.metrics import COLUMNS, read_metrics
 from rl.runs.training import train
 from rl.runs.verify import verify_run

@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-from rl.config import TrainConfig
 from rl.envs.cartpole import ContinuousCartPole
 from rl.loop.fused import FusedLoop
 from rl.loop.runner import _Segment
+from rl.runs.config import TrainConfig
 from rl.runs.training import build
 from tests.rl.agent_drivers import assert_tree_equal
 

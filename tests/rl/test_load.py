@@ -8,8 +8,8 @@ import pytest
 import tensorly as tl
 
 import rl
-from rl.config import TrainConfig
 from rl.problems.from_gymnasium import EnvModuleRefused
+from rl.runs.config import TrainConfig
 from rl.runs.load import RunLoadError
 from rl.runs.training import build, run
 

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from rl.config import TrainConfig
+from rl.runs.config import TrainConfig
 from rl.runs.metrics import read_metrics
 from rl.runs.training import build, train
 

@@ -1,4 +1,4 @@
-"""Presets and readings (rl.agents.readings), their resolution (rl.config) and the CLI flags."""
+"""Presets and readings (rl.agents.readings), their resolution (rl.runs.config), the CLI flags."""
 
 import json
 import subprocess
@@ -10,8 +10,9 @@ import pytest
 
 from rl.agents import readings
 from rl.agents.param_formulas import cp_params
-from rl.config import ConfigError, TrainConfig, preset_config, resolve_settings
 from rl.experiments import presets
+from rl.experiments.presets import preset_config
+from rl.runs.config import ConfigError, TrainConfig, resolve_settings
 from rl.runs.metrics import read_metrics
 from rl.runs.training import build, train
 from rl.train import build_parser, config_from_args
@@ -166,5 +167,5 @@ def test_config_json_reruns_and_resume_compares_effective_configs(tmp_path):
 
 
 def _agent_config(config):
-    """The effective agent config of ``config`` (`rl.config.resolve_settings`)."""
+    """The effective agent config of ``config`` (`rl.runs.config.resolve_settings`)."""
     return resolve_settings(config, build_problem=False).agent

@@ -109,7 +109,7 @@ def test_make_run_dir_names_the_os_error(tmp_path):
 
 
 def _config(out, **changes):
-    from rl.config import TrainConfig
+    from rl.runs.config import TrainConfig
 
     values = {"env": "inventory", "agent": "tabular", "seeds": 2, "episodes": 6}
     return TrainConfig(out=str(out), checkpoint_every=2, **{**values, **changes})
@@ -163,7 +163,7 @@ def test_failed_write_mid_run_keeps_the_last_good_checkpoint(tmp_path, monkeypat
 
 
 def test_lock_is_released_after_a_run_and_after_a_refusal(tmp_path):
-    from rl.config import ConfigError
+    from rl.runs.config import ConfigError
     from rl.runs.training import train
 
     out = tmp_path / "run"

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 
 from rl.agents.random_agent import RandomAgent, RandomConfig
-from rl.config import ConfigError, TrainConfig
 from rl.loop.runner import episode_seed
 from rl.problems import Problem, make_problem
 from rl.runs import training as runner_module
 from rl.runs.checkpoint import load_checkpoint
+from rl.runs.config import ConfigError, TrainConfig
 from rl.runs.metrics import COLUMNS, MetricsWriter, read_metrics
 from rl.runs.rundir import RunWriteError
 from rl.runs.training import Runner, build, run, train

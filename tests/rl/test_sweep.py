@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rl.config import ConfigError
 from rl.experiments.executor import INDEX_FILE, read_index
+from rl.runs.config import ConfigError
 from rl.runs.metrics import COLUMNS, read_metrics
 from rl.runs.rundir import lock_holder
 from rl.sweep import MAX_CONFIGURATIONS, build_parser, expand_grid, main

@@ -182,7 +182,7 @@ def test_greedy_return_improves_on_cartpole(tmp_path):
 
 
 def _train_cartpole(tmp_path, agent, episodes):
-    from rl.config import TrainConfig
+    from rl.runs.config import TrainConfig
     from rl.runs.training import train
 
     config = TrainConfig(

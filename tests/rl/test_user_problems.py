@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 
 import rl
-from rl.config import TrainConfig, agent_spec, build_dataclass
 from rl.envs import is_exact_model, value_iteration
 from rl.loop.replicas import ReplicaEnvs
 from rl.loop.runner import Runner
 from rl.problems import EnvFailure, ObservationShapeError, exact_model, make_problem
 from rl.problems.spaces import SpaceGrid
+from rl.runs.config import TrainConfig, agent_spec, build_dataclass
 from rl.runs.training import train
 from rl.seeding import spawn_replicas
 from tests.rl import toy_envs

@@ -401,27 +401,6 @@ def _refuse_problem_options(agent: str, params: Mapping[str, Any], fields: set[s
             )
 
 
-def preset_config(name: str, **fields: Any) -> TrainConfig:
-    """Return the `TrainConfig` of preset ``name`` with ``fields`` overriding it key by key.
-
-    ``preset_config("cartpole-teql-released", out="runs/x", seeds=8)`` is
-    ``--preset cartpole-teql-released --out runs/x --seeds 8``.
-
-    Raises
-    ------
-    ConfigError
-        For an unknown preset or an invalid field.
-    """
-    from rl.experiments import presets
-
-    try:
-        chosen = presets.preset(name)
-    except ValueError as error:
-        raise ConfigError(str(error)) from None
-    values = {"env": chosen.env, "agent": chosen.agent, "reading": chosen.reading, **fields}
-    return build_dataclass(TrainConfig, values, "the training config")
-
-
 def to_jsonable(value: Any) -> Any:
     """Convert dataclasses, tuples and numpy scalars to plain JSON values."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
