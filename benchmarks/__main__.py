@@ -31,7 +31,7 @@ QUICK = {
     "tensorq": ["--number", "20"],
     "envs": ["--steps", "200", "--num-envs", "4", "--no-highway"],
     "agents": ["--episodes", "2", "--replicas", "4"],
-    "deep": ["--number", "3"],
+    "deep": ["--number", "4", "--replicas", "1", "2"],
     "step": ["--seconds", "0.05", "--replicas", "1", "4", "--agents", "teql-released", "--inline"],
     "analysis": ["--quick"],
     "paper_scale": ["--seeds", "4", "--episodes", "3"],

@@ -1,34 +1,43 @@
-"""Microseconds per agent-step of the deep baselines on CartPole-sized inputs.
+"""Microseconds per agent-step of DQN and discrete SAC, looped over replicas and batched.
 
-Run with ``python benchmarks/bench_deep.py``. The problem has 4 state
-components of 10 bins and 10 actions (in = 4, |A| = 10), the parameter-matched
-widths (DQN hidden 46, SAC hidden 15), B = 1, one torch thread. Each agent
-first runs past its warm-up, then ``act`` + ``observe`` (one gradient step)
-are timed on random transitions; ``act`` and ``greedy`` alone are timed too.
-Reports the best of 5 repeats (the least disturbed by other processes).
+Run with ``python -m benchmarks deep``. Two implementations of each agent:
+``looped`` (`benchmarks.looped_deep`, the design before batching: one network,
+optimizer and buffer per replica, a Python loop over replicas) and
+``batched`` (`rl.agents.dqn`, `rl.agents.sac`: every tensor stacked over the
+replicas). The problem is CartPole-sized: 4 state components of 10 bins and
+10 actions (in = 4, |A| = 10), the parameter-matched widths (DQN hidden 46,
+SAC hidden 15), one torch thread. Each measurement runs in its own process
+(so its peak memory is its own): the agent first runs past its warm-up
+(``learning_starts`` lowered to the batch size), then ``act`` + ``observe``
+(one gradient step per replica) are timed on random transitions, best of 3
+repeats. Columns: microseconds per agent-step (one replica's step), of the
+whole step and of ``act`` alone; peak resident memory of the process (CPU) or
+peak CUDA memory allocated; and the speed-up over the looped agent at B = 1.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import math
+import resource
+import subprocess
+import sys
 import timeit
 
 import numpy as np
-import torch
-
-from rl.agents.base import Transitions
-from rl.agents.dqn import DQN, DQNConfig
-from rl.agents.dqn import preset as dqn_preset
-from rl.agents.sac import DiscreteSAC, DiscreteSACConfig
-from rl.agents.sac import preset as sac_preset
-from rl.problems import Problem
-from rl.seeding import replica_streams
 
 STATE_DIMS = (10, 10, 10, 10)
 N_ACTIONS = 10
+IMPLEMENTATIONS = ("looped", "batched")
+AGENTS = ("dqn", "sac")
+REPLICAS = (1, 10, 100, 1000)
 
 
-def make_problem() -> Problem:
+def make_problem():  # noqa: ANN201 (rl.problems.Problem, imported lazily)
+    """Return the CartPole-sized toy problem (index vectors in, index vectors out)."""
+    from rl.problems import Problem
+
     return Problem(
         name="cartpole-sized",
         env_id="none",
@@ -41,61 +50,125 @@ def make_problem() -> Problem:
     )
 
 
-def make_agents(replicas: int) -> dict[str, object]:
+def make_agent(agent: str, implementation: str, replicas: int, device: str):  # noqa: ANN201
+    """Build one agent with the CartPole preset and warm-up lowered to one mini-batch."""
+    from benchmarks.looped_deep import LoopedDiscreteSAC, LoopedDQN
+    from rl.agents import dqn, sac
+    from rl.seeding import replica_streams
+
+    module, looped = (dqn, LoopedDQN) if agent == "dqn" else (sac, LoopedDiscreteSAC)
+    config_type = module.SPEC.config_class
+    params = module.preset("cartpole")
+    params["learning_starts"] = config_type().batch_size
+    if implementation == "batched":
+        params["device"] = device
+    cls = looped if implementation == "looped" else module.SPEC.agent_class
     streams = [replica_streams(seed).agent for seed in range(replicas)]
-    problem = make_problem()
-    return {
-        "dqn": DQN(problem, DQNConfig(**dqn_preset("cartpole")), streams),
-        "sac": DiscreteSAC(problem, DiscreteSACConfig(**sac_preset("cartpole")), streams),
-    }
+    return cls(make_problem(), config_type(**params), streams)
 
 
-def time_agent(agent, replicas: int, number: int) -> dict[str, float]:
-    """Return best-of-5 microseconds per call of step (act + observe), act and greedy."""
+def time_agent(agent, replicas: int, number: int) -> dict[str, float]:  # noqa: ANN001
+    """Return best-of-3 microseconds per agent-step of step (act + observe) and of act."""
+    from rl.agents.base import Transitions
+
     rng = np.random.default_rng(0)
     active = np.ones(replicas, dtype=bool)
-    pool = [rng.integers(0, STATE_DIMS, size=(replicas, len(STATE_DIMS))) for _ in range(64)]
+    pool = [rng.integers(0, STATE_DIMS, size=(replicas, len(STATE_DIMS))) for _ in range(16)]
     rewards = rng.normal(size=replicas)
     terminated = np.zeros(replicas, dtype=bool)
     counter = iter(range(10**9))
 
     def step() -> None:
         i = next(counter)
-        states, next_states = pool[i % 64], pool[(i + 1) % 64]
+        states, next_states = pool[i % 16], pool[(i + 1) % 16]
         actions = agent.act(states, active)
         agent.observe(Transitions(states, actions, rewards, next_states, terminated, active))
 
-    for _ in range(600):  # past the 500-step warm-up: every step now trains
+    for _ in range(agent.config.learning_starts + 2):  # from here every step trains
         step()
     result = {}
-    for name, fn in (
-        ("step", step),
-        ("act", lambda: agent.act(pool[0], active)),
-        ("greedy", lambda: agent.greedy(pool[0])),
-    ):
-        best = min(timeit.repeat(fn, number=number, repeat=5)) / number
+    for name, fn in (("step", step), ("act", lambda: agent.act(pool[0], active))):
+        best = min(timeit.repeat(fn, number=number, repeat=3)) / number
         result[name] = best * 1e6 / replicas
     return result
 
 
+def measure(agent: str, implementation: str, replicas: int, device: str, number: int) -> dict:
+    """Time one agent in this process; return its row (with this process's peak memory)."""
+    import torch
+
+    torch.set_num_threads(1)
+    built = make_agent(agent, implementation, replicas, device)
+    calls = max(2, number // replicas)
+    row = {"agent": agent, "impl": implementation, "B": replicas, "device": "cpu"}
+    if implementation == "batched":
+        row["device"] = str(built.device)
+    row.update(time_agent(built, replicas, calls))
+    if row["device"].startswith("cuda"):
+        torch.cuda.synchronize()
+        row["peak_mb"] = torch.cuda.max_memory_allocated() / 2**20
+    else:
+        row["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return row
+
+
+def run_one(agent: str, implementation: str, replicas: int, device: str, number: int) -> dict:
+    """Run `measure` in a fresh Python process and return its row."""
+    code = (
+        "import json, sys; from benchmarks.bench_deep import measure; "
+        f"print(json.dumps(measure({agent!r}, {implementation!r}, {replicas}, {device!r}, "
+        f"{number})))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    if done.returncode:
+        lines = done.stderr.strip().splitlines() or ["(no output)"]
+        raise SystemExit(f"{agent} {implementation} B={replicas} failed: {lines[-1]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--number", type=int, default=300, help="calls per timing repeat")
+    parser.add_argument(
+        "--number", type=int, default=300, help="agent-steps per timing repeat (at least 2 calls)"
+    )
+    parser.add_argument(
+        "--replicas", type=int, nargs="+", default=list(REPLICAS), help="values of B"
+    )
+    parser.add_argument("--agents", nargs="+", default=list(AGENTS), choices=AGENTS)
+    parser.add_argument(
+        "--impls", nargs="+", default=list(IMPLEMENTATIONS), choices=IMPLEMENTATIONS
+    )
+    parser.add_argument(
+        "--device", default="cpu", help="device of the batched agents (cpu, cuda, cuda:N)"
+    )
+    parser.add_argument(
+        "--looped-max-replicas",
+        type=int,
+        default=math.inf,
+        help="skip the looped agent above this B (it costs B times its B = 1 time)",
+    )
     args = parser.parse_args(argv)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        print(f"torch {torch.__version__}, 1 thread; in=4, |A|=10; microseconds per replica-step")
-        print(f"{'agent':<6} {'B':>3} {'params':>7} {'act+observe':>12} {'act':>8} {'greedy':>8}")
-        for replicas in (1, 8):
-            for name, agent in make_agents(replicas).items():
-                t = time_agent(agent, replicas, number=args.number)
+    print(f"in=4, |A|=10, CartPole widths, one torch thread; batched on {args.device}")
+    print(
+        f"{'agent':<5} {'impl':<8} {'B':>5} {'device':<7} {'us/agent-step':>13} {'act us':>8} "
+        f"{'peak MB':>8} {'vs looped B=1':>13}"
+    )
+    for agent in args.agents:
+        reference = None
+        for implementation in args.impls:
+            for replicas in args.replicas:
+                if implementation == "looped" and replicas > args.looped_max_replicas:
+                    continue
+                row = run_one(agent, implementation, replicas, args.device, args.number)
+                if implementation == "looped" and replicas == 1:
+                    reference = row["step"]
+                speedup = f"{reference / row['step']:.1f}x" if reference else "-"
                 print(
-                    f"{name:<6} {replicas:>3} {agent.n_params:>7} {t['step']:>12.0f} "
-                    f"{t['act']:>8.0f} {t['greedy']:>8.0f}"
+                    f"{agent:<5} {implementation:<8} {replicas:>5} {row['device']:<7} "
+                    f"{row['step']:>13.1f} {row['act']:>8.1f} {row['peak_mb']:>8.0f} "
+                    f"{speedup:>13}",
+                    flush=True,
                 )
-    finally:
-        torch.set_num_threads(threads)
 
 
 if __name__ == "__main__":

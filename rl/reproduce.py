@@ -15,9 +15,9 @@ quotes), ``sensitivity`` (TEQL at five discretization levels) and
 
 Every configuration is one task of `rl.experiments.executor` (a local process pool of
 ``--workers`` processes, or Ray with ``--backend ray [--address ADDR]``): the
-seeds of a tensor agent run as replicas of one task, the PyTorch agents (and
-everything on Highway) one task per seed. Each task's run directory
-(``OUT/ENV/LINE`` or ``OUT/ENV/LINE/seed-S``, as ``rl.train`` writes it) and
+seeds of a line run as replicas of one task (the PyTorch agents too: they
+compute their replicas together), except on Highway, one task per seed. Each
+task's run directory (``OUT/ENV/LINE`` or ``OUT/ENV/LINE/seed-S``, as ``rl.train`` writes it) and
 its row of ``OUT/index.csv`` are written when it finishes; ``--resume`` runs
 only the configurations not yet done (or whose files are missing or damaged,
 one line each on stderr, see `rl.runs.verify`), then redraws everything. Progress lines
@@ -173,8 +173,8 @@ def make_plan(args: argparse.Namespace) -> Plan:
                 "line": line.key,
                 "reading": used[line.agent],
             }
-            if line.deep or env == "highway":
-                count = deep_seeds if line.deep else args.seeds
+            count = deep_seeds if line.deep else args.seeds
+            if env == "highway":  # the simulator dominates: one seed per task
                 for seed in range(count):
                     config = preset_config(name, seeds=1, seed=seed, **fields)
                     task = Task(f"{env}/{line.key}/seed-{seed}", config, {**values, "seed": seed})
@@ -182,9 +182,9 @@ def make_plan(args: argparse.Namespace) -> Plan:
                         PlannedTask(task, env, line, _task_cost(env, line, episodes[env], 1))
                     )
             else:
-                config = preset_config(name, seeds=args.seeds, seed=0, **fields)
-                task = Task(f"{env}/{line.key}", config, {**values, "seeds": args.seeds})
-                cost = _task_cost(env, line, episodes[env], args.seeds)
+                config = preset_config(name, seeds=count, seed=0, **fields)
+                task = Task(f"{env}/{line.key}", config, {**values, "seeds": count})
+                cost = _task_cost(env, line, episodes[env], count)
                 planned.append(PlannedTask(task, env, line, cost))
     planned.sort(key=lambda p: -p.cost)  # longest first: the pool takes tasks in order
     return Plan(chosen, envs, lines, planned, episodes, windows, used)

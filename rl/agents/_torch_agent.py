@@ -1,43 +1,34 @@
-"""What DQN and discrete SAC share: B independent PyTorch replicas behind one `Agent`.
+"""What DQN and discrete SAC share: B replicas computed together behind one `Agent`.
 
-Each replica owns its networks, optimizers, replay buffer and two numpy
-streams; the agent loops over replicas in Python. Subclasses say how to build
-a replica, which network gives the greedy action, and what one training step
-does; the constructor checks, the greedy action, storing transitions, episode
-counting and checkpoints are written once here.
+Every network, optimizer state and replay field is stacked along a leading
+replica axis (`rl.agents._stacked`), so one call acts, stores or trains all
+the replicas that take part; Python loops over replicas only to draw from each
+replica's own random streams. Subclasses build their networks and say what
+one training step does; the constructor checks, the greedy action, storing
+transitions, counters and the per-replica checkpoint layout are written once
+here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from typing import Any, ClassVar, Protocol
+from collections.abc import Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
 from numpy.typing import NDArray
-from torch import nn
 
+from rl.agents import _stacked as st
 from rl.agents import _torch_utils as tu
+from rl.agents._restore import saved_count
 from rl.agents.base import Agent, Transitions
 from rl.problems import Problem
 from rl.seeding import AgentRandom
 from rl.validation import check_memory
 
 
-class Replica(Protocol):
-    """The attributes the shared code uses on a replica."""
-
-    buffer: tu.ReplayBuffer
-    steps: int
-    episodes: int
-
-    def state_dict(self) -> dict[str, Any]: ...  # noqa: D102
-
-    def load_state_dict(self, state: dict[str, Any]) -> None: ...  # noqa: D102
-
-
-class ReplicatedTorchAgent(Agent):
-    """Base class of the PyTorch agents: one `Replica` per stream, looped over in Python.
+class BatchedTorchAgent(Agent):
+    """Base class of the PyTorch agents: B replicas stacked along axis 0 of every tensor.
 
     Parameters
     ----------
@@ -45,9 +36,22 @@ class ReplicatedTorchAgent(Agent):
         Supplies ``state_dims`` (network inputs) and ``action_dims`` (outputs:
         one per joint action).
     config : dataclass
-        An instance of the subclass's ``config_type``.
+        An instance of the subclass's ``config_type`` (with a ``device`` field).
     streams : sequence of rl.seeding.AgentRandom
         One per replica.
+
+    Attributes
+    ----------
+    replicas : int
+        B.
+    device : torch.device
+        Where every tensor lives.
+    buffer : rl.agents._stacked.StackedReplay
+        The replicas' replay memories.
+    layout : rl.agents._stacked.Layout
+        The tensors of one network in its row of a stacked (B, P) network.
+    steps, episodes : ndarray of int64, shape (B,)
+        Environment steps and training episodes of each replica.
     """
 
     config_type: ClassVar[type]
@@ -65,8 +69,17 @@ class ReplicatedTorchAgent(Agent):
             problem.state_dims, problem.action_dims, config.input_scaling, config.max_joint_actions
         )
         self.replicas = len(streams)
+        self.device = tu.torch_device(config.device)
         self._check_memory(config)
-        self._replicas = [self._make_replica(s) for s in streams]
+        self._init = [s.init for s in streams]
+        self._explore = [s.explore for s in streams]
+        self._scale = torch.from_numpy(self.codec.scale).to(self.device)
+        self.buffer = st.StackedReplay(
+            self.replicas, config.buffer_size, self.codec.state_dims, self.device
+        )
+        self.steps = np.zeros(self.replicas, dtype=np.int64)
+        self.episodes = np.zeros(self.replicas, dtype=np.int64)
+        self.layout = st.mlp_layout(self.codec.n_inputs, config.hidden, self.codec.n_actions)
 
     def _check_memory(self, config: Any) -> None:
         """Refuse sizes whose networks or replay buffers cannot fit in memory, before allocating."""
@@ -78,68 +91,122 @@ class ReplicatedTorchAgent(Agent):
         buffers = float(config.buffer_size) * transition * self.replicas
         check_memory("buffer_size", buffers, "the replay buffers")
 
-    def _make_replica(self, streams: AgentRandom) -> Replica:
+    def _greedy_network(self) -> torch.Tensor:
+        """Return the stacked network (B, P) whose argmax is the greedy action."""
         raise NotImplementedError
 
-    def _greedy_network(self, replica: Any) -> nn.Module:
-        """Return the network whose argmax is the greedy action."""
-        raise NotImplementedError
+    def _rows(self, host: NDArray[np.integer]) -> st.Rows:
+        return st.rows_of(host, self.replicas, self.device)
 
-    @staticmethod
-    def _forward(network: nn.Module, features: NDArray[np.float32]) -> torch.Tensor:
-        """Return the outputs of ``network`` for one feature row, without gradients."""
+    def _inputs(self, states: NDArray[np.integer], rows: st.Rows) -> torch.Tensor:
+        """Return the inputs (R, 1, D_S) of the replicas in ``rows`` at their rows of ``states``."""
+        index = torch.from_numpy(np.asarray(states)[rows.host]).to(self.device)
+        return self._features(index)[:, None, :]
+
+    def _features(self, states: torch.Tensor) -> torch.Tensor:
+        """Return the network inputs of index vectors on the device, float32 (..., D_S)."""
+        return states.to(torch.float32) * self._scale
+
+    def _outputs(self, network: torch.Tensor, states: NDArray, rows: st.Rows) -> torch.Tensor:
+        """Return the outputs (R, |A|) of the replicas in ``rows`` at their ``states`` rows."""
         with torch.inference_mode():
-            return network(torch.from_numpy(features[None]))[0]
-
-    def _argmax(self, replica: Any, features: NDArray[np.float32]) -> int:
-        return int(self._forward(self._greedy_network(replica), features).argmax())
+            params = self.layout.views(st.take(network, rows))
+            return st.forward(params, self._inputs(states, rows))[:, 0, :]
 
     def greedy(self, states: NDArray[np.int64]) -> NDArray[np.int64]:
         """Argmax of each replica's greedy network, shape (B, D_A); first index wins ties."""
-        features = self.codec.features(states)
-        joint = [self._argmax(replica, features[i]) for i, replica in enumerate(self._replicas)]
-        return self.codec.unravel(np.asarray(joint, dtype=np.int64))
+        rows = self._rows(np.arange(self.replicas))
+        joint = self._outputs(self._greedy_network(), states, rows).argmax(dim=1)
+        return self.codec.unravel(joint.cpu().numpy())
 
-    def _store(self, batch: Transitions) -> Iterator[Any]:
-        """Add each active replica's transition to its buffer, count it, and yield the replica."""
-        joint = self.codec.ravel(batch.actions)
-        for i in np.flatnonzero(batch.active):
-            replica = self._replicas[i]
-            replica.buffer.add(
-                batch.states[i],
-                joint[i],
-                batch.rewards[i],
-                batch.next_states[i],
-                batch.terminated[i],
-            )
-            replica.steps += 1
-            yield replica
+    def _store(self, batch: Transitions) -> st.Rows:
+        """Add each active replica's transition to its buffer, count it; return the active rows."""
+        rows = self._rows(np.flatnonzero(batch.active))
+        r = rows.host
+        self.buffer.add(
+            rows,
+            {
+                "states": batch.states[r],
+                "actions": self.codec.ravel(batch.actions[r]),
+                "rewards": batch.rewards[r],
+                "next_states": batch.next_states[r],
+                "terminated": batch.terminated[r],
+            },
+        )
+        self.steps[r] += 1
+        return rows
 
-    def _ready(self, replica: Any) -> bool:
-        """Whether the replica is past warm-up and its buffer holds a mini-batch."""
+    def _ready(self, rows: st.Rows) -> st.Rows:
+        """Return the replicas of ``rows`` past warm-up whose buffer holds a mini-batch."""
+        r = rows.host
         config = self.config
-        return replica.steps >= config.learning_starts and replica.buffer.size >= config.batch_size
+        ready = (self.steps[r] >= config.learning_starts) & (
+            self.buffer.size[r] >= config.batch_size
+        )
+        return self._rows(r[ready])
+
+    def _sample(self, rows: st.Rows) -> tuple[st.Sample, torch.Tensor, torch.Tensor]:
+        """Draw a mini-batch per replica of ``rows``; return it and its (next) states' inputs."""
+        sample = self.buffer.sample(self._explore, rows, self.config.batch_size)
+        return sample, self._features(sample.states), self._features(sample.next_states)
 
     def end_episode(self, active: NDArray[np.bool_]) -> None:
         """Count the episode of each active replica."""
-        for i in np.flatnonzero(active):
-            self._replicas[i].episodes += 1
+        self.episodes[np.flatnonzero(active)] += 1
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def _replica_states(self) -> list[dict[str, Any]]:
+        """Each replica's entries other than buffer, counters and streams."""
+        raise NotImplementedError
+
+    def _parse_replica(self, state: dict[str, Any]) -> Any:
+        """Check one replica's saved entries (those of `_replica_states`); ValueError if wrong."""
+        raise NotImplementedError
+
+    def _write_replica(self, i: int, parsed: Any) -> None:
+        """Restore replica i from what `_parse_replica` returned."""
+        raise NotImplementedError
 
     def state_dict(self) -> dict[str, Any]:
-        """Return every replica's networks, optimizers, replay, counters and RNG states."""
-        return {"agent": self.name, "replicas": [r.state_dict() for r in self._replicas]}
+        """Return every replica's networks, optimizers, replay, counters and RNG states.
+
+        One dict per replica, laid out as a replica trained alone would save
+        it (``nn.Module`` and ``torch.optim.Adam`` state dicts as numpy trees).
+        """
+        replicas = self._replica_states()
+        for i, state in enumerate(replicas):
+            state.update(
+                buffer=self.buffer.replica_state(i),
+                steps=int(self.steps[i]),
+                episodes=int(self.episodes[i]),
+                init_rng=tu.rng_state(self._init[i]),
+                explore_rng=tu.rng_state(self._explore[i]),
+            )
+        return {"agent": self.name, "replicas": replicas}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore what `state_dict` returned (same number of replicas and config)."""
+        """Restore what `state_dict` returned (same number of replicas and config).
+
+        Every replica's entries are checked before anything changes.
+        """
         saved = state["replicas"]
         if len(saved) != self.replicas:
             raise ValueError(f"State holds {len(saved)} replicas; this agent has {self.replicas}.")
-        for replica, replica_state in zip(self._replicas, saved, strict=True):
-            replica.load_state_dict(replica_state)
+        parsed = []
+        for replica in saved:
+            counts = (saved_count(replica, "steps"), saved_count(replica, "episodes"))
+            buffer = self.buffer.parse(replica["buffer"])
+            parsed.append((counts, buffer, self._parse_replica(replica)))
+        for i, ((steps, episodes), buffer, own) in enumerate(parsed):
+            self.steps[i], self.episodes[i] = steps, episodes
+            self.buffer.write(i, buffer)
+            self._write_replica(i, own)
+            tu.set_rng_state(self._init[i], saved[i]["init_rng"])
+            tu.set_rng_state(self._explore[i], saved[i]["explore_rng"])
 
 
-def optimizer_step(optimizer: torch.optim.Optimizer, loss: torch.Tensor) -> None:
-    """Zero the gradients, backpropagate ``loss`` and take one optimizer step."""
-    optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    optimizer.step()
+def gradient(loss: torch.Tensor, params: torch.Tensor) -> torch.Tensor:
+    """Return the gradient of ``loss`` (a sum of each replica's loss) for the leaf ``params``."""
+    (grad,) = torch.autograd.grad(loss, [params])
+    return grad

@@ -1,32 +1,26 @@
 """Shared pieces of the PyTorch baselines (DQN, discrete SAC).
 
-An MLP whose weights are drawn from a numpy stream, the width matcher (the
-formulas live in `rl.agents.param_formulas`), a replay buffer with numpy storage, the map
-between index vectors and network inputs / joint actions, conversion of torch
-state to numpy trees for checkpoints.
-
-Nothing here touches torch's global random state: weights come from the
-replica's ``init`` generator and replay samples from its ``explore`` generator.
+The width matcher (the formulas live in `rl.agents.param_formulas`), the device
+check, the map between index vectors and network inputs / joint actions, and
+conversion of torch state to numpy trees for checkpoints. The stacked
+networks, Adam and replay memory are in `rl.agents._stacked`.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import torch
 from numpy.typing import NDArray
-from torch import nn
 
-from rl.agents._restore import check_values, saved_array, saved_count
 from rl.agents.param_formulas import match_width, mlp_params
 from rl.validation import check_joint_actions
 
 INPUT_SCALINGS = ("unit", "raw")
 
-# ----------------------------------------------------------------------------- networks
+# ----------------------------------------------------------------------------- widths and devices
 
 
 def matched_hidden(n_in: int, n_out: int, budget: int, networks: int = 1, extra: int = 0) -> int:
@@ -39,46 +33,49 @@ def matched_hidden(n_in: int, n_out: int, budget: int, networks: int = 1, extra:
     return match_width(budget, lambda h: networks * mlp_params(n_in, h, n_out) + extra)
 
 
-def mlp(n_in: int, hidden: int, n_out: int, rng: np.random.Generator) -> nn.Sequential:
-    """One-hidden-layer ReLU MLP, float32, weights drawn from ``rng``.
+DEFAULT_DEVICE = "cpu"
+"""Torch device of the deep agents unless their config's ``device`` says otherwise."""
 
-    Every weight and bias is uniform on [-1/sqrt(fan_in), 1/sqrt(fan_in)], the
-    distribution of PyTorch's default ``nn.Linear`` initialisation, but drawn
-    from the replica's numpy ``init`` stream (layer by layer, weight then bias)
-    so that torch's global generator is never used.
+
+def check_device_name(name: object) -> torch.device:
+    """Return the torch device ``name`` names: ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
+
+    Raises
+    ------
+    ValueError
+        If ``name`` is not such a string (whether the device exists is checked
+        by `torch_device`, when an agent is built).
     """
-    layers = []
-    for fan_in, fan_out in ((n_in, hidden), (hidden, n_out)):
-        layer = torch.nn.utils.skip_init(nn.Linear, fan_in, fan_out)
-        bound = 1.0 / math.sqrt(fan_in)
-        with torch.no_grad():
-            weight = rng.uniform(-bound, bound, size=(fan_out, fan_in))
-            layer.weight.copy_(torch.from_numpy(weight))
-            layer.bias.copy_(torch.from_numpy(rng.uniform(-bound, bound, size=fan_out)))
-        layers.append(layer)
-    return nn.Sequential(layers[0], nn.ReLU(), layers[1])
-
-
-def adam(params: list[torch.Tensor], lr: float) -> torch.optim.Adam:
-    """Adam with PyTorch's defaults, using the fused CPU kernel where available.
-
-    The fused kernel (PyTorch >= 2.4) is about 3 times faster than the
-    per-parameter loop on networks this small; numbers differ from the loop in
-    the last bits, but each is deterministic.
-    """
+    problem = ValueError(
+        f"The 'device' parameter must be cpu, cuda or cuda:N. Got {name!r} instead."
+    )
+    if not isinstance(name, str):
+        raise problem
     try:
-        return torch.optim.Adam(params, lr=lr, fused=True)
-    except (RuntimeError, ValueError):
-        return torch.optim.Adam(params, lr=lr)
+        device = torch.device(name)
+    except (RuntimeError, TypeError):
+        raise problem from None
+    if device.type not in ("cpu", "cuda") or (device.type == "cpu" and device.index):
+        raise problem
+    return device
 
 
-def frozen_copy(network: nn.Module) -> nn.Module:
-    """Deep copy of ``network`` without gradients (a target network)."""
-    import copy
+def torch_device(name: str) -> torch.device:
+    """Return the torch device ``name`` once checked to exist on this machine.
 
-    target = copy.deepcopy(network)
-    target.requires_grad_(False)
-    return target
+    Raises
+    ------
+    ValueError
+        If ``name`` is not a device name, or names a CUDA device this machine lacks.
+    """
+    device = check_device_name(name)
+    if device.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if (device.index or 0) >= count:
+            raise ValueError(
+                f"The 'device' parameter is {name!r}, but this machine has {count} CUDA device(s)."
+            )
+    return device
 
 
 # ----------------------------------------------------------------------------- inputs and actions
@@ -139,106 +136,6 @@ class IndexCodec:
         if len(self.action_dims) == 1:
             return np.asarray(joint, dtype=np.int64)[:, None]
         return np.stack(np.unravel_index(joint, self.action_dims), axis=1).astype(np.int64)
-
-
-# ----------------------------------------------------------------------------- replay
-
-
-class ReplayBatch(NamedTuple):
-    """A sampled mini-batch, numpy arrays of length ``batch_size``."""
-
-    states: NDArray[np.integer]
-    actions: NDArray[np.int64]
-    rewards: NDArray[np.float32]
-    next_states: NDArray[np.integer]
-    terminated: NDArray[np.float32]
-
-
-class ReplayBuffer:
-    """Ring buffer of transitions stored as index vectors in the smallest int dtype.
-
-    Parameters
-    ----------
-    capacity : int
-        Number of transitions kept; the oldest is overwritten first.
-    state_dims : tuple of int
-        Mode sizes, used to choose the storage dtype.
-    """
-
-    def __init__(self, capacity: int, state_dims: Sequence[int]) -> None:
-        self.capacity = int(capacity)
-        self.state_dims = tuple(int(d) for d in state_dims)
-        dtype = np.min_scalar_type(max(state_dims) - 1)
-        dtype = np.promote_types(dtype, np.int16)  # signed, at least 16 bits
-        self.states = np.zeros((self.capacity, len(state_dims)), dtype=dtype)
-        self.next_states = np.zeros_like(self.states)
-        self.actions = np.zeros(self.capacity, dtype=np.int64)
-        self.rewards = np.zeros(self.capacity, dtype=np.float32)
-        self.terminated = np.zeros(self.capacity, dtype=np.float32)
-        self.position = 0
-        self.size = 0
-
-    def add(
-        self, state: NDArray, action: int, reward: float, next_state: NDArray, terminated: bool
-    ) -> None:
-        """Store one transition."""
-        i = self.position
-        self.states[i] = state
-        self.actions[i] = action
-        self.rewards[i] = reward
-        self.next_states[i] = next_state
-        self.terminated[i] = terminated
-        self.position = (i + 1) % self.capacity
-        self.size = min(self.size + 1, self.capacity)
-
-    def sample(self, rng: np.random.Generator, batch_size: int) -> ReplayBatch:
-        """Draw ``batch_size`` stored transitions uniformly, with replacement, from ``rng``."""
-        idx = rng.integers(0, self.size, size=batch_size)
-        return ReplayBatch(
-            self.states[idx],
-            self.actions[idx],
-            self.rewards[idx],
-            self.next_states[idx],
-            self.terminated[idx],
-        )
-
-    def state_dict(self) -> dict[str, Any]:
-        """Return the stored transitions (filled part only), position and size."""
-        n = self.size
-        return {
-            "states": self.states[:n].copy(),
-            "actions": self.actions[:n].copy(),
-            "rewards": self.rewards[:n].copy(),
-            "next_states": self.next_states[:n].copy(),
-            "terminated": self.terminated[:n].copy(),
-            "position": self.position,
-            "size": n,
-        }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore what `state_dict` returned.
-
-        Raises
-        ------
-        ValueError
-            If the size or position is out of range, an array has another
-            shape or dtype than this buffer's, or a state index is outside its
-            mode; nothing is changed.
-        """
-        n = saved_count(state, "size", self.capacity)
-        position = saved_count(state, "position", self.capacity - 1)
-        saved = {
-            key: saved_array(state, key, getattr(self, key)[:n], where="buffer")
-            for key in ("states", "actions", "rewards", "next_states", "terminated")
-        }
-        for key in ("states", "next_states"):
-            check_values(f"buffer/{key}", saved[key], 0, None)
-            if n and np.any(saved[key] >= np.asarray(self.state_dims)):
-                raise ValueError(f"the entry buffer/{key} holds an index outside its mode.")
-        for key, values in saved.items():
-            getattr(self, key)[:n] = values
-        self.position = position
-        self.size = n
 
 
 # ----------------------------------------------------------------------------- checkpoints

@@ -5,9 +5,12 @@ values of every (joint) discrete action. Experience replay, a hard-copied
 target network, epsilon-greedy exploration with per-step decay, Huber loss and
 Adam, one gradient step per environment step (CleanRL's ``dqn.py`` loop).
 
-Each of the B replicas owns its networks, optimizer, replay buffer and random
-streams; replicas never share state, so B replicas run together give the same
-numbers as each run alone. See ``docs/baselines.md`` for every choice.
+The B replicas are computed together: every network, Adam moment and replay
+field is one tensor with the replicas on axis 0 (`rl.agents._stacked`), on the
+config's ``device``. Each replica keeps its own random streams and counters
+and its gradient is its own, so B replicas run together give the same numbers
+as each run alone (bitwise on the CPU). See ``docs/baselines-deep.md`` for
+every choice.
 
 References
 ----------
@@ -27,9 +30,10 @@ import torch
 import torch.nn.functional as F
 from numpy.typing import NDArray
 
+from rl.agents import _stacked as st
 from rl.agents import _torch_utils as tu
-from rl.agents._restore import saved_count, saved_fraction
-from rl.agents._torch_agent import ReplicatedTorchAgent, optimizer_step
+from rl.agents._restore import saved_fraction
+from rl.agents._torch_agent import BatchedTorchAgent, gradient
 from rl.agents.base import Transitions
 from rl.agents.readings import reading
 from rl.agents.registry import AgentSpec
@@ -74,8 +78,11 @@ class DQNConfig:
     """``"unit"``: index / (d_n - 1) in [0, 1]; ``"raw"``: indices as floats (released)."""
     max_joint_actions: int = MAX_JOINT_ACTIONS
     """Refuse problems whose joint action count (product of action_dims) exceeds this."""
+    device: str = tu.DEFAULT_DEVICE
+    """Torch device of every tensor: ``"cpu"``, ``"cuda"`` or ``"cuda:N"``."""
 
     def __post_init__(self) -> None:
+        tu.check_device_name(self.device)
         for name in ("hidden", "buffer_size", "batch_size", "target_update_every"):
             check_int(name, getattr(self, name), 1)
         check_int("learning_starts", self.learning_starts, 0)
@@ -112,58 +119,8 @@ def released_preset(problem_name: str) -> dict[str, Any]:
     return reading("dqn", "released").agent_params(problem_name)
 
 
-class _Replica:
-    """Networks, optimizer, buffer, streams and counters of one DQN replica."""
-
-    def __init__(self, codec: tu.IndexCodec, config: DQNConfig, streams: AgentRandom) -> None:
-        self.init, self.explore = streams.init, streams.explore
-        self.q = tu.mlp(codec.n_inputs, config.hidden, codec.n_actions, self.init)
-        self.target = tu.frozen_copy(self.q)
-        self.optimizer = tu.adam(list(self.q.parameters()), config.learning_rate)
-        self.buffer = tu.ReplayBuffer(config.buffer_size, codec.state_dims)
-        self.epsilon = float(config.epsilon_start)
-        self.steps = 0
-        self.episodes = 0
-        self.loss = float("nan")
-
-    def sync_target(self) -> None:
-        with torch.no_grad():
-            for target, online in zip(self.target.parameters(), self.q.parameters(), strict=True):
-                target.copy_(online)
-
-    def state_dict(self) -> dict[str, Any]:
-        return {
-            "q": tu.to_numpy_tree(self.q.state_dict()),
-            "target": tu.to_numpy_tree(self.target.state_dict()),
-            "optimizer": tu.to_numpy_tree(self.optimizer.state_dict()),
-            "buffer": self.buffer.state_dict(),
-            "epsilon": self.epsilon,
-            "steps": self.steps,
-            "episodes": self.episodes,
-            "loss": self.loss,
-            "init_rng": tu.rng_state(self.init),
-            "explore_rng": tu.rng_state(self.explore),
-        }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore what `state_dict` returned; ValueError if a counter is out of range."""
-        saved_fraction(state, "epsilon")
-        saved_count(state, "steps")
-        saved_count(state, "episodes")
-        self.q.load_state_dict(tu.to_torch_tree(state["q"]))
-        self.target.load_state_dict(tu.to_torch_tree(state["target"]))
-        self.optimizer.load_state_dict(tu.to_torch_tree(state["optimizer"]))
-        self.buffer.load_state_dict(state["buffer"])
-        self.epsilon = float(state["epsilon"])
-        self.steps = int(state["steps"])
-        self.episodes = int(state["episodes"])
-        self.loss = float(state["loss"])
-        tu.set_rng_state(self.init, state["init_rng"])
-        tu.set_rng_state(self.explore, state["explore_rng"])
-
-
-class DQN(ReplicatedTorchAgent):
-    """Deep Q-learning with experience replay and a target network, B independent replicas.
+class DQN(BatchedTorchAgent):
+    """Deep Q-learning with experience replay and a target network, B replicas computed together.
 
     Parameters
     ----------
@@ -180,6 +137,15 @@ class DQN(ReplicatedTorchAgent):
     ----------
     replicas : int
         B, the number of replicas.
+    epsilon : ndarray of float64, shape (B,)
+        Each replica's exploration rate.
+
+    Notes
+    -----
+    The online and target networks of all replicas are stacked tensors
+    (`rl.agents._stacked`); one gradient step of the replicas that are ready
+    minimises the sum over them of each one's mean TD loss, so each replica's
+    gradient is its own, and one `rl.agents._stacked.StackedAdam` steps them.
 
     References
     ----------
@@ -194,25 +160,34 @@ class DQN(ReplicatedTorchAgent):
     def __init__(self, problem: Problem, config: DQNConfig, streams: Sequence[AgentRandom]) -> None:
         super().__init__(problem, config, streams)
         self._loss_fn = F.smooth_l1_loss if config.loss == "huber" else F.mse_loss
+        shape = (self.codec.n_inputs, config.hidden, self.codec.n_actions)
+        rows = np.stack([st.init_mlp(*shape, rng) for rng in self._init])
+        self.q = torch.from_numpy(rows).to(self.device)
+        self.target = self.q.clone()
+        self.optimizer = st.StackedAdam(self.q, config.learning_rate, self.layout)
+        self.epsilon = np.full(self.replicas, float(config.epsilon_start))
+        self.loss = np.full(self.replicas, np.nan)
 
-    def _make_replica(self, streams: AgentRandom) -> _Replica:
-        return _Replica(self.codec, self.config, streams)
-
-    def _greedy_network(self, replica: _Replica) -> torch.nn.Module:
-        return replica.q
+    def _greedy_network(self) -> torch.Tensor:
+        return self.q
 
     # ------------------------------------------------------------------ acting
 
     def explore(self, states: NDArray[np.int64], active: NDArray[np.bool_]) -> NDArray[np.int64]:
         """Epsilon-greedy joint actions of the active replicas, shape (B, D_A)."""
-        features = self.codec.features(states)
         joint = np.zeros(self.replicas, dtype=np.int64)
-        for i in np.flatnonzero(active):
-            replica = self._replicas[i]
-            if replica.explore.random() < replica.epsilon:
-                joint[i] = replica.explore.integers(self.codec.n_actions)
+        greedy = []
+        n_actions = self.codec.n_actions
+        epsilon = self.epsilon.tolist()
+        for i in np.flatnonzero(active).tolist():  # each replica's own stream, in its own order
+            explore = self._explore[i]
+            if explore.random() < epsilon[i]:
+                joint[i] = explore.integers(n_actions)
             else:
-                joint[i] = self._argmax(replica, features[i])
+                greedy.append(i)
+        if greedy:
+            rows = self._rows(np.asarray(greedy))
+            joint[rows.host] = self._outputs(self.q, states, rows).argmax(dim=1).cpu().numpy()
         return self.codec.unravel(joint)
 
     # ------------------------------------------------------------------ learning
@@ -220,39 +195,72 @@ class DQN(ReplicatedTorchAgent):
     def observe(self, batch: Transitions) -> None:
         """Store each active replica's transition, then one gradient step after warm-up."""
         config = self.config
-        for replica in self._store(batch):
-            if config.epsilon_schedule == "step":
-                replica.epsilon = max(config.epsilon_min, replica.epsilon * config.epsilon_decay)
-            if self._ready(replica):
-                replica.loss = self._train_step(replica)
-            if replica.steps % config.target_update_every == 0:
-                replica.sync_target()
+        rows = self._store(batch)
+        r = rows.host
+        if config.epsilon_schedule == "step":
+            self.epsilon[r] = np.maximum(config.epsilon_min, self.epsilon[r] * config.epsilon_decay)
+        ready = self._ready(rows)
+        if len(ready.host):
+            self.loss[ready.host] = self._train_step(ready)
+        sync = self._rows(r[self.steps[r] % config.target_update_every == 0])
+        if len(sync.host):
+            st.put(self.target, sync, st.take(self.q, sync))
 
-    def _train_step(self, replica: _Replica) -> float:
-        """One Adam step on the TD loss of a replay mini-batch; returns the loss."""
-        sample = replica.buffer.sample(replica.explore, self.config.batch_size)
-        states = torch.from_numpy(self.codec.features(sample.states))
-        next_states = torch.from_numpy(self.codec.features(sample.next_states))
-        actions = torch.from_numpy(sample.actions)
+    def _train_step(self, rows: st.Rows) -> NDArray[np.float64]:
+        """One Adam step per replica of ``rows`` on the TD loss of its mini-batch; its losses."""
+        sample, states, next_states = self._sample(rows)
         with torch.no_grad():
-            next_values = replica.target(next_states).max(dim=1).values
-            not_done = torch.from_numpy(1.0 - sample.terminated)
-            targets = torch.from_numpy(sample.rewards) + self.config.gamma * not_done * next_values
-        values = replica.q(states).gather(1, actions[:, None]).squeeze(1)
-        loss = self._loss_fn(values, targets)
-        optimizer_step(replica.optimizer, loss)
-        return float(loss.item())
+            target = self.layout.views(st.take(self.target, rows))
+            next_values = st.forward(target, next_states).max(dim=2).values
+            not_done = 1.0 - sample.terminated
+            targets = sample.rewards + self.config.gamma * not_done * next_values
+        params = st.leaf(self.q, rows)
+        outputs = st.forward(self.layout.views(params), states)
+        values = outputs.gather(2, sample.actions[:, :, None]).squeeze(2)
+        losses = self._loss_fn(values, targets, reduction="none").mean(dim=1)
+        self.optimizer.step(gradient(losses.sum(), params), rows)
+        return losses.detach().cpu().numpy().astype(np.float64)
 
     def end_episode(self, active: NDArray[np.bool_]) -> None:
         """Count the episode; decay epsilon here when ``epsilon_schedule == "episode"``."""
         super().end_episode(active)
         if self.config.epsilon_schedule != "episode":
             return
-        for i in np.flatnonzero(active):
-            replica = self._replicas[i]
-            replica.epsilon = max(
-                self.config.epsilon_min, replica.epsilon * self.config.epsilon_decay
-            )
+        r = np.flatnonzero(active)
+        config = self.config
+        self.epsilon[r] = np.maximum(config.epsilon_min, self.epsilon[r] * config.epsilon_decay)
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def _replica_states(self) -> list[dict[str, Any]]:
+        q, target = st.host_copy(self.q), st.host_copy(self.target)
+        moments = self.optimizer.host_moments()
+        return [
+            {
+                "q": st.network_state(self.layout, q[i]),
+                "target": st.network_state(self.layout, target[i]),
+                "optimizer": self.optimizer.replica_state(i, moments),
+                "epsilon": float(self.epsilon[i]),
+                "loss": float(self.loss[i]),
+            }
+            for i in range(self.replicas)
+        ]
+
+    def _parse_replica(self, state: dict[str, Any]) -> Any:
+        saved_fraction(state, "epsilon")
+        return (
+            st.parse_network(self.layout, state["q"], "q"),
+            st.parse_network(self.layout, state["target"], "target"),
+            self.optimizer.parse(state["optimizer"], "optimizer"),
+            float(state["epsilon"]),
+            float(state["loss"]),
+        )
+
+    def _write_replica(self, i: int, parsed: Any) -> None:
+        q, target, optimizer, self.epsilon[i], self.loss[i] = parsed
+        st.write_row(self.q, i, q)
+        st.write_row(self.target, i, target)
+        self.optimizer.write(i, optimizer)
 
     # ------------------------------------------------------------------ introspection
 
@@ -268,10 +276,7 @@ class DQN(ReplicatedTorchAgent):
 
     def metrics(self) -> dict[str, NDArray[np.float64]]:
         """Per-replica diagnostics, shape (B,): last TD loss (NaN before training) and epsilon."""
-        return {
-            "loss": np.array([r.loss for r in self._replicas]),
-            "epsilon": np.array([r.epsilon for r in self._replicas]),
-        }
+        return {"loss": self.loss.copy(), "epsilon": self.epsilon.copy()}
 
 
 SPEC = AgentSpec("dqn", DQN, DQNConfig)

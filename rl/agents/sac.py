@@ -27,9 +27,10 @@ import torch
 import torch.nn.functional as F
 from numpy.typing import NDArray
 
+from rl.agents import _stacked as st
 from rl.agents import _torch_utils as tu
-from rl.agents._restore import saved_count
-from rl.agents._torch_agent import ReplicatedTorchAgent, optimizer_step
+from rl.agents._restore import saved_array
+from rl.agents._torch_agent import BatchedTorchAgent, gradient
 from rl.agents.base import Transitions
 from rl.agents.readings import reading
 from rl.agents.registry import AgentSpec
@@ -66,8 +67,11 @@ class DiscreteSACConfig:
     """``"unit"``: index / (d_n - 1) in [0, 1]; ``"raw"``: indices as floats (released)."""
     max_joint_actions: int = MAX_JOINT_ACTIONS
     """Refuse problems whose joint action count (product of action_dims) exceeds this."""
+    device: str = tu.DEFAULT_DEVICE
+    """Torch device of every tensor: ``"cpu"``, ``"cuda"`` or ``"cuda:N"``."""
 
     def __post_init__(self) -> None:
+        tu.check_device_name(self.device)
         for name in ("hidden", "buffer_size", "batch_size"):
             check_int(name, getattr(self, name), 1)
         check_int("learning_starts", self.learning_starts, 0)
@@ -109,31 +113,36 @@ def soft_bellman_targets(
     not_done: torch.Tensor,
     next_log_pi: torch.Tensor,
     next_q: torch.Tensor,
-    alpha: float,
+    alpha: float | torch.Tensor,
     gamma: float,
 ) -> torch.Tensor:
     """Critic targets r + gamma (1 - term) sum_a' pi(a'|s') (Q'(s', a') - alpha log pi(a'|s')).
 
     ``next_log_pi`` and ``next_q`` (the minimum of the two target critics) have
-    shape (batch, |A|); the others shape (batch,).
+    shape (..., batch, |A|); the others shape (..., batch), ``alpha`` a number
+    or a tensor broadcasting against (..., batch, |A|) (one per replica).
 
     References
     ----------
     Christodoulou (2019), eqs. (9)-(10): the soft state value as an exact
     expectation over the discrete policy.
     """
-    next_v = (next_log_pi.exp() * (next_q - alpha * next_log_pi)).sum(dim=1)
+    next_v = (next_log_pi.exp() * (next_q - alpha * next_log_pi)).sum(dim=-1)
     return rewards + gamma * not_done * next_v
 
 
-def policy_loss(log_pi: torch.Tensor, min_q: torch.Tensor, alpha: float) -> torch.Tensor:
+def policy_loss(
+    log_pi: torch.Tensor, min_q: torch.Tensor, alpha: float | torch.Tensor
+) -> torch.Tensor:
     """Actor loss, batch mean of sum_a pi(a|s) (alpha log pi(a|s) - min_i Q_i(s, a)).
+
+    Inputs (..., batch, |A|); one mean per leading index (one per replica).
 
     References
     ----------
     Christodoulou (2019), eq. (12).
     """
-    return (log_pi.exp() * (alpha * log_pi - min_q)).sum(dim=1).mean()
+    return (log_pi.exp() * (alpha * log_pi - min_q)).sum(dim=-1).mean(dim=-1)
 
 
 def temperature_loss(
@@ -142,82 +151,24 @@ def temperature_loss(
     """Temperature loss, batch mean of -log_alpha sum_a pi(a|s) (log pi(a|s) + H_target).
 
     Its gradient raises alpha while the policy's entropy is below ``target_entropy``.
+    ``log_pi`` is (..., batch, |A|), ``log_alpha`` broadcasts against (..., batch).
     Parameterised by log alpha (as CleanRL and SB3 do) rather than alpha itself.
 
     References
     ----------
     Christodoulou (2019), eq. (11).
     """
-    gap = (log_pi.exp() * (log_pi + target_entropy)).sum(dim=1)
-    return -(log_alpha * gap).mean()
+    gap = (log_pi.exp() * (log_pi + target_entropy)).sum(dim=-1)
+    return -(log_alpha * gap).mean(dim=-1)
 
 
-class _Replica:
-    """Actor, critics, targets, temperature, optimizers, buffer, streams of one replica."""
-
-    def __init__(
-        self, codec: tu.IndexCodec, config: DiscreteSACConfig, streams: AgentRandom
-    ) -> None:
-        self.init, self.explore = streams.init, streams.explore
-        shape = (codec.n_inputs, config.hidden, codec.n_actions)
-        self.actor = tu.mlp(*shape, self.init)
-        self.q1 = tu.mlp(*shape, self.init)
-        self.q2 = tu.mlp(*shape, self.init)
-        self.q1_target = tu.frozen_copy(self.q1)
-        self.q2_target = tu.frozen_copy(self.q2)
-        self.log_alpha = torch.tensor([math.log(config.alpha)], requires_grad=config.autotune)
-        lr = config.learning_rate
-        self.actor_optimizer = tu.adam(list(self.actor.parameters()), lr)
-        critic_params = [*self.q1.parameters(), *self.q2.parameters()]
-        self.critic_optimizer = tu.adam(critic_params, lr)
-        self.alpha_optimizer = tu.adam([self.log_alpha], lr)
-        self.buffer = tu.ReplayBuffer(config.buffer_size, codec.state_dims)
-        self.pairs = [
-            (target, online)
-            for net, net_target in ((self.q1, self.q1_target), (self.q2, self.q2_target))
-            for target, online in zip(net_target.parameters(), net.parameters(), strict=True)
-        ]
-        self.steps = 0
-        self.episodes = 0
-        self.losses = {"critic_loss": math.nan, "actor_loss": math.nan, "alpha_loss": math.nan}
-
-    _MODULES = ("actor", "q1", "q2", "q1_target", "q2_target")
-    _OPTIMIZERS = ("actor_optimizer", "critic_optimizer", "alpha_optimizer")
-
-    def state_dict(self) -> dict[str, Any]:
-        state: dict[str, Any] = {
-            name: tu.to_numpy_tree(getattr(self, name).state_dict())
-            for name in self._MODULES + self._OPTIMIZERS
-        }
-        state.update(
-            log_alpha=tu.to_numpy_tree(self.log_alpha),
-            buffer=self.buffer.state_dict(),
-            steps=self.steps,
-            episodes=self.episodes,
-            losses=dict(self.losses),
-            init_rng=tu.rng_state(self.init),
-            explore_rng=tu.rng_state(self.explore),
-        )
-        return state
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore what `state_dict` returned; ValueError if a counter is out of range."""
-        saved_count(state, "steps")
-        saved_count(state, "episodes")
-        for name in self._MODULES + self._OPTIMIZERS:
-            getattr(self, name).load_state_dict(tu.to_torch_tree(state[name]))
-        with torch.no_grad():
-            self.log_alpha.copy_(torch.from_numpy(state["log_alpha"]))
-        self.buffer.load_state_dict(state["buffer"])
-        self.steps = int(state["steps"])
-        self.episodes = int(state["episodes"])
-        self.losses = dict(state["losses"])
-        tu.set_rng_state(self.init, state["init_rng"])
-        tu.set_rng_state(self.explore, state["explore_rng"])
+LOSSES = ("critic_loss", "actor_loss", "alpha_loss")
+NETWORKS = ("actor", "q1", "q2", "q1_target", "q2_target")
+OPTIMIZERS = ("actor_optimizer", "critic_optimizer", "alpha_optimizer")
 
 
-class DiscreteSAC(ReplicatedTorchAgent):
-    """Discrete soft actor-critic with twin critics and learned temperature, B replicas.
+class DiscreteSAC(BatchedTorchAgent):
+    """Discrete soft actor-critic with twin critics and learned temperature, B replicas together.
 
     Parameters
     ----------
@@ -247,6 +198,10 @@ class DiscreteSAC(ReplicatedTorchAgent):
       H_target = target_entropy_scale * log |A|;
     - Polyak update of both target critics with ``tau``.
 
+    Each network, target and Adam state is stacked over the replicas
+    (`rl.agents._stacked`); each loss is summed over the replicas that train,
+    so each replica's gradient is its own.
+
     References
     ----------
     P. Christodoulou, "Soft Actor-Critic for Discrete Action Settings",
@@ -262,78 +217,144 @@ class DiscreteSAC(ReplicatedTorchAgent):
     ) -> None:
         super().__init__(problem, config, streams)
         self.target_entropy = config.target_entropy_scale * math.log(self.codec.n_actions)
+        shape = (self.codec.n_inputs, config.hidden, self.codec.n_actions)
+        # each replica draws actor, Q1, Q2 in this order, as a replica alone does
+        drawn = np.stack([[st.init_mlp(*shape, rng) for _ in range(3)] for rng in self._init])
+        self.actor = torch.from_numpy(drawn[:, 0]).to(self.device)
+        # Q1 and Q2 side by side in each row (`critic_layout`): one Adam, one Polyak step
+        self.critics = torch.from_numpy(drawn[:, 1:].reshape(self.replicas, -1)).to(self.device)
+        self.critics_target = self.critics.clone()
+        self.critic_layout = self.layout + self.layout
+        self.log_alpha = torch.full((self.replicas, 1), math.log(config.alpha), device=self.device)
+        lr = config.learning_rate
+        self.actor_optimizer = st.StackedAdam(self.actor, lr, self.layout)
+        self.critic_optimizer = st.StackedAdam(self.critics, lr, self.critic_layout)
+        self.alpha_optimizer = st.StackedAdam(self.log_alpha, lr, st.Layout([(1,)]))
+        self.losses = {key: np.full(self.replicas, np.nan) for key in LOSSES}
 
-    def _make_replica(self, streams: AgentRandom) -> _Replica:
-        return _Replica(self.codec, self.config, streams)
+    def _greedy_network(self) -> torch.Tensor:
+        return self.actor
 
-    def _greedy_network(self, replica: _Replica) -> torch.nn.Module:
-        return replica.actor
+    def _critics(self, critics: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
+        """Return Q1 and Q2 (2, R, N, |A|) of the stacked critic rows ``critics`` (R, 2P)."""
+        views = self.critic_layout.views(critics)
+        return torch.stack([st.forward(views[:4], inputs), st.forward(views[4:], inputs)])
 
     # ------------------------------------------------------------------ acting
 
     def explore(self, states: NDArray[np.int64], active: NDArray[np.bool_]) -> NDArray[np.int64]:
         """Joint actions sampled from each active replica's policy, shape (B, D_A)."""
-        features = self.codec.features(states)
         joint = np.zeros(self.replicas, dtype=np.int64)
-        for i in np.flatnonzero(active):
-            replica = self._replicas[i]
-            logits = self._forward(replica.actor, features[i])
-            probs = torch.softmax(logits.double(), dim=0).numpy()
-            cumulative = np.cumsum(probs)
-            u = replica.explore.random() * cumulative[-1]
-            joint[i] = min(int(np.searchsorted(cumulative, u, side="right")), len(probs) - 1)
+        rows = self._rows(np.flatnonzero(active))
+        if len(rows.host):
+            logits = self._outputs(self.actor, states, rows)
+            cumulative = np.cumsum(torch.softmax(logits.double(), dim=1).cpu().numpy(), axis=1)
+            u = (
+                np.array([self._explore[i].random() for i in rows.host.tolist()])
+                * cumulative[:, -1]
+            )
+            drawn = (cumulative <= u[:, None]).sum(axis=1)  # searchsorted(..., side="right")
+            joint[rows.host] = np.minimum(drawn, self.codec.n_actions - 1)
         return self.codec.unravel(joint)
 
     # ------------------------------------------------------------------ learning
 
     def observe(self, batch: Transitions) -> None:
         """Store each active replica's transition, then one SAC update after warm-up."""
-        for replica in self._store(batch):
-            if self._ready(replica):
-                self._train_step(replica)
+        ready = self._ready(self._store(batch))
+        if len(ready.host):
+            self._train_step(ready)
 
-    def _train_step(self, replica: _Replica) -> None:
-        """Critic, actor and temperature steps on one replay mini-batch, then Polyak update."""
-        sample = replica.buffer.sample(replica.explore, self.config.batch_size)
-        states = torch.from_numpy(self.codec.features(sample.states))
-        next_states = torch.from_numpy(self.codec.features(sample.next_states))
-        actions = torch.from_numpy(sample.actions)[:, None]
-        alpha = float(replica.log_alpha.detach().exp())
+    def _train_step(self, rows: st.Rows) -> None:
+        """Critic, actor and temperature steps on one mini-batch per replica, then Polyak update."""
+        config = self.config
+        sample, states, next_states = self._sample(rows)
+        alpha = st.take(self.log_alpha, rows).exp()[:, :, None]  # (R, 1, 1), no gradient
 
         with torch.no_grad():
-            next_log_pi = F.log_softmax(replica.actor(next_states), dim=1)
-            next_q = torch.min(replica.q1_target(next_states), replica.q2_target(next_states))
-            not_done = torch.from_numpy(1.0 - sample.terminated)
+            actor = self.layout.views(st.take(self.actor, rows))
+            next_log_pi = F.log_softmax(st.forward(actor, next_states), dim=2)
+            next_q = self._critics(st.take(self.critics_target, rows), next_states).min(dim=0)
             targets = soft_bellman_targets(
-                torch.from_numpy(sample.rewards),
-                not_done,
+                sample.rewards,
+                1.0 - sample.terminated,
                 next_log_pi,
-                next_q,
+                next_q.values,
                 alpha,
-                self.config.gamma,
+                config.gamma,
             )
-        critic_loss = F.mse_loss(replica.q1(states).gather(1, actions).squeeze(1), targets)
-        critic_loss = critic_loss + F.mse_loss(
-            replica.q2(states).gather(1, actions).squeeze(1), targets
-        )
-        optimizer_step(replica.critic_optimizer, critic_loss)
+        critics = st.leaf(self.critics, rows)
+        chosen = sample.actions[None, :, :, None].expand(2, -1, -1, 1)
+        values = self._critics(critics, states).gather(3, chosen).squeeze(3)
+        critic_loss = F.mse_loss(values, targets.expand(2, -1, -1), reduction="none")
+        critic_loss = critic_loss.mean(dim=2).sum(dim=0)  # MSE of Q1 + MSE of Q2, per replica
+        self.critic_optimizer.step(gradient(critic_loss.sum(), critics), rows)
 
-        log_pi = F.log_softmax(replica.actor(states), dim=1)
+        actor = st.leaf(self.actor, rows)
+        log_pi = F.log_softmax(st.forward(self.layout.views(actor), states), dim=2)
         with torch.no_grad():
-            min_q = torch.min(replica.q1(states), replica.q2(states))
+            min_q = self._critics(st.take(self.critics, rows), states).min(dim=0).values
         actor_loss = policy_loss(log_pi, min_q, alpha)
-        optimizer_step(replica.actor_optimizer, actor_loss)
+        self.actor_optimizer.step(gradient(actor_loss.sum(), actor), rows)
 
-        replica.losses["critic_loss"] = critic_loss.item()
-        replica.losses["actor_loss"] = actor_loss.item()
-        if self.config.autotune:
-            alpha_loss = temperature_loss(replica.log_alpha, log_pi.detach(), self.target_entropy)
-            optimizer_step(replica.alpha_optimizer, alpha_loss)
-            replica.losses["alpha_loss"] = alpha_loss.item()
+        self.losses["critic_loss"][rows.host] = critic_loss.detach().cpu().numpy()
+        self.losses["actor_loss"][rows.host] = actor_loss.detach().cpu().numpy()
+        if config.autotune:
+            log_alpha = st.leaf(self.log_alpha, rows)
+            alpha_loss = temperature_loss(log_alpha, log_pi.detach(), self.target_entropy)
+            self.alpha_optimizer.step(gradient(alpha_loss.sum(), log_alpha), rows)
+            self.losses["alpha_loss"][rows.host] = alpha_loss.detach().cpu().numpy()
 
-        with torch.no_grad():
-            for target, online in replica.pairs:
-                target.lerp_(online, self.config.tau)
+        target = torch.lerp(
+            st.take(self.critics_target, rows), st.take(self.critics, rows), config.tau
+        )
+        st.put(self.critics_target, rows, target)
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def _replica_states(self) -> list[dict[str, Any]]:
+        actor, critics = st.host_copy(self.actor), st.host_copy(self.critics)
+        critics_target = st.host_copy(self.critics_target)
+        moments = {name: getattr(self, name).host_moments() for name in OPTIMIZERS}
+        log_alpha = st.host_copy(self.log_alpha)
+        states = []
+        for i in range(self.replicas):
+            state = {
+                "actor": st.network_state(self.layout, actor[i]),
+                **self._critic_states(critics[i], ("q1", "q2")),
+                **self._critic_states(critics_target[i], ("q1_target", "q2_target")),
+            }
+            for name in OPTIMIZERS:
+                state[name] = getattr(self, name).replica_state(i, moments[name])
+            state["log_alpha"] = log_alpha[i].copy()
+            state["losses"] = {key: float(self.losses[key][i]) for key in LOSSES}
+            states.append(state)
+        return states
+
+    def _critic_states(self, row: NDArray[np.float32], names: tuple[str, str]) -> dict[str, Any]:
+        tensors = self.critic_layout.split(row)
+        return {
+            name: dict(zip(st.MLP_KEYS, tensors[4 * k : 4 * k + 4], strict=True))
+            for k, name in enumerate(names)
+        }
+
+    def _parse_replica(self, state: dict[str, Any]) -> Any:
+        nets = {name: st.parse_network(self.layout, state[name], name) for name in NETWORKS}
+        optimizers = {name: getattr(self, name).parse(state[name], name) for name in OPTIMIZERS}
+        log_alpha = saved_array(state, "log_alpha", np.empty(1, dtype=np.float32))
+        losses = {key: float(state["losses"][key]) for key in LOSSES}
+        return nets, optimizers, log_alpha, losses
+
+    def _write_replica(self, i: int, parsed: Any) -> None:
+        nets, optimizers, log_alpha, losses = parsed
+        st.write_row(self.actor, i, nets["actor"])
+        st.write_row(self.critics, i, np.concatenate([nets["q1"], nets["q2"]]))
+        st.write_row(self.critics_target, i, np.concatenate([nets["q1_target"], nets["q2_target"]]))
+        for name, values in optimizers.items():
+            getattr(self, name).write(i, values)
+        st.write_row(self.log_alpha, i, log_alpha)
+        for key in LOSSES:
+            self.losses[key][i] = losses[key]
 
     # ------------------------------------------------------------------ introspection
 
@@ -350,11 +371,8 @@ class DiscreteSAC(ReplicatedTorchAgent):
 
     def metrics(self) -> dict[str, NDArray[np.float64]]:
         """Per-replica diagnostics, shape (B,): last losses (NaN before training) and alpha."""
-        out = {
-            key: np.array([r.losses[key] for r in self._replicas])
-            for key in ("critic_loss", "actor_loss", "alpha_loss")
-        }
-        out["alpha"] = np.array([float(r.log_alpha.detach().exp()) for r in self._replicas])
+        out = {key: values.copy() for key, values in self.losses.items()}
+        out["alpha"] = self.log_alpha[:, 0].exp().cpu().numpy().astype(np.float64)
         return out
 
 

@@ -2,11 +2,11 @@
 
 An `Experiment` names the environments it runs on and, per environment and
 reading, the lines (`Line`) it draws, one agent with its overrides each.
-`rl.reproduce.make_plan` turns them into tasks of `rl.experiments.executor`: the seeds
-of a tensor agent's
-line run as replicas of one task; a PyTorch agent's line (and every line on
-Highway, where the simulator dominates) runs one task per seed, so that the
-executor's pool spreads them over its workers. Tasks are ordered longest first.
+`rl.reproduce.make_plan` turns them into tasks of `rl.experiments.executor`: the seeds of a
+line run as replicas of one task (DQN's and SAC's too, which compute their
+replicas together); every line on Highway, where the simulator dominates, runs
+one task per seed, so that the executor's pool spreads them over its workers.
+Tasks are ordered longest first.
 
 Scale. ``--episodes-scale F`` trains ``round(F * E)`` episodes where ``E`` is
 the paper's count (`rl.agents.readings.PAPER_TABLE`: Pendulum 40,000, CartPole and
@@ -35,7 +35,7 @@ from rl.agents.param_formulas import cp_params
 from rl.agents.readings import PAPER_TABLE, readings
 
 DEEP_AGENTS = ("dqn", "sac")
-"""PyTorch agents: one task per seed (they gain little from lockstep)."""
+"""PyTorch agents: their seed count is ``--deep-seeds``."""
 
 FULL_EPISODES: Mapping[str, int] = {env: col["episodes"] for env, col in PAPER_TABLE.items()}
 """The paper's training episodes per environment (Table tab:hyperparams)."""

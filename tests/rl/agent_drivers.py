@@ -82,17 +82,17 @@ def run_chain(agent, steps, length=6, horizon=15):
         clock[done] = 0
 
 
-def random_drive_single(agent, steps, seed, replica, mask):
-    """Feed replica ``replica``'s rows of `random_drive`'s stream to a B = 1 agent."""
+def random_drive_single(agent, steps, seed, replica, mask, replicas=2):
+    """Feed replica ``replica``'s rows of `random_drive`'s stream (B = ``replicas``) to B = 1."""
     rng = np.random.default_rng(seed)
-    states = rng.integers(0, [3, 4], size=(2, 2))
+    states = rng.integers(0, [3, 4], size=(replicas, 2))
     taken = []
     for t in range(steps):
         active = mask(t)[replica : replica + 1]
         actions = agent.act(states[replica : replica + 1], active)
-        next_states = rng.integers(0, [3, 4], size=(2, 2))
-        rewards = rng.normal(size=2)
-        terminated = rng.random(2) < 0.1
+        next_states = rng.integers(0, [3, 4], size=(replicas, 2))
+        rewards = rng.normal(size=replicas)
+        terminated = rng.random(replicas) < 0.1
         r = slice(replica, replica + 1)
         agent.observe(
             Transitions(states[r], actions, rewards[r], next_states[r], terminated[r], active)

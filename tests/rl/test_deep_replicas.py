@@ -78,6 +78,44 @@ def test_batched_equals_separate(spec):
         assert_tree_equal(batched.state_dict()["replicas"][i], alone.state_dict()["replicas"][0])
 
 
+def test_a_seed_alone_equals_the_same_seed_among_seven(spec):
+    """Bitwise on the CPU: a seed's actions and whole state do not depend on the other replicas.
+
+    Seven replicas, each inactive on a different quarter of the steps, so that
+    the stacked computations run on 4 to 7 rows; replica 3 against its seed alone.
+    """
+    _, _, agent_class, config, _, _ = spec
+    problem = make_problem((3, 4), (3,))
+    mask = lambda t: (np.arange(7) + t) % 4 != 0  # noqa: E731
+    among = agent_class(problem, config, streams(*range(10, 17)))
+    actions = random_drive(among, 90, seed=4, active_mask=mask)
+    alone = agent_class(problem, config, streams(13))
+    alone_actions = random_drive_single(alone, 90, seed=4, replica=3, mask=mask, replicas=7)
+    np.testing.assert_array_equal(actions[:, 3], alone_actions)
+    assert_tree_equal(among.state_dict()["replicas"][3], alone.state_dict()["replicas"][0])
+
+
+def test_looped_checkpoint_loads(spec):
+    """A state saved by the looped design (benchmarks.looped_deep) restores: same layout."""
+    from benchmarks.looped_deep import LoopedDiscreteSAC, LoopedDQN
+
+    name, _, agent_class, config, _, network = spec
+    problem = make_problem((3, 4), (3,))
+    looped = (LoopedDQN if name == "dqn" else LoopedDiscreteSAC)(problem, config, streams(1, 2))
+    random_drive(looped, 40, seed=0)
+    saved = looped.state_dict()
+    batched = agent_class(problem, config, streams(8, 9))
+    batched.load_state_dict(saved)
+    probes = np.array([[i, j] for i in range(3) for j in range(4)])
+    for row in probes:
+        both = np.repeat(row[None], 2, axis=0)
+        np.testing.assert_array_equal(batched.greedy(both), looped.greedy(both))
+    restored = batched.state_dict()["replicas"]
+    for i in (0, 1):
+        assert_tree_equal(restored[i][network], saved["replicas"][i][network])
+        assert_tree_equal(restored[i]["buffer"], saved["replicas"][i]["buffer"])
+
+
 def test_inactive_replica_untouched(spec):
     _, _, agent_class, config, _, _ = spec
     problem = make_problem((3, 4), (3,))
@@ -154,10 +192,8 @@ def test_n_params_match_the_appendix_formulas(spec, env):
     )
     formula = params.mlp_params if name == "dqn" else params.sac_params
     assert agent.n_params == formula(len(state_dims), hidden, math.prod(action_dims))
-    replica = agent._replicas[0]
-    networks = (replica.q,) if name == "dqn" else (replica.actor, replica.q1, replica.q2)
-    counted = sum(p.numel() for net in networks for p in net.parameters())
-    assert counted + (replica.log_alpha.numel() if name == "sac" else 0) == agent.n_params
+    networks = (agent.q,) if name == "dqn" else (agent.actor, agent.critics, agent.log_alpha)
+    assert sum(net.numel() for net in networks) == agent.n_params  # B = 1: one row each
 
 
 def test_presets_agree_with_analysis_matcher(spec):

@@ -86,7 +86,7 @@ def test_each_command_writes_figures_tables_and_summary(tmp_path, args, envs, bo
         scores = _rows(out / f"{env}-scores.csv")
         plan = _plan(*args, "--seeds", "2")
         assert {row["line"] for row in scores} == {p.line.key for p in plan.tasks if p.env == env}
-        expected = sum(2 if "/seed-" not in p.task.name else 1 for p in plan.tasks if p.env == env)
+        expected = sum(p.task.config.seeds for p in plan.tasks if p.env == env)
         assert len(scores) == expected
     summary = (out / "summary.md").read_text()
     assert "Seeds: 2 per line" in summary and "**on**" in summary
@@ -128,7 +128,7 @@ def test_resume_after_a_killed_run_does_not_redo_finished_configurations(tmp_pat
         "--seeds",
         "2",
         "--agents",
-        "tlr,dqn",
+        "tlr,teql,dqn",  # three configurations (DQN's two seeds are one)
         "--workers",
         "1",
         "--out",
@@ -199,13 +199,15 @@ def test_a_shortened_run_is_a_prefix_of_the_longer_one(tmp_path):
             np.testing.assert_array_equal(tables[0][column], tables[1][column][first], column)
 
 
-def test_scale_sets_episodes_windows_and_per_seed_tasks_for_deep_agents():
+def test_scale_sets_episodes_windows_and_one_task_per_line():
     plan = _plan("comparison", "--episodes-scale", "0.1", "--seeds", "10", "--deep-seeds", "4")
     assert plan.episodes == {"pendulum": 4000, "cartpole": 1000}
     assert plan.windows == {"pendulum": 400, "cartpole": 100}
     names = [p.task.name for p in plan.tasks]
-    assert "cartpole/teql" in names and "cartpole/sac/seed-3" in names
-    assert "cartpole/sac/seed-4" not in names and "cartpole/sac" not in names
+    assert "cartpole/teql" in names and "cartpole/sac" in names
+    assert not any("/seed-" in name for name in names)  # per-seed tasks only on Highway
+    sac = next(p.task.config for p in plan.tasks if p.task.name == "cartpole/sac")
+    assert sac.seeds == 4
     assert plan.tasks[0].line.agent == "sac"  # longest first
     teql = next(p.task.config for p in plan.tasks if p.task.name == "cartpole/teql")
     assert (teql.seeds, teql.episodes, teql.reading) == (10, 1000, "paper")

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The deep agents' GPU checks, in under 3 minutes on one GPU: the tests marked
+# `gpu` (skipped without CUDA), then the deep benchmark with the batched agents
+# on the GPU beside the looped CPU agent at B = 1. (--noconftest: the suite's session
+# fixture would compile every Numba kernel, which these tests do not use.)
+# Run from the repository root: bash benchmarks/gpu_check_deep.sh (PYTHON names
+# the interpreter, python3 by default).
+set -euo pipefail
+PYTHON=${PYTHON:-python3}
+"$PYTHON" -m pytest -q -p no:cacheprovider --noconftest -m gpu -s tests/rl/test_deep_gpu.py
+"$PYTHON" -m benchmarks deep --device cuda --number 200 --looped-max-replicas 1

@@ -1,0 +1,420 @@
+"""Networks, Adam and replay of B replicas stacked along a leading replica axis.
+
+Every tensor here has the replicas on axis 0, so that one call computes all of
+them: a network is a list of four tensors (weights and biases of both layers),
+applied with batched matrix products (`torch.baddbmm`), one matrix product per
+replica; Adam keeps its moments stacked the same way and a step count per
+replica; the replay memory is one (B, capacity, ...) tensor per field.
+
+A computation may involve only some replicas (`Rows`): they are gathered,
+computed and written back, and the others are not touched. Each replica's
+numbers are then computed by the same kernels on the same shapes whichever
+other replicas take part, which on the CPU makes them bitwise independent of
+them (tested in ``tests/rl/test_deep_replicas.py``).
+
+Random numbers come only from the replicas' numpy streams: weights from
+``init`` at construction, replay indices from ``explore``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+from numpy.typing import NDArray
+
+from rl.agents._restore import check_values, saved_array, saved_count
+
+MLP_KEYS = ("0.weight", "0.bias", "2.weight", "2.bias")
+"""Names of a network's tensors in a checkpoint, as ``nn.Sequential`` gives them."""
+
+
+class Rows(NamedTuple):
+    """Replicas taking part in a computation.
+
+    Attributes
+    ----------
+    host : ndarray of int64
+        Their indices, increasing.
+    index : torch.Tensor or None
+        The same indices on the device, or None when every replica takes part
+        (then the stacked tensors are used whole, without gathering).
+    """
+
+    host: NDArray[np.int64]
+    index: torch.Tensor | None
+
+
+def rows_of(host: NDArray[np.integer], replicas: int, device: torch.device) -> Rows:
+    """Return the `Rows` of the increasing replica indices ``host``."""
+    host = np.asarray(host, dtype=np.int64)
+    if len(host) == replicas:
+        return Rows(host, None)
+    return Rows(host, torch.from_numpy(host).to(device))
+
+
+def take(tensor: torch.Tensor, rows: Rows) -> torch.Tensor:
+    """Return the rows of ``tensor`` of the replicas in ``rows`` (the tensor itself for all)."""
+    return tensor if rows.index is None else tensor[rows.index]
+
+
+def put(tensor: torch.Tensor, rows: Rows, values: torch.Tensor) -> None:
+    """Write ``values`` into the rows of ``tensor`` of the replicas in ``rows``."""
+    if rows.index is None:
+        tensor.copy_(values)
+    else:
+        tensor[rows.index] = values
+
+
+# ----------------------------------------------------------------------------- networks
+
+
+class Layout:
+    """Where each tensor of one replica lies in its row of a flat (B, P) parameter tensor.
+
+    All of a network's (or an optimizer's) parameters are one row per
+    replica, so that Adam, Polyak averaging and target copies are one
+    operation each, and autograd has one leaf.
+
+    Parameters
+    ----------
+    shapes : sequence of tuple of int
+        One replica's tensors in order, as a checkpoint holds them (a bias flat).
+    """
+
+    def __init__(self, shapes: Sequence[tuple[int, ...]]) -> None:
+        self.shapes = [tuple(int(n) for n in shape) for shape in shapes]
+        self.sizes = [math.prod(shape) for shape in self.shapes]
+        self.offsets = np.concatenate([[0], np.cumsum(self.sizes)]).astype(int).tolist()
+        self.size = self.offsets[-1]
+
+    def views(self, flat: torch.Tensor) -> list[torch.Tensor]:
+        """Return the tensors (R, *shape) that are views of the rows of ``flat`` (R, P)."""
+        return [
+            flat[:, start : start + size].view(-1, *shape)
+            for start, size, shape in zip(self.offsets, self.sizes, self.shapes, strict=False)
+        ]
+
+    def split(self, row: NDArray[Any]) -> list[NDArray[Any]]:
+        """Return one replica's tensors (copies) from its row ``row`` (P,)."""
+        return [
+            row[start : start + size].reshape(shape).copy()
+            for start, size, shape in zip(self.offsets, self.sizes, self.shapes, strict=False)
+        ]
+
+    def __add__(self, other: Layout) -> Layout:
+        return Layout([*self.shapes, *other.shapes])
+
+
+def mlp_layout(n_in: int, hidden: int, n_out: int) -> Layout:
+    """Return the `Layout` of one network, tensors in `MLP_KEYS` order."""
+    return Layout([(hidden, n_in), (hidden,), (n_out, hidden), (n_out,)])
+
+
+def init_mlp(n_in: int, hidden: int, n_out: int, rng: np.random.Generator) -> NDArray[np.float32]:
+    """Return one replica's network row (`mlp_layout`), float32, weights drawn from ``rng``.
+
+    Weights and biases are uniform on [-1/sqrt(fan_in), 1/sqrt(fan_in)],
+    PyTorch's default ``nn.Linear`` initialisation, drawn from ``rng`` layer by
+    layer, weight (fan_out, fan_in) then bias, so torch's global generator is
+    never used.
+    """
+    drawn = []
+    for fan_in, fan_out in ((n_in, hidden), (hidden, n_out)):
+        bound = 1.0 / math.sqrt(fan_in)
+        drawn.append(rng.uniform(-bound, bound, size=fan_out * fan_in))
+        drawn.append(rng.uniform(-bound, bound, size=fan_out))
+    return np.concatenate(drawn).astype(np.float32)
+
+
+def forward(params: Sequence[torch.Tensor], inputs: torch.Tensor) -> torch.Tensor:
+    """Return the outputs (R, N, n_out) of R stacked networks at inputs (R, N, n_in).
+
+    ``params`` are the views W1 (R, h, n_in), b1 (R, h), W2 (R, n_out, h),
+    b2 (R, n_out) of `mlp_layout`; one matrix product per replica and layer
+    (`torch.baddbmm`).
+    """
+    w1, b1, w2, b2 = params
+    hidden = torch.relu(torch.baddbmm(b1[:, None, :], inputs, w1.transpose(1, 2)))
+    return torch.baddbmm(b2[:, None, :], hidden, w2.transpose(1, 2))
+
+
+def leaf(flat: torch.Tensor, rows: Rows) -> torch.Tensor:
+    """Return the rows of ``flat`` as a new autograd leaf (gradients flow to it only)."""
+    return take(flat, rows).detach().requires_grad_(True)
+
+
+def network_state(layout: Layout, row: NDArray[Any], keys: Sequence[str] = MLP_KEYS) -> dict:
+    """Return one replica's network as ``nn.Sequential.state_dict`` names it, from its row."""
+    return dict(zip(keys, layout.split(row), strict=True))
+
+
+def parse_network(
+    layout: Layout, state: Mapping[str, Any], where: str, keys: Sequence[str] = MLP_KEYS
+) -> NDArray[np.float32]:
+    """Check a saved network against ``layout``; return it as a row."""
+    parts = [
+        saved_array(state, key, np.empty(shape, dtype=np.float32), where=where).ravel()
+        for key, shape in zip(keys, layout.shapes, strict=True)
+    ]
+    return np.concatenate(parts)
+
+
+def write_row(flat: torch.Tensor, i: int, row: NDArray[Any]) -> None:
+    """Write replica i's row of ``flat``."""
+    with torch.no_grad():
+        flat[i] = torch.from_numpy(np.asarray(row)).to(flat.device)
+
+
+def host_copy(flat: torch.Tensor) -> NDArray[Any]:
+    """Return a numpy copy of ``flat`` (one transfer)."""
+    return flat.detach().cpu().numpy()
+
+
+# ----------------------------------------------------------------------------- Adam
+
+
+class StackedAdam:
+    """Adam over a flat (B, P) parameter tensor, with a step count per replica.
+
+    Adam is elementwise, so one update of the stacked tensor is B separate
+    Adam updates as long as each replica's gradient is its own (the losses
+    are summed over replicas). Each replica counts its own steps, so its bias
+    corrections are those of a replica trained alone. The arithmetic is that
+    of ``torch.optim.Adam`` (single-tensor form, PyTorch's defaults
+    betas 0.9, 0.999, eps 1e-8).
+
+    Parameters
+    ----------
+    params : torch.Tensor
+        The stacked parameters (B, P), updated in place.
+    lr : float
+        Step size.
+    layout : Layout
+        The tensors of a row, for checkpoints (one Adam state per tensor).
+    """
+
+    betas = (0.9, 0.999)
+    eps = 1e-8
+
+    def __init__(self, params: torch.Tensor, lr: float, layout: Layout) -> None:
+        self.params = params
+        self.lr = float(lr)
+        self.layout = layout
+        self.exp_avg = torch.zeros_like(params)
+        self.exp_avg_sq = torch.zeros_like(params)
+        self.steps = np.zeros(params.shape[0], dtype=np.int64)
+
+    def step(self, grad: torch.Tensor, rows: Rows) -> None:
+        """One Adam step of the replicas in ``rows``, whose gradients ``grad`` are (R, P).
+
+        In place when every replica steps; otherwise on gathered rows written back.
+        """
+        beta1, beta2 = self.betas
+        self.steps[rows.host] += 1
+        t = self.steps[rows.host].astype(np.float64)
+        factors = np.stack([-self.lr / (1.0 - beta1**t), np.sqrt(1.0 - beta2**t)])
+        step_size, bc2_sqrt = torch.from_numpy(factors.astype(np.float32)[:, :, None]).to(
+            grad.device
+        )
+        with torch.no_grad():
+            m, v, p = (take(x, rows) for x in (self.exp_avg, self.exp_avg_sq, self.params))
+            m.lerp_(grad, 1.0 - beta1)
+            v.mul_(beta2).addcmul_(grad, grad, value=1.0 - beta2)
+            denom = v.sqrt().div_(bc2_sqrt).add_(self.eps)
+            p.addcdiv_(m * step_size, denom)
+            if rows.index is not None:
+                for x, new in ((self.exp_avg, m), (self.exp_avg_sq, v), (self.params, p)):
+                    put(x, rows, new)
+
+    def host_moments(self) -> tuple[NDArray[Any], NDArray[Any]]:
+        """Return numpy copies of the two moments, for `replica_state`."""
+        return host_copy(self.exp_avg), host_copy(self.exp_avg_sq)
+
+    def replica_state(self, i: int, moments: tuple[NDArray[Any], NDArray[Any]]) -> dict[str, Any]:
+        """Return replica i's state as ``torch.optim.Adam.state_dict`` lays it out."""
+        state: dict[int, dict[str, Any]] = {}
+        if self.steps[i]:
+            step = np.array(self.steps[i], dtype=np.float32)
+            pairs = zip(
+                self.layout.split(moments[0][i]), self.layout.split(moments[1][i]), strict=True
+            )
+            for k, (m, v) in enumerate(pairs):
+                state[k] = {"step": step, "exp_avg": m, "exp_avg_sq": v}
+        group = {"lr": self.lr, "betas": self.betas, "eps": self.eps}
+        return {
+            "state": state,
+            "param_groups": [{**group, "params": list(range(len(self.layout.shapes)))}],
+        }
+
+    def parse(self, saved: Mapping[str, Any], where: str) -> Any:
+        """Check one replica's saved state; return (steps, moments rows or None) for `write`.
+
+        A state without entries is that of an optimizer that has not stepped yet.
+        """
+        entries = saved["state"]
+        if not isinstance(entries, Mapping):
+            raise ValueError(f"the entry {where}/state must be a mapping.")
+        if not entries:
+            return 0, None
+        first, second, steps = [], [], set()
+        for k, shape in enumerate(self.layout.shapes):
+            entry = entries[k]
+            name = f"{where}/state/{k}"
+            step = entry["step"]
+            if not isinstance(step, np.ndarray) or step.shape != () or step.dtype != np.float32:
+                raise ValueError(f"the entry {name}/step must be a float32 scalar.")
+            check_values(f"{name}/step", step, 1, None)
+            steps.add(float(step))
+            like = np.empty(shape, dtype=np.float32)
+            first.append(saved_array(entry, "exp_avg", like, where=name).ravel())
+            second.append(saved_array(entry, "exp_avg_sq", like, where=name, low=0.0).ravel())
+        if len(steps) != 1 or not float(next(iter(steps))).is_integer():
+            raise ValueError(f"the entry {where}/state holds unequal or fractional step counts.")
+        return int(next(iter(steps))), (np.concatenate(first), np.concatenate(second))
+
+    def write(self, i: int, parsed: Any) -> None:
+        """Set replica i's step count and moments from what `parse` returned."""
+        steps, moments = parsed
+        self.steps[i] = steps
+        if moments is None:
+            moments = (np.zeros(self.layout.size, np.float32),) * 2
+        write_row(self.exp_avg, i, moments[0])
+        write_row(self.exp_avg_sq, i, moments[1])
+
+
+# ----------------------------------------------------------------------------- replay
+
+BUFFER_FIELDS = ("states", "actions", "rewards", "next_states", "terminated")
+
+
+class Sample(NamedTuple):
+    """A mini-batch per replica, tensors of shape (R, batch_size, ...) on the device."""
+
+    states: torch.Tensor
+    actions: torch.Tensor
+    rewards: torch.Tensor
+    next_states: torch.Tensor
+    terminated: torch.Tensor
+
+
+class StackedReplay:
+    """B ring buffers of transitions, one (B, capacity, ...) tensor per field.
+
+    States are index vectors in the smallest signed int dtype of at least 16
+    bits; rewards and termination flags float32. Each replica has its own
+    write position and size.
+
+    Parameters
+    ----------
+    replicas : int
+        B.
+    capacity : int
+        Transitions kept per replica; the oldest is overwritten first.
+    state_dims : tuple of int
+        Mode sizes (choose the storage dtype, bound the saved indices).
+    device : torch.device
+        Where the tensors live.
+    """
+
+    def __init__(
+        self, replicas: int, capacity: int, state_dims: Sequence[int], device: torch.device
+    ) -> None:
+        self.capacity = int(capacity)
+        self.state_dims = tuple(int(d) for d in state_dims)
+        dtype = np.promote_types(np.min_scalar_type(max(self.state_dims) - 1), np.int16)
+        self.dtypes = {
+            "states": dtype,
+            "actions": np.dtype(np.int64),
+            "rewards": np.dtype(np.float32),
+            "next_states": dtype,
+            "terminated": np.dtype(np.float32),
+        }
+        self.tensors = {}
+        for key, np_dtype in self.dtypes.items():
+            tail = (len(self.state_dims),) if key.endswith("states") else ()
+            torch_dtype = torch.from_numpy(np.empty(0, dtype=np_dtype)).dtype
+            # empty: pages are only touched as transitions arrive
+            self.tensors[key] = torch.empty(
+                (replicas, self.capacity, *tail), dtype=torch_dtype, device=device
+            )
+        self.device = device
+        self.position = np.zeros(replicas, dtype=np.int64)
+        self.size = np.zeros(replicas, dtype=np.int64)
+
+    def _flat(self, key: str) -> torch.Tensor:
+        """Return field ``key`` as a (B * capacity, ...) view: row i * capacity + j is (i, j)."""
+        tensor = self.tensors[key]
+        return tensor.view(-1, *tensor.shape[2:])
+
+    def add(self, rows: Rows, values: Mapping[str, NDArray[Any]]) -> None:
+        """Store one transition per replica in ``rows``; ``values`` maps each field to (R, ...)."""
+        r = rows.host
+        index = torch.from_numpy(r * self.capacity + self.position[r]).to(self.device)
+        for key in BUFFER_FIELDS:
+            value = np.asarray(values[key]).astype(self.dtypes[key])
+            self._flat(key).index_copy_(0, index, torch.from_numpy(value).to(self.device))
+        self.position[r] = (self.position[r] + 1) % self.capacity
+        self.size[r] = np.minimum(self.size[r] + 1, self.capacity)
+
+    def sample(self, rngs: Sequence[np.random.Generator], rows: Rows, batch_size: int) -> Sample:
+        """Draw ``batch_size`` stored transitions per replica uniformly, with replacement.
+
+        Replica i's indices are floor(u * size_i) of ``batch_size`` uniform
+        doubles u drawn from ``rngs[i]`` (one ``random`` call, several times
+        cheaper than ``integers``; the bias is below 2**-53 per index).
+        """
+        u = np.stack([rngs[i].random(batch_size) for i in rows.host.tolist()])
+        sizes = self.size[rows.host][:, None]
+        drawn = np.minimum((u * sizes).astype(np.int64), sizes - 1)
+        drawn += (rows.host * self.capacity)[:, None]
+        index = torch.from_numpy(drawn.ravel()).to(self.device)
+        shape = (len(rows.host), batch_size)
+        return Sample(
+            *(
+                self._flat(key).index_select(0, index).view(*shape, *self.tensors[key].shape[2:])
+                for key in BUFFER_FIELDS
+            )
+        )
+
+    def replica_state(self, i: int) -> dict[str, Any]:
+        """Replica i's stored transitions (filled part only), position and size."""
+        n = int(self.size[i])
+        state: dict[str, Any] = {
+            key: self.tensors[key][i, :n].cpu().numpy().copy() for key in BUFFER_FIELDS
+        }
+        state.update(position=int(self.position[i]), size=n)
+        return state
+
+    def parse(self, state: Mapping[str, Any]) -> dict[str, Any]:
+        """Check one replica's saved buffer; return what `write` needs.
+
+        Raises
+        ------
+        ValueError
+            If the size or position is out of range, an array has another
+            shape or dtype than this buffer's, or a state index is outside its mode.
+        """
+        n = saved_count(state, "size", self.capacity)
+        position = saved_count(state, "position", self.capacity - 1)
+        parsed: dict[str, Any] = {"size": n, "position": position}
+        for key in BUFFER_FIELDS:
+            tail = self.tensors[key].shape[2:]
+            like = np.empty((n, *tail), dtype=self.dtypes[key])
+            parsed[key] = saved_array(state, key, like, where="buffer")
+        for key in ("states", "next_states"):
+            check_values(f"buffer/{key}", parsed[key], 0, None)
+            if n and np.any(parsed[key] >= np.asarray(self.state_dims)):
+                raise ValueError(f"the entry buffer/{key} holds an index outside its mode.")
+        return parsed
+
+    def write(self, i: int, parsed: Mapping[str, Any]) -> None:
+        """Restore replica i from what `parse` returned."""
+        n = parsed["size"]
+        for key in BUFFER_FIELDS:
+            self.tensors[key][i, :n] = torch.from_numpy(parsed[key]).to(self.device)
+        self.position[i] = parsed["position"]
+        self.size[i] = n
