@@ -132,8 +132,10 @@ def test_the_checks_see_a_cycle_and_an_upward_import() -> None:
     assert layer("rl.runs.b") > layer("rl.loop.a")
 
 
-@pytest.mark.parametrize("package", ["rl", "rl.problems", "rl.loop", "rl.runs", "rl.experiments"])
-def test_packages_stay_small(package: str) -> None:
-    """At most about eight modules at the root of ``rl``, and names for every subpackage."""
+@pytest.mark.parametrize(
+    "package,most", [("rl", 9), ("rl.problems", 12), ("rl.loop", 12), ("rl.runs", 12)]
+)
+def test_packages_stay_small(package: str, most: int) -> None:
+    """About eight modules at the root of ``rl``, a dozen at most in a subpackage."""
     root = ROOT / package.replace(".", "/")
-    assert len([p for p in root.glob("*.py") if p.name != "__init__.py"]) <= 9
+    assert len([p for p in root.glob("*.py") if p.name != "__init__.py"]) <= most
