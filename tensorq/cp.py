@@ -16,6 +16,7 @@ from functools import cache
 from typing import Any
 
 import numpy as np
+import tensorly as tl
 from tensorly.cp_tensor import CPTensor
 
 from tensorq._backend import (
@@ -387,7 +388,9 @@ class OnlineCP:
                 f"Got {replica} instead."
             )
         weights = self._asarray(np.ones(self.rank), self.factors[0].dtype)
-        return CPTensor((weights, [f[replica] for f in self.factors]))
+        # CPTensor checks its input with TensorLy's current backend: use the factors' own.
+        with tl.backend_context(self._ops.name):
+            return CPTensor((weights, [f[replica] for f in self.factors]))
 
     def __repr__(self) -> str:
         device = "" if self._device is None else f", device='{self._device}'"
