@@ -66,6 +66,12 @@ from rl.rundir import (
     remove_stale_temporaries,
 )
 from rl.seeding import spawn_replicas
+from rl.validation import (
+    REPLICA_OVERHEAD_BYTES,
+    REPLICA_PROBE,
+    check_replicas,
+    state_bytes,
+)
 
 METRICS_FILE = "metrics.csv"
 CONFIG_FILE = "config.json"
@@ -446,9 +452,14 @@ def build(config: TrainConfig, *, import_env_module: bool = True) -> tuple[Runne
         raise ConfigError(f"The 'env' or 'env_options' parameter is invalid: {error}") from None
     if getattr(problem, "discount", None) is not None:  # the problem's own discount
         agent_cfg = agent_config(config, problem.discount, resolved)
-    streams = spawn_replicas(range(config.seed, config.seed + config.seeds))
     agent_class = resolved.agent_class
     try:
+        if config.seeds > REPLICA_PROBE:  # the replicas' state must fit: measured on a few
+            seeds = range(config.seed, config.seed + REPLICA_PROBE)
+            probe = agent_class(problem, agent_cfg, [s.agent for s in spawn_replicas(seeds)])
+            per_replica = state_bytes(probe.state_dict()) / REPLICA_PROBE + REPLICA_OVERHEAD_BYTES
+            check_replicas(config.seeds, per_replica, f"{config.agent!r} on {config.env!r}")
+        streams = spawn_replicas(range(config.seed, config.seed + config.seeds))
         agent = agent_class(problem, agent_cfg, [s.agent for s in streams])
     except ValueError as error:
         raise ConfigError(
