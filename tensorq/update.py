@@ -109,7 +109,7 @@ def _gauss_seidel(
     slope = step_size * (1.0 - 2.0 * weight)
     offset = step_size * target
     entry = before
-    steps = ops.int_full(before.shape[0], 0, before)
+    steps, active = _start(ops, before)
     for n in range(len(rows)):
         direction = _times(prefix, suffix[n], rows[n])  # dQ / dF_n(i_n, :)
         inverse = None
@@ -131,11 +131,29 @@ def _gauss_seidel(
         row, entry = step([rows[n]], entry)
         # Algorithm 1: "Set Q_prev = Q_{t-1}(s_t, a_t)": the first test of every mode
         # compares with the entry before the whole update.
-        state = _InnerState(row, entry, before, ops.int_full(len(steps), 1, steps) > 0, steps + 1)
+        state = _InnerState(row, entry, before, active, steps + 1)
         state = _repeat(ops, max_inner - 1, _masked(step, tol, ops), state)
         new_rows[n], entry, steps = state.rows[0], state.entry, state.steps
         prefix = new_rows[n] if prefix is None else prefix * new_rows[n]
-    return new_rows, steps
+    return new_rows, _counts(steps, before, ops)
+
+
+def _start(ops: ArrayOps, before: Array) -> tuple[Array | int, Array | bool]:
+    """Return the initial (steps, active) of the inner loops: Python values, arrays for JAX.
+
+    Python ``0`` and ``True`` cost nothing per step on NumPy until a mask
+    appears; JAX's ``lax.fori_loop`` needs arrays of fixed type from the start.
+    """
+    if not ops.functional:
+        return 0, True
+    return ops.int_full(before.shape[0], 0, before), ops.int_full(before.shape[0], 1, before) > 0
+
+
+def _counts(steps: Array | int, like: Array, ops: ArrayOps) -> Array:
+    """Per-replica step counts as a backend int64 array shaped like ``like``."""
+    if isinstance(steps, int):
+        return ops.int_full(like.shape[0], steps, like)
+    return ops.int_full(like.shape[0], 0, like) + steps
 
 
 class _InnerState(NamedTuple):
@@ -144,7 +162,7 @@ class _InnerState(NamedTuple):
     rows: list[Array]
     entry: Array
     previous: Array  # the entry the next convergence test compares with
-    active: Array  # bool (B,): replicas still stepping
+    active: Array  # bool (B,): replicas still stepping (False: none, NumPy only)
     steps: Array  # int (B,): row steps taken
 
 
@@ -161,9 +179,16 @@ def _masked(
 
     def iteration(state: _InnerState) -> _InnerState:
         rows, entry, active = state.rows, state.entry, state.active
-        if tol > 0.0:
-            active = active & (ops.abs(entry - state.previous) >= tol)
+        if tol == 0.0:  # no convergence test: every replica steps
+            stepped, stepped_entry = step(rows, entry)
+            return _InnerState(stepped, stepped_entry, entry, active, state.steps + width)
+        active = active & (ops.abs(entry - state.previous) >= tol)
+        numpy = ops.name == "numpy"  # NumPy may ask the data: no masking where none is needed
+        if numpy and not active.any():
+            return state._replace(active=False)  # `_repeat` stops
         stepped, stepped_entry = step(rows, entry)
+        if numpy and active.all():
+            return _InnerState(stepped, stepped_entry, entry, active, state.steps + width)
         rows = [ops.where(active[:, None], s, r) for s, r in zip(stepped, rows, strict=True)]
         new_entry = ops.where(active, stepped_entry, entry)
         return _InnerState(rows, new_entry, entry, active, state.steps + width * active)
@@ -176,8 +201,9 @@ def _repeat(
 ) -> _InnerState:
     """Run ``iteration`` ``count`` times: ``lax.fori_loop`` for JAX, a Python loop otherwise.
 
-    NumPy stops early once no replica is active (the remaining iterations
-    would change nothing); PyTorch runs them all rather than ask the device.
+    NumPy stops early once no replica is active (``iteration`` then sets
+    ``active`` to False; the remaining iterations would change nothing);
+    PyTorch runs them all rather than ask the device.
     """
     if count <= 0:
         return state
@@ -187,7 +213,7 @@ def _repeat(
         return lax.fori_loop(0, count, lambda _, s: iteration(s), state)
     for _ in range(count):
         state = iteration(state)
-        if ops.name == "numpy" and not state.active.any():
+        if state.active is False:
             break
     return state
 
@@ -297,10 +323,10 @@ def released_sweep(
     # The test after a sweep is on that sweep's move: (previous, entry) of the
     # state are the entries before and after the last sweep of each replica.
     new_rows, entry = sweep(list(rows), before)
-    steps = ops.int_full(before.shape[0], n_modes, before)
-    state = _InnerState(new_rows, entry, before, steps > 0, steps)
+    steps, active = _start(ops, before)
+    state = _InnerState(new_rows, entry, before, active, steps + n_modes)
     state = _repeat(ops, max_inner - 1, _masked(sweep, tol, ops, width=n_modes), state)
-    return state.rows, state.steps
+    return state.rows, _counts(state.steps, before, ops)
 
 
 def stable_sweep(
