@@ -39,7 +39,16 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from tensorq._backend import ArrayOps, ops_for_backend
-from tensorq._validation import as_numpy, as_vector, check_vector
+from tensorq._inputs import index_array, keep_mask, per_replica
+from tensorq._loops import (
+    InnerState,
+    initial_counters,
+    masked_iteration,
+    repeat,
+    step_counts,
+    suffix_products,
+    times,
+)
 from tensorq.bound import FactorBound
 from tensorq.cp import OnlineCP
 from tensorq.loss import cp_entry, frequency_weight
@@ -71,24 +80,6 @@ class UpdateResult(NamedTuple):
     iterations: Array
 
 
-def _suffix_products(rows: list[Array]) -> list[Array | None]:
-    """``out[n] = prod_{m > n} rows[m]`` (None for the last mode)."""
-    out: list[Array | None] = [None] * len(rows)
-    for n in range(len(rows) - 2, -1, -1):
-        nxt = out[n + 1]
-        out[n] = rows[n + 1] if nxt is None else rows[n + 1] * nxt
-    return out
-
-
-def _times(a: Array | None, b: Array | None, like: Array) -> Array:
-    """Elementwise product where None means ones."""
-    if a is None and b is None:
-        return like * 0 + 1
-    if a is None or b is None:
-        return b if a is None else a
-    return a * b
-
-
 def _gauss_seidel(
     rows: list[Array],
     before: Array,
@@ -102,16 +93,16 @@ def _gauss_seidel(
     normalized: bool,
 ) -> tuple[list[Array], Array]:
     """Algorithm 1's loop over modes: `paper_sweep`, or `stable_sweep` when ``normalized``."""
-    suffix = _suffix_products(rows)
+    suffix = suffix_products(rows)
     prefix = None
     new_rows = list(rows)
     # step * dL/dQ = step * ((1 - 2 w) Q - y), eq. (gradient), as an affine map of Q.
     slope = step_size * (1.0 - 2.0 * weight)
     offset = step_size * target
     entry = before
-    steps, active = _start(ops, before)
+    steps, active = initial_counters(ops, before)
     for n in range(len(rows)):
-        direction = _times(prefix, suffix[n], rows[n])  # dQ / dF_n(i_n, :)
+        direction = times(prefix, suffix[n], rows[n])  # dQ / dF_n(i_n, :)
         inverse = None
         if normalized:  # 1 / ||g_n||^2, and no step where g_n = 0
             squares = ops.rowdot(direction, direction)
@@ -131,91 +122,11 @@ def _gauss_seidel(
         row, entry = step([rows[n]], entry)
         # Algorithm 1: "Set Q_prev = Q_{t-1}(s_t, a_t)": the first test of every mode
         # compares with the entry before the whole update.
-        state = _InnerState(row, entry, before, active, steps + 1)
-        state = _repeat(ops, max_inner - 1, _masked(step, tol, ops), state)
+        state = InnerState(row, entry, before, active, steps + 1)
+        state = repeat(ops, max_inner - 1, masked_iteration(step, tol, ops), state)
         new_rows[n], entry, steps = state.rows[0], state.entry, state.steps
         prefix = new_rows[n] if prefix is None else prefix * new_rows[n]
-    return new_rows, _counts(steps, before, ops)
-
-
-def _start(ops: ArrayOps, before: Array) -> tuple[Array | int, Array | bool]:
-    """Return the initial (steps, active) of the inner loops: Python values, arrays for JAX.
-
-    Python ``0`` and ``True`` cost nothing per step on NumPy until a mask
-    appears; JAX's ``lax.fori_loop`` needs arrays of fixed type from the start.
-    """
-    if not ops.functional:
-        return 0, True
-    return ops.int_full(before.shape[0], 0, before), ops.int_full(before.shape[0], 1, before) > 0
-
-
-def _counts(steps: Array | int, like: Array, ops: ArrayOps) -> Array:
-    """Per-replica step counts as a backend int64 array shaped like ``like``."""
-    if isinstance(steps, int):
-        return ops.int_full(like.shape[0], steps, like)
-    return ops.int_full(like.shape[0], 0, like) + steps
-
-
-class _InnerState(NamedTuple):
-    """What an inner iteration changes: the rows, the entry, and the convergence test's state."""
-
-    rows: list[Array]
-    entry: Array
-    previous: Array  # the entry the next convergence test compares with
-    active: Array  # bool (B,): replicas still stepping (False: none, NumPy only)
-    steps: Array  # int (B,): row steps taken
-
-
-def _masked(
-    step: Callable[..., tuple[Any, Array]], tol: float, ops: ArrayOps, width: int = 1
-) -> Callable[[_InnerState], _InnerState]:
-    """Return one inner iteration: test convergence, then step the replicas still active.
-
-    ``step(rows, entry)`` returns the stepped rows (a list: one row for a
-    Gauss-Seidel step, all N for a released sweep) and entry; a replica stops
-    for good once its entry moved by less than ``tol`` in its last iteration
-    (never when ``tol`` is 0). Each replica's iteration counts ``width`` row steps.
-    """
-
-    def iteration(state: _InnerState) -> _InnerState:
-        rows, entry, active = state.rows, state.entry, state.active
-        if tol == 0.0:  # no convergence test: every replica steps
-            stepped, stepped_entry = step(rows, entry)
-            return _InnerState(stepped, stepped_entry, entry, active, state.steps + width)
-        active = active & (ops.abs(entry - state.previous) >= tol)
-        numpy = ops.name == "numpy"  # NumPy may ask the data: no masking where none is needed
-        if numpy and not active.any():
-            return state._replace(active=False)  # `_repeat` stops
-        stepped, stepped_entry = step(rows, entry)
-        if numpy and active.all():
-            return _InnerState(stepped, stepped_entry, entry, active, state.steps + width)
-        rows = [ops.where(active[:, None], s, r) for s, r in zip(stepped, rows, strict=True)]
-        new_entry = ops.where(active, stepped_entry, entry)
-        return _InnerState(rows, new_entry, entry, active, state.steps + width * active)
-
-    return iteration
-
-
-def _repeat(
-    ops: ArrayOps, count: int, iteration: Callable[[_InnerState], _InnerState], state: _InnerState
-) -> _InnerState:
-    """Run ``iteration`` ``count`` times: ``lax.fori_loop`` for JAX, a Python loop otherwise.
-
-    NumPy stops early once no replica is active (``iteration`` then sets
-    ``active`` to False; the remaining iterations would change nothing);
-    PyTorch runs them all rather than ask the device.
-    """
-    if count <= 0:
-        return state
-    if ops.functional:
-        from jax import lax
-
-        return lax.fori_loop(0, count, lambda _, s: iteration(s), state)
-    for _ in range(count):
-        state = iteration(state)
-        if state.active is False:
-            break
-    return state
+    return new_rows, step_counts(steps, before, ops)
 
 
 def paper_sweep(
@@ -308,11 +219,11 @@ def released_sweep(
 
     def sweep(rows: list[Array], entry: Array) -> tuple[list[Array], Array]:
         scale = step_size * entry - offset
-        suffix = _suffix_products(rows)
+        suffix = suffix_products(rows)
         prefix = None
         stepped_rows = []
         for n in range(n_modes):
-            direction = _times(prefix, suffix[n], rows[n])
+            direction = times(prefix, suffix[n], rows[n])
             norm = ops.sqrt(ops.rowdot(direction, direction))
             norm = ops.where(norm > 0, norm, 1.0)  # g = 0 gives a zero step
             stepped = rows[n] - (scale / norm)[:, None] * direction
@@ -323,10 +234,10 @@ def released_sweep(
     # The test after a sweep is on that sweep's move: (previous, entry) of the
     # state are the entries before and after the last sweep of each replica.
     new_rows, entry = sweep(list(rows), before)
-    steps, active = _start(ops, before)
-    state = _InnerState(new_rows, entry, before, active, steps + n_modes)
-    state = _repeat(ops, max_inner - 1, _masked(sweep, tol, ops, width=n_modes), state)
-    return state.rows, _counts(state.steps, before, ops)
+    steps, active = initial_counters(ops, before)
+    state = InnerState(new_rows, entry, before, active, steps + n_modes)
+    state = repeat(ops, max_inner - 1, masked_iteration(sweep, tol, ops, width=n_modes), state)
+    return state.rows, step_counts(state.steps, before, ops)
 
 
 def stable_sweep(
@@ -486,9 +397,9 @@ def bcd_update(
         raise ValueError(
             f"The 'variant' parameter must be one of {VARIANTS}. Got {variant!r} instead."
         )
-    target = _vector(q, "target", target, check=True)
-    idx, keep = _as_index(q, index), _keep(q, mask)
-    vectors = (target, _vector(q, "visits", visits), _vector(q, "step_size", step_size))
+    target = per_replica(q, "target", target, check=True)
+    idx, keep = index_array(q, index), keep_mask(q, mask)
+    vectors = (target, per_replica(q, "visits", visits), per_replica(q, "step_size", step_size))
     f_max = None if bound is None else bound.f_max
     setting = ("bcd", variant, float(lam), float(eps), float(tol), int(max_inner), f_max)
     return _update_rows(q, idx, keep, vectors, setting)
@@ -540,9 +451,9 @@ def normalized_step(
     """
     if sweep not in SWEEPS:
         raise ValueError(f"The 'sweep' parameter must be one of {SWEEPS}. Got {sweep!r} instead.")
-    target = _vector(q, "target", target, check=True)
-    idx, keep = _as_index(q, index), _keep(q, mask)
-    vectors = (target, _vector(q, "step_size", step_size))
+    target = per_replica(q, "target", target, check=True)
+    idx, keep = index_array(q, index), keep_mask(q, mask)
+    vectors = (target, per_replica(q, "step_size", step_size))
     return _update_rows(q, idx, keep, vectors, ("normalized", sweep == "jacobi"))
 
 
@@ -559,11 +470,11 @@ def _runner(setting: tuple[Any, ...], ops: ArrayOps) -> Callable[..., tuple[list
 
         def normalized(rows: list[Array], before: Array, target: Array, step: Array) -> Any:
             scale = step * (target - before)
-            suffix = _suffix_products(rows)
+            suffix = suffix_products(rows)
             prefix = None
             new_rows = []
             for n, row in enumerate(rows):
-                direction = _times(prefix, suffix[n], row)
+                direction = times(prefix, suffix[n], row)
                 norm = ops.sqrt(ops.rowdot(direction, direction))
                 norm = ops.where(norm > 0, norm, 1.0)  # g = 0 gives a zero step
                 moved = row + (scale / norm)[:, None] * direction
@@ -705,43 +616,3 @@ def _subset(value: Array | float, keep: Array) -> Array | float:
 
 
 _VARIANT_SWEEPS = {"paper": paper_sweep, "released": released_sweep, "stable": stable_sweep}
-
-
-def _as_index(q: OnlineCP, index: Any) -> Array:
-    """Return the (B, N) index as an int array of the tensor's backend (not range-checked)."""
-    if q._owns(index):
-        return q._asarray(index, q._ops.int64)
-    idx = as_numpy(index)
-    return idx if q._ops.name == "numpy" else q._asarray(idx, q._ops.int64)
-
-
-def _vector(q: OnlineCP, name: str, value: Any, check: bool = False) -> Array | float:
-    """Return a per-replica value as a Python float or an array of the tensor's backend.
-
-    NumPy input (and scalars) with ``check`` is checked for shape and
-    finiteness on the host, then converted once; an array of the tensor's own
-    backend is checked for its shape only (finiteness would need a copy to the
-    host), so a non-finite target given that way reaches the factors.
-    """
-    replicas, dtype = q.replicas, q.factors[0].dtype
-    if q._owns(value):
-        if tuple(value.shape) not in ((), (replicas,)):
-            raise ValueError(
-                f"The {name!r} parameter must be a float or an array of shape ({replicas},). "
-                f"Got shape {tuple(value.shape)} instead."
-            )
-        return q._asarray(value, dtype)
-    vector = check_vector(name, value, replicas) if check else as_vector(value, replicas)
-    if isinstance(vector, float) or (q._ops.name == "numpy" and dtype == np.float64):
-        return vector
-    return q._asarray(vector, dtype)
-
-
-def _keep(q: OnlineCP, mask: Any) -> Array | None:
-    """Replicas to update: the complement of ``mask`` (None when every replica updates)."""
-    if mask is None:
-        return None
-    if q._owns(mask):
-        return q._asarray(mask, None) == 0
-    keep = ~as_numpy(mask).astype(bool, copy=False)
-    return keep if q._ops.name == "numpy" else q._asarray(keep, None)
