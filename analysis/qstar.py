@@ -43,6 +43,8 @@ import tensorly
 from numpy.typing import NDArray
 from tensorly.cp_tensor import CPTensor
 
+from analysis._numpy import numpy_backend
+
 EXACT_ENVS = ("inventory", "lowrank")
 """Problems with an exact model (Q* by value iteration on the model)."""
 GRID_ENVS = ("cartpole", "pendulum")
@@ -351,6 +353,7 @@ def grid_qstar(
     return QTensor(q, gamma, len(model.state_dims), source, float(bound), env)
 
 
+@numpy_backend
 def q_star(
     env: str,
     *,
@@ -401,6 +404,7 @@ def _replica_cp(factors: list[NDArray], replica: int) -> CPTensor:
     return CPTensor((np.ones(rank), [np.array(f[replica], dtype=np.float64) for f in factors]))
 
 
+@numpy_backend
 def qtensor_from_run(
     run_dir: str | Path,
     *,
@@ -436,6 +440,8 @@ def qtensor_from_run(
     Returns
     -------
     QTensor
+        Its ``tensor`` is a float64 NumPy array, or a CPTensor of float64
+        NumPy weights and factors, whatever TensorLy's global backend is.
 
     Raises
     ------

@@ -43,6 +43,7 @@ import numpy as np
 from numpy.typing import NDArray
 from tensorly.cp_tensor import CPTensor
 
+from analysis._numpy import numpy_backend
 from analysis.spectral import Spectrum, _dense_spectrum, _factor_spectrum, _numpy_cp
 
 __all__ = ["ROUNDING", "LowerBound", "b_r_lower", "mode_splits"]
@@ -102,6 +103,7 @@ def _tail(spectrum: Spectrum, rank: int) -> float:
     return float(math.sqrt(np.sum(np.maximum(values[rank:] - margin, 0.0) ** 2)))
 
 
+@numpy_backend
 def b_r_lower(tensor: NDArray | CPTensor, ranks: Iterable[int]) -> list[LowerBound]:
     """Return the certified lower bound on B_R at each rank (proof in the module docstring).
 

@@ -33,6 +33,7 @@ import tensorly as tl
 from numpy.typing import ArrayLike, NDArray
 from tensorly.cp_tensor import CPTensor, cp_normalize, cp_to_tensor
 
+from analysis._numpy import numpy_backend
 from tensorq._validation import as_numpy, check_int
 
 __all__ = [
@@ -273,6 +274,7 @@ def _weights(cp: CPTensor) -> tuple[NDArray, NDArray, NDArray]:
     return weights[order], order.astype(np.int64), _cumulative_shares(weights[order])
 
 
+@numpy_backend
 def spectral_energy(
     tensor: ArrayLikeOrCP,
     *,
@@ -302,7 +304,9 @@ def spectral_energy(
     SpectralEnergy
         Per mode-n unfolding ``modes[n]`` (singular values, cumulative energy,
         ``rank_for(share)``), the optional ``matricization``, and for CP input
-        the normalized component weights and their shares.
+        the normalized component weights and their shares: float64 NumPy
+        arrays, whatever TensorLy's global backend is (the input may be a
+        NumPy, PyTorch or JAX array, or a CPTensor of such arrays).
 
     Raises
     ------

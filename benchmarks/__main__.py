@@ -28,7 +28,7 @@ MODULES = {
     "paper_scale": "bench_paper_scale",
 }
 QUICK = {
-    "tensorq": ["--number", "20"],
+    "tensorq": ["--number", "20", "--replicas", "4"],
     "envs": ["--steps", "200", "--num-envs", "4", "--no-highway"],
     "agents": ["--episodes", "2", "--replicas", "4"],
     "deep": ["--number", "4", "--replicas", "1", "2"],

@@ -69,7 +69,6 @@ from rl.experiments.report import line_stats, load_line, plot_box, plot_curves, 
 from rl.experiments.summary import Settings, write_summary
 from rl.runs.config import ConfigError
 from rl.runs.rundir import open_run_file
-from rl.validation import MAX_REPLICAS
 
 READING_CHOICES = ("paper", "released", "stable")
 
@@ -109,10 +108,9 @@ def _check_args(args: argparse.Namespace, chosen: Experiment) -> None:
         raise ValueError(f"The '--episodes-scale' value must be in (0, 1]. Got {scale!r} instead.")
     for name in ("seeds", "deep_seeds"):
         value = getattr(args, name)
-        if value is not None and not 1 <= value <= MAX_REPLICAS:
+        if value is not None and value < 1:  # the memory cap is checked when a run is built
             raise ValueError(
-                f"The '--{name.replace('_', '-')}' value must be an int in [1, {MAX_REPLICAS}]. "
-                f"Got {value} instead."
+                f"The '--{name.replace('_', '-')}' value must be an int >= 1. Got {value} instead."
             )
     if args.workers is not None and args.workers < 1:
         raise ValueError(f"The '--workers' value must be an int >= 1. Got {args.workers} instead.")

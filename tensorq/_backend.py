@@ -6,8 +6,16 @@ call on the tiny arrays of an online update. :class:`ArrayOps` holds the
 handful of functions ``tensorq`` needs, taken once from the TensorLy backend
 instance that matches an array's type, so hot paths call them directly.
 Everything else (``+``, ``*``, indexing, ``@``, ``.sum(axis=...)``,
-``.reshape``) is written with operators and methods that NumPy arrays and
-PyTorch tensors share.
+``.reshape``) is written with operators and methods that NumPy arrays,
+PyTorch tensors and JAX arrays share.
+
+Each backend also knows its devices: :meth:`ArrayOps.asarray` puts data on a
+device ("cpu", "cuda", "cuda:N"; NumPy has only "cpu") once, at the boundary,
+and arrays already there pass through without a copy. JAX arrays are
+immutable: ``ArrayOps.functional`` is True for JAX, and the update code
+replaces factors (``.at[].set()``) where NumPy and PyTorch write in place.
+Choosing the JAX backend enables ``jax_enable_x64`` (TensorLy's JAX backend
+does so when it loads), so JAX holds float64 as the other backends do.
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ import numpy as np
 import tensorly as tl
 from tensorly.backend import BackendManager
 
-SUPPORTED_BACKENDS = ("numpy", "pytorch")
+SUPPORTED_BACKENDS = ("numpy", "pytorch", "jax")
 
 
 def _numpy_clip(x: Any, low: float, high: float) -> Any:
@@ -39,6 +47,86 @@ def _torch_rowdot() -> Callable[[Any, Any], Any]:
     return torch.linalg.vecdot
 
 
+def _bad_device(backend: str, device: Any, allowed: str) -> ValueError:
+    return ValueError(
+        f"The 'device' parameter must be {allowed} for the {backend} backend. "
+        f"Got {device!r} instead."
+    )
+
+
+def _numpy_device(device: Any) -> None:
+    if device not in (None, "cpu"):
+        raise _bad_device("numpy", device, "None or 'cpu'")
+
+
+def _numpy_asarray(data: Any, dtype: Any = None, device: Any = None) -> Any:
+    if hasattr(data, "detach"):  # a CPU PyTorch tensor
+        data = data.detach().cpu().numpy()
+    return np.asarray(data, dtype=dtype)
+
+
+def _torch_device(device: Any) -> Any:
+    import torch
+
+    try:
+        return torch.device("cpu" if device is None else device)
+    except (RuntimeError, TypeError) as error:
+        raise _bad_device("pytorch", device, "'cpu', 'cuda' or 'cuda:N'") from error
+
+
+def _torch_asarray(data: Any, dtype: Any = None, device: Any = None) -> Any:
+    import torch
+
+    return torch.as_tensor(data, dtype=dtype, device=device)
+
+
+def _numpy_int_full(n: int, value: int, like: Any) -> Any:
+    return np.full(n, value, dtype=np.int64)
+
+
+def _torch_int_full(n: int, value: int, like: Any) -> Any:
+    import torch
+
+    return torch.full((n,), value, dtype=torch.int64, device=like.device)
+
+
+def _jax_int_full(n: int, value: int, like: Any) -> Any:
+    import jax.numpy as jnp
+
+    return jnp.full(n, value, dtype=jnp.int64)
+
+
+def _jax_device(device: Any) -> Any:
+    import jax
+
+    if device is None or not isinstance(device, str):
+        return device if device is not None else jax.devices()[0]
+    kind, _, number = device.partition(":")
+    platform = {"cpu": "cpu", "cuda": "gpu", "gpu": "gpu"}.get(kind)
+    if platform is None or (number and not number.isdigit()):
+        raise _bad_device("jax", device, "'cpu', 'cuda' or 'cuda:N'")
+    try:
+        devices = jax.devices(platform)
+    except RuntimeError as error:
+        raise _bad_device("jax", device, f"a device JAX has (it has {jax.devices()})") from error
+    index = int(number or 0)
+    if index >= len(devices):
+        raise _bad_device("jax", device, f"one of {platform}:0..{len(devices) - 1}")
+    return devices[index]
+
+
+def _jax_asarray(data: Any, dtype: Any = None, device: Any = None) -> Any:
+    import jax
+    import jax.numpy as jnp
+
+    if hasattr(data, "detach"):  # a PyTorch tensor
+        data = data.detach().cpu().numpy()
+    array = jnp.asarray(data, dtype=dtype)
+    if device is None or device in array.devices():
+        return array
+    return jax.device_put(array, device)
+
+
 @dataclass(frozen=True)
 class ArrayOps:
     """Direct handles to the array functions of one TensorLy backend.
@@ -46,7 +134,9 @@ class ArrayOps:
     Attributes
     ----------
     name : str
-        TensorLy backend name, ``"numpy"`` or ``"pytorch"``.
+        TensorLy backend name, ``"numpy"``, ``"pytorch"`` or ``"jax"``.
+    functional : bool
+        True where arrays are immutable (JAX): updates return new arrays.
     tensor : callable
         ``tensor(data, dtype=None)``: a backend array from array-like data.
     to_numpy : callable
@@ -59,9 +149,19 @@ class ArrayOps:
         ``rowdot(a, b)``: the dot products of matching rows, ``(a * b).sum(-1)``.
     float64, int64 : dtype
         The backend's dtypes.
+    asarray : callable
+        ``asarray(data, dtype=None, device=None)``: a backend array on a
+        device, without a copy where ``data`` already is one there.
+    device : callable
+        ``device(spec)``: the backend's device for "cpu", "cuda" or "cuda:N"
+        (None: the backend's default); a clear ValueError for others.
+    int_full : callable
+        ``int_full(n, value, like)``: an int64 array of n copies of ``value``
+        on the device of the array ``like``.
     """
 
     name: str
+    functional: bool
     tensor: Callable[..., Any]
     to_numpy: Callable[[Any], np.ndarray]
     where: Callable[..., Any]
@@ -75,6 +175,9 @@ class ArrayOps:
     stack: Callable[..., Any]
     float64: Any
     int64: Any
+    asarray: Callable[..., Any]
+    device: Callable[[Any], Any]
+    int_full: Callable[[int, int, Any], Any]
 
 
 @cache
@@ -83,8 +186,8 @@ def ops_for_backend(name: str) -> ArrayOps:
 
     Parameters
     ----------
-    name : {"numpy", "pytorch"}
-        TensorLy backend name.
+    name : {"numpy", "pytorch", "jax"}
+        TensorLy backend name. "jax" enables ``jax_enable_x64``.
 
     Returns
     -------
@@ -97,8 +200,20 @@ def ops_for_backend(name: str) -> ArrayOps:
         )
     backend = BackendManager.load_backend(name)
     numpy = name == "numpy"
+    if name == "jax":
+        import jax
+
+        jax.config.update("jax_enable_x64", True)
+    # np.vecdot (NumPy >= 2.0) is one gufunc call instead of a product and a sum.
+    rowdot = getattr(np, "vecdot", _sum_of_products) if numpy else _sum_of_products
+    asarray, device, int_full = {
+        "numpy": (_numpy_asarray, _numpy_device, _numpy_int_full),
+        "pytorch": (_torch_asarray, _torch_device, _torch_int_full),
+        "jax": (_jax_asarray, _jax_device, _jax_int_full),
+    }[name]
     return ArrayOps(
         name=name,
+        functional=name == "jax",
         tensor=backend.tensor,
         to_numpy=backend.to_numpy,
         where=backend.where,
@@ -106,14 +221,24 @@ def ops_for_backend(name: str) -> ArrayOps:
         sqrt=backend.sqrt,
         copy=backend.copy,
         clip=_numpy_clip if numpy else backend.clip,
-        # np.vecdot (NumPy >= 2.0) is one gufunc call instead of a product and a sum.
-        rowdot=getattr(np, "vecdot", _sum_of_products) if numpy else _torch_rowdot(),
+        rowdot=_torch_rowdot() if name == "pytorch" else rowdot,
         arange=backend.arange,
         ones=backend.ones,
         stack=backend.stack,
         float64=backend.float64,
         int64=backend.int64,
+        asarray=asarray,
+        device=device,
+        int_full=int_full,
     )
+
+
+def array_backend(value: Any) -> str | None:
+    """Name the backend of an array, or None for anything else (lists, scalars, ...)."""
+    if isinstance(value, np.ndarray):
+        return "numpy"
+    package = type(value).__module__.split(".")[0]
+    return {"torch": "pytorch", "jax": "jax", "jaxlib": "jax"}.get(package)
 
 
 def backend_name_of(array: Any) -> str:
@@ -122,19 +247,18 @@ def backend_name_of(array: Any) -> str:
     Parameters
     ----------
     array : array
-        A NumPy array or a PyTorch tensor.
+        A NumPy array, a PyTorch tensor or a JAX array.
 
     Returns
     -------
     str
-        ``"numpy"`` or ``"pytorch"``.
+        ``"numpy"``, ``"pytorch"`` or ``"jax"``.
     """
-    if isinstance(array, np.ndarray):
-        return "numpy"
-    if type(array).__module__.split(".")[0] == "torch":
-        return "pytorch"
+    name = array_backend(array)
+    if name is not None:
+        return name
     raise ValueError(
-        "The 'factors' parameter must hold NumPy arrays or PyTorch tensors. "
+        "The 'factors' parameter must hold NumPy arrays, PyTorch tensors or JAX arrays. "
         f"Got {type(array).__name__} instead."
     )
 
@@ -142,3 +266,21 @@ def backend_name_of(array: Any) -> str:
 def current_ops() -> ArrayOps:
     """Return the :class:`ArrayOps` of TensorLy's current backend."""
     return ops_for_backend(tl.get_backend())
+
+
+def device_of(array: Any) -> Any:
+    """Return the device an array lives on (None for a NumPy array).
+
+    Parameters
+    ----------
+    array : array
+        A NumPy array, a PyTorch tensor or a JAX array.
+
+    Returns
+    -------
+    torch.device, jax.Device or None
+    """
+    if isinstance(array, np.ndarray):
+        return None
+    device = getattr(array, "device", None)  # torch.device; jax: a Device (jax >= 0.4.27)
+    return device() if callable(device) else device

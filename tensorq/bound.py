@@ -95,7 +95,7 @@ class FactorBound:
         Parameters
         ----------
         array : array
-            A NumPy array or PyTorch tensor.
+            A NumPy array, PyTorch tensor or JAX array, on any device.
 
         Returns
         -------
@@ -111,7 +111,12 @@ class FactorBound:
         Parameters
         ----------
         q : OnlineCP
-            The tensor to bring inside the bound.
+            The tensor to bring inside the bound. NumPy and PyTorch factors
+            are written in place; JAX factors, immutable, are replaced in
+            ``q.factors``.
         """
-        for factor in q.factors:
-            factor[...] = self.clip(factor)
+        for n, factor in enumerate(q.factors):
+            if q._ops.functional:
+                q.factors[n] = self.clip(factor)
+            else:
+                factor[...] = self.clip(factor)

@@ -12,12 +12,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from functools import cache
 from typing import Any
 
 import numpy as np
+import tensorly as tl
 from tensorly.cp_tensor import CPTensor
 
-from tensorq._backend import ArrayOps, backend_name_of, current_ops, ops_for_backend
+from tensorq._backend import (
+    ArrayOps,
+    array_backend,
+    backend_name_of,
+    current_ops,
+    device_of,
+    ops_for_backend,
+)
 from tensorq._validation import as_numpy, check_float, check_index, check_int
 from tensorq.loss import cp_entry
 
@@ -31,18 +40,24 @@ class OnlineCP:
 
     Replica b represents Q(i_1, ..., i_N) = sum_r prod_n F_n[b, i_n, r], with
     no weights vector (weights of a CPTensor are absorbed into the first
-    factor on construction). The array backend (NumPy or PyTorch) is taken
-    once from the type of the factors, and all methods use it.
+    factor on construction). The array backend (NumPy, PyTorch or JAX) and
+    the device are taken once from the factors, and all methods compute
+    there: indices and targets given as NumPy arrays are converted once, and
+    arrays of the tensor's backend on its device are used as they are.
 
     Parameters
     ----------
     factors : sequence of N arrays of shape (B, d_n, R)
-        Factor matrices, stacked over replicas; used without copying.
+        Factor matrices, stacked over replicas, of one backend, dtype and
+        device; used without copying.
 
     Attributes
     ----------
     factors : list of N arrays of shape (B, d_n, R)
-        The factor matrices; :func:`tensorq.bcd_update` changes them in place.
+        The factor matrices. :func:`tensorq.bcd_update` changes NumPy arrays
+        and PyTorch tensors in place; JAX arrays are immutable, so it replaces
+        the elements of this list with the updated arrays (read
+        ``q.factors`` again after an update rather than keeping a factor).
 
     See Also
     --------
@@ -94,10 +109,18 @@ class OnlineCP:
         check_int("rank", rank, 1)
         for d in (s[1] for s in shapes):
             check_int("shape", d, 1)
+        devices = {str(device_of(f)) for f in factors}
+        dtypes = {str(f.dtype) for f in factors}
+        if len(devices) > 1 or len(dtypes) > 1:
+            raise ValueError(
+                "The 'factors' parameter must hold arrays of one device and dtype. "
+                f"Got {devices} and {dtypes} instead."
+            )
         self.factors = list(factors)
         self._ops: ArrayOps = ops_for_backend(names.pop())
+        self._device = device_of(factors[0])
         self._dims = np.array([s[1] for s in shapes])
-        self._replica_ids = self._ops.arange(replicas)
+        self._replica_ids = self._asarray(np.arange(replicas), self._ops.int64)
 
     @classmethod
     def random(
@@ -107,6 +130,9 @@ class OnlineCP:
         replicas: int = 1,
         scale: float = 1.0,
         rng: np.random.Generator | int | None = None,
+        *,
+        backend: str | None = None,
+        device: str | None = None,
     ) -> OnlineCP:
         """Draw factor entries i.i.d. uniform in [0, scale).
 
@@ -122,12 +148,18 @@ class OnlineCP:
             Upper end of the uniform distribution, > 0.
         rng : numpy.random.Generator or int, optional
             Random source (an int seeds a new Generator). Factors are drawn
-            with NumPy in float64, mode by mode, then converted to TensorLy's
-            current backend, so every backend starts from the same numbers.
+            with NumPy in float64, mode by mode, then converted to the
+            backend, so every backend starts from the same numbers.
+        backend : {"numpy", "pytorch", "jax"}, optional
+            Array backend of the factors; TensorLy's current backend if None.
+        device : str, optional
+            "cpu", "cuda" or "cuda:N" (PyTorch and JAX; NumPy has only
+            "cpu"); the backend's default device if None.
 
         Returns
         -------
         OnlineCP
+            float64 factors on ``device``.
         """
         if isinstance(shape, (int, np.integer)) or len(shape) == 0:
             raise ValueError(
@@ -139,9 +171,10 @@ class OnlineCP:
         replicas = check_int("replicas", replicas, 1)
         scale = check_float("scale", scale, positive=True)
         rng = np.random.default_rng(rng)
-        ops = current_ops()
+        ops = current_ops() if backend is None else ops_for_backend(backend)
+        where = ops.device(device)
         factors = [
-            ops.tensor(scale * rng.random((replicas, d, rank)), dtype=ops.float64) for d in dims
+            ops.asarray(scale * rng.random((replicas, d, rank)), ops.float64, where) for d in dims
         ]
         return cls(factors)
 
@@ -200,11 +233,36 @@ class OnlineCP:
         """TensorLy backend name of the factors."""
         return self._ops.name
 
+    @property
+    def device(self) -> Any:
+        """Device of the factors: a torch.device, a jax.Device, or None for NumPy."""
+        return self._device
+
+    def _asarray(self, value: Any, dtype: Any) -> Array:
+        """``value`` as an array of the tensor's backend on its device (no copy if already)."""
+        return self._ops.asarray(value, dtype, self._device)
+
+    def _owns(self, value: Any) -> bool:
+        """Whether ``value`` is an array of the tensor's backend (and not NumPy)."""
+        return self._ops.name != "numpy" and array_backend(value) == self._ops.name
+
     def _backend_index(self, index: Any, name: str, modes: int) -> Array:
+        """Check an index and put it on the tensor's device.
+
+        NumPy input is checked in full (shape, dtype, range). An array of the
+        tensor's own backend is checked for shape and dtype only: a range
+        check would copy it to the host.
+        """
+        if self._owns(index):
+            expected = (self.replicas, modes)
+            if tuple(index.shape) != expected or "int" not in str(index.dtype):
+                raise ValueError(
+                    f"The {name!r} parameter must be an int array of shape {expected}. "
+                    f"Got {index.dtype} array of shape {tuple(index.shape)} instead."
+                )
+            return self._asarray(index, self._ops.int64)
         idx = check_index(name, index, self._dims[:modes], self.replicas)
-        if self._ops.name == "numpy":
-            return idx
-        return self._ops.tensor(idx, dtype=self._ops.int64)
+        return idx if self._ops.name == "numpy" else self._asarray(idx, self._ops.int64)
 
     def _rows(self, idx: Array, ids: Array) -> list[Array]:
         """Return copies of the rows F_n[b, idx[b, n], :] of replicas ``ids``."""
@@ -216,7 +274,8 @@ class OnlineCP:
         Parameters
         ----------
         index : int array of shape (B, N)
-            One entry per replica.
+            One entry per replica: NumPy, or the tensor's backend on its
+            device (checked for shape and dtype only, not range).
 
         Returns
         -------
@@ -233,13 +292,16 @@ class OnlineCP:
         Parameters
         ----------
         index : int array of shape (B, N)
-            ``index[b]`` is the entry (i_1, ..., i_N) read in replica b.
+            ``index[b]`` is the entry (i_1, ..., i_N) read in replica b; NumPy
+            or the tensor's backend, as in :meth:`rows`.
 
         Returns
         -------
         array of shape (B,)
             sum_r prod_n F_n[b, index[b, n], r].
         """
+        if self._ops.functional:  # one compiled gather and product
+            return self._subtensor(self._backend_index(index, "index", len(self.factors)))
         return cp_entry(self.rows(index))
 
     def subtensor(self, leading: Any) -> Array:
@@ -252,7 +314,8 @@ class OnlineCP:
         Parameters
         ----------
         leading : int array of shape (B, k), 0 <= k <= N
-            Indices of the first k modes, one row per replica.
+            Indices of the first k modes, one row per replica; NumPy or the
+            tensor's backend, as in :meth:`rows`.
 
         Returns
         -------
@@ -260,37 +323,21 @@ class OnlineCP:
             ``out[b] = Q_b[leading[b, 0], ..., leading[b, k-1], ...]``; shape
             (B,) when k = N.
         """
-        lead = as_numpy(leading)
-        modes = lead.shape[1] if lead.ndim == 2 else -1
+        shape = tuple(leading.shape) if self._owns(leading) else as_numpy(leading).shape
+        modes = shape[1] if len(shape) == 2 else -1
         if not 0 <= modes <= len(self.factors):
             raise ValueError(
                 f"The 'leading' parameter must be an int array of shape ({self.replicas}, k) "
-                f"with k <= {len(self.factors)}. Got shape {lead.shape} instead."
+                f"with k <= {len(self.factors)}. Got shape {shape} instead."
             )
         idx = self._backend_index(leading, "leading", modes)
         return self._subtensor(idx)
 
     def _subtensor(self, idx: Array) -> Array:
-        modes = idx.shape[1]
-        replicas, rank = self.replicas, self.rank
-        weights = None
-        for n in range(modes):
-            row = self.factors[n][self._replica_ids, idx[:, n]]
-            weights = row if weights is None else weights * row
-        trailing = self.factors[modes:]
-        if not trailing:
-            return weights.sum(axis=-1)
-        # Khatri-Rao product of the leading weights and all trailing factors but
-        # the last, shape (B, prod of their sizes, R); then one product with the last.
-        left = None if weights is None else weights[:, None, :]
-        for factor in trailing[:-1]:
-            if left is None:
-                left = factor
-            else:
-                left = (left[:, :, None, :] * factor[:, None, :, :]).reshape(replicas, -1, rank)
-        last = trailing[-1]
-        out = last.sum(axis=-1) if left is None else left @ last.swapaxes(1, 2)
-        return out.reshape((replicas, *self.shape[modes:]))
+        args = (tuple(self.factors), self._replica_ids, idx, self.shape[idx.shape[1] :])
+        if self._ops.functional:
+            return _jax_subtensor()(*args)
+        return _subtensor(*args)
 
     def to_dense(self, max_size: int = DEFAULT_MAX_DENSE_SIZE) -> Array:
         """Return the dense tensors of all replicas, for small shapes only.
@@ -317,7 +364,7 @@ class OnlineCP:
                 f"'max_size'={max_size}. Read entries() or subtensor() instead, or raise max_size."
             )
         no_leading = np.zeros((self.replicas, 0), dtype=np.int64)
-        return self._subtensor(self._ops.tensor(no_leading, dtype=self._ops.int64))
+        return self._subtensor(self._asarray(no_leading, self._ops.int64))
 
     def to_cp_tensor(self, replica: int = 0) -> CPTensor:
         """Return one replica as a TensorLy CPTensor whose factors are views.
@@ -330,8 +377,9 @@ class OnlineCP:
         Returns
         -------
         tensorly.cp_tensor.CPTensor
-            Weights all ones; factor n is ``self.factors[n][replica]`` (no
-            copy), so later updates show through.
+            Weights all ones; factor n is ``self.factors[n][replica]``: a view
+            for NumPy and PyTorch, so later updates show through; a copy for
+            JAX, whose arrays are immutable.
         """
         check_int("replica", replica, 0)
         if replica >= self.replicas:
@@ -339,11 +387,48 @@ class OnlineCP:
                 f"The 'replica' parameter must be an int in [0, {self.replicas}). "
                 f"Got {replica} instead."
             )
-        weights = self._ops.ones(self.rank, dtype=self.factors[0].dtype)
-        return CPTensor((weights, [f[replica] for f in self.factors]))
+        weights = self._asarray(np.ones(self.rank), self.factors[0].dtype)
+        # CPTensor checks its input with TensorLy's current backend: use the factors' own.
+        with tl.backend_context(self._ops.name):
+            return CPTensor((weights, [f[replica] for f in self.factors]))
 
     def __repr__(self) -> str:
+        device = "" if self._device is None else f", device='{self._device}'"
         return (
             f"OnlineCP(shape={self.shape}, rank={self.rank}, replicas={self.replicas}, "
-            f"backend={self._ops.name!r})"
+            f"backend={self._ops.name!r}{device})"
         )
+
+
+def _subtensor(
+    factors: tuple[Array, ...], ids: Array, idx: Array, trailing_shape: tuple[int, ...]
+) -> Array:
+    """Return ``out[b] = Q_b[idx[b, 0], ..., idx[b, k-1], ...]`` (see `OnlineCP.subtensor`)."""
+    modes = idx.shape[1]
+    replicas, rank = factors[0].shape[0], factors[0].shape[2]
+    weights = None
+    for n in range(modes):
+        row = factors[n][ids, idx[:, n]]
+        weights = row if weights is None else weights * row
+    trailing = factors[modes:]
+    if not trailing:
+        return weights.sum(axis=-1)
+    # Khatri-Rao product of the leading weights and all trailing factors but
+    # the last, shape (B, prod of their sizes, R); then one product with the last.
+    left = None if weights is None else weights[:, None, :]
+    for factor in trailing[:-1]:
+        if left is None:
+            left = factor
+        else:
+            left = (left[:, :, None, :] * factor[:, None, :, :]).reshape(replicas, -1, rank)
+    last = trailing[-1]
+    out = last.sum(axis=-1) if left is None else left @ last.swapaxes(1, 2)
+    return out.reshape((replicas, *trailing_shape))
+
+
+@cache
+def _jax_subtensor() -> Any:
+    """Return `_subtensor` compiled by ``jax.jit`` (once per shapes)."""
+    import jax
+
+    return jax.jit(_subtensor, static_argnums=3)

@@ -18,17 +18,37 @@ writes the rows back. Two variants:
     (loss_function), each row step a normalized-LMS step that is a descent step
     on that loss for any step size in (0, 2); see :func:`stable_sweep` and
     ``docs/agents.md`` ("The stable reading").
+
+On every backend the update gathers, steps and scatters rows on the factors'
+device. NumPy writes in place, stops the inner loops as soon as every replica
+has converged, and updates only the unmasked replicas. PyTorch and JAX run
+every replica through all ``max_inner`` steps with converged or masked
+replicas held by ``where`` (the same numbers, and no copy to the host to ask
+whether all have stopped); PyTorch writes in place, and JAX runs the whole
+update as one ``jax.jit``-compiled function of the factors (compiled once per
+setting, factors donated and returned, so `OnlineCP.factors` holds the new
+arrays afterwards).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cache
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from tensorq._backend import ArrayOps
-from tensorq._validation import as_numpy, as_vector, check_vector
+from tensorq._backend import ArrayOps, ops_for_backend
+from tensorq._inputs import index_array, keep_mask, per_replica
+from tensorq._loops import (
+    InnerState,
+    initial_counters,
+    masked_iteration,
+    repeat,
+    step_counts,
+    suffix_products,
+    times,
+)
 from tensorq.bound import FactorBound
 from tensorq.cp import OnlineCP
 from tensorq.loss import cp_entry, frequency_weight
@@ -60,24 +80,6 @@ class UpdateResult(NamedTuple):
     iterations: Array
 
 
-def _suffix_products(rows: list[Array]) -> list[Array | None]:
-    """``out[n] = prod_{m > n} rows[m]`` (None for the last mode)."""
-    out: list[Array | None] = [None] * len(rows)
-    for n in range(len(rows) - 2, -1, -1):
-        nxt = out[n + 1]
-        out[n] = rows[n + 1] if nxt is None else rows[n + 1] * nxt
-    return out
-
-
-def _times(a: Array | None, b: Array | None, like: Array) -> Array:
-    """Elementwise product where None means ones."""
-    if a is None and b is None:
-        return like * 0 + 1
-    if a is None or b is None:
-        return b if a is None else a
-    return a * b
-
-
 def _gauss_seidel(
     rows: list[Array],
     before: Array,
@@ -91,48 +93,40 @@ def _gauss_seidel(
     normalized: bool,
 ) -> tuple[list[Array], Array]:
     """Algorithm 1's loop over modes: `paper_sweep`, or `stable_sweep` when ``normalized``."""
-    suffix = _suffix_products(rows)
+    suffix = suffix_products(rows)
     prefix = None
     new_rows = list(rows)
     # step * dL/dQ = step * ((1 - 2 w) Q - y), eq. (gradient), as an affine map of Q.
     slope = step_size * (1.0 - 2.0 * weight)
     offset = step_size * target
     entry = before
-    uniform_steps = 0  # steps taken by every replica
-    masked_steps = 0  # steps taken by replicas still active after a convergence test
+    steps, active = initial_counters(ops, before)
     for n in range(len(rows)):
-        direction = _times(prefix, suffix[n], rows[n])  # dQ / dF_n(i_n, :)
+        direction = times(prefix, suffix[n], rows[n])  # dQ / dF_n(i_n, :)
         inverse = None
         if normalized:  # 1 / ||g_n||^2, and no step where g_n = 0
             squares = ops.rowdot(direction, direction)
             inverse = ops.where(squares > 0, 1.0 / ops.where(squares > 0, squares, 1.0), 0.0)
-        row = rows[n]
-        entry_prev = before  # Algorithm 1: "Set Q_prev = Q_{t-1}(s_t, a_t)"
-        active = None  # None: every replica is still stepping
-        for i in range(max_inner):
+
+        def step(
+            rows: list[Array], entry: Array, direction: Array = direction, inverse: Any = inverse
+        ) -> tuple[list[Array], Array]:
             scale = slope * entry - offset
             if inverse is not None:
                 scale = scale * inverse
-            stepped = row - scale[:, None] * direction
+            stepped = rows[0] - scale[:, None] * direction
             if clip is not None:
                 stepped = clip(stepped)
-            stepped_entry = ops.rowdot(stepped, direction)
-            if active is None:
-                row, entry = stepped, stepped_entry
-                uniform_steps += 1
-            else:
-                row = ops.where(active[:, None], stepped, row)
-                entry = ops.where(active, stepped_entry, entry)
-                masked_steps = masked_steps + active
-            if i + 1 == max_inner or tol == 0.0:  # |change| < 0 never holds
-                continue
-            active = _still_moving(entry - entry_prev, tol, active, ops)
-            if active is False:
-                break
-            entry_prev = entry
-        new_rows[n] = row
-        prefix = row if prefix is None else prefix * row
-    return new_rows, _count(uniform_steps, masked_steps, before, ops)
+            return [stepped], ops.rowdot(stepped, direction)
+
+        row, entry = step([rows[n]], entry)
+        # Algorithm 1: "Set Q_prev = Q_{t-1}(s_t, a_t)": the first test of every mode
+        # compares with the entry before the whole update.
+        state = InnerState(row, entry, before, active, steps + 1)
+        state = repeat(ops, max_inner - 1, masked_iteration(step, tol, ops), state)
+        new_rows[n], entry, steps = state.rows[0], state.entry, state.steps
+        prefix = new_rows[n] if prefix is None else prefix * new_rows[n]
+    return new_rows, step_counts(steps, before, ops)
 
 
 def paper_sweep(
@@ -222,39 +216,28 @@ def released_sweep(
     n_modes = len(rows)
     # alpha * (-(target - Q) - w), an affine map of Q.
     offset = step_size * (target + weight)
-    entry = before
-    uniform_steps = 0
-    masked_steps = 0
-    active = None
-    for i in range(max_inner):
+
+    def sweep(rows: list[Array], entry: Array) -> tuple[list[Array], Array]:
         scale = step_size * entry - offset
-        suffix = _suffix_products(rows)
+        suffix = suffix_products(rows)
         prefix = None
         stepped_rows = []
         for n in range(n_modes):
-            direction = _times(prefix, suffix[n], rows[n])
+            direction = times(prefix, suffix[n], rows[n])
             norm = ops.sqrt(ops.rowdot(direction, direction))
             norm = ops.where(norm > 0, norm, 1.0)  # g = 0 gives a zero step
             stepped = rows[n] - (scale / norm)[:, None] * direction
             stepped_rows.append(stepped if clip is None else clip(stepped))
             prefix = rows[n] if prefix is None else prefix * rows[n]
-        stepped_entry = cp_entry(stepped_rows)
-        moved = stepped_entry - entry
-        if active is None:
-            rows, entry = stepped_rows, stepped_entry
-            uniform_steps += n_modes
-        else:
-            rows = [
-                ops.where(active[:, None], s, r) for s, r in zip(stepped_rows, rows, strict=True)
-            ]
-            entry = ops.where(active, stepped_entry, entry)
-            masked_steps = masked_steps + n_modes * active
-        if i + 1 == max_inner or tol == 0.0:
-            continue
-        active = _still_moving(moved, tol, active, ops)
-        if active is False:
-            break
-    return rows, _count(uniform_steps, masked_steps, before, ops)
+        return stepped_rows, cp_entry(stepped_rows)
+
+    # The test after a sweep is on that sweep's move: (previous, entry) of the
+    # state are the entries before and after the last sweep of each replica.
+    new_rows, entry = sweep(list(rows), before)
+    steps, active = initial_counters(ops, before)
+    state = InnerState(new_rows, entry, before, active, steps + n_modes)
+    state = repeat(ops, max_inner - 1, masked_iteration(sweep, tol, ops, width=n_modes), state)
+    return state.rows, step_counts(state.steps, before, ops)
 
 
 def stable_sweep(
@@ -312,29 +295,6 @@ def stable_sweep(
     return _gauss_seidel(
         rows, before, target, weight, step_size, tol, max_inner, clip, ops, normalized=True
     )
-
-
-def _still_moving(
-    change: Array, tol: float, active: Array | None, ops: ArrayOps
-) -> Array | None | bool:
-    """Replicas whose entry moved by at least ``tol``.
-
-    Returns None when all are still moving (no masking needed), False when none is.
-    """
-    moving = ops.abs(change) >= tol
-    if active is not None:
-        moving = active & moving
-    if not moving.any():
-        return False
-    if active is None and moving.all():
-        return None
-    return moving
-
-
-def _count(uniform_steps: int, masked_steps: Array | int, like: Array, ops: ArrayOps) -> Array:
-    """Per-replica step counts as a backend int array shaped like ``like``."""
-    base = ops.tensor(np.full(like.shape[0], uniform_steps, dtype=np.int64), dtype=ops.int64)
-    return base + masked_steps
 
 
 def bcd_update(
@@ -433,22 +393,16 @@ def bcd_update(
     >>> bool(np.allclose(q.entries(index), result.after))  # the tensor changed in place
     True
     """
-    sweep = _VARIANT_SWEEPS.get(variant)
-    if sweep is None:
+    if variant not in _VARIANT_SWEEPS:
         raise ValueError(
             f"The 'variant' parameter must be one of {VARIANTS}. Got {variant!r} instead."
         )
-    replicas, ops = q.replicas, q._ops
-    target = check_vector("target", target, replicas)
-    idx, keep = _as_index(q, index), _keep(mask)
-    visits, step_size = as_vector(visits, replicas), as_vector(step_size, replicas)
-    clip = None if bound is None else (lambda x: ops.clip(x, -bound.f_max, bound.f_max))
-
-    def run(rows: list[Array], before: Array, target: Array, visits: Array, step: Array) -> Any:
-        weight = frequency_weight(visits, lam, eps)
-        return sweep(rows, before, target, weight, step, tol, max_inner, clip, ops)
-
-    return _update_rows(q, idx, keep, (target, visits, step_size), run)
+    target = per_replica(q, "target", target, check=True)
+    idx, keep = index_array(q, index), keep_mask(q, mask)
+    vectors = (target, per_replica(q, "visits", visits), per_replica(q, "step_size", step_size))
+    f_max = None if bound is None else bound.f_max
+    setting = ("bcd", variant, float(lam), float(eps), float(tol), int(max_inner), f_max)
+    return _update_rows(q, idx, keep, vectors, setting)
 
 
 def normalized_step(
@@ -495,57 +449,151 @@ def normalized_step(
     The baseline objective eq. (baseline_objective), optimized as in the TLR
     code of Rozada et al. (2024) that TEQL extends (``docs/tensorq.md``).
     """
-    replicas, ops = q.replicas, q._ops
-    target = check_vector("target", target, replicas)
-    idx, keep = _as_index(q, index), _keep(mask)
-    step_size = as_vector(step_size, replicas)
     if sweep not in SWEEPS:
         raise ValueError(f"The 'sweep' parameter must be one of {SWEEPS}. Got {sweep!r} instead.")
-    jacobi = sweep == "jacobi"
+    target = per_replica(q, "target", target, check=True)
+    idx, keep = index_array(q, index), keep_mask(q, mask)
+    vectors = (target, per_replica(q, "step_size", step_size))
+    return _update_rows(q, idx, keep, vectors, ("normalized", sweep == "jacobi"))
 
-    def run(rows: list[Array], before: Array, target: Array, step: Array) -> Any:
-        scale = step * (target - before)
-        suffix = _suffix_products(rows)
-        prefix = None
-        new_rows = []
-        for n, row in enumerate(rows):
-            direction = _times(prefix, suffix[n], row)
-            norm = ops.sqrt(ops.rowdot(direction, direction))
-            norm = ops.where(norm > 0, norm, 1.0)  # g = 0 gives a zero step
-            moved = row + (scale / norm)[:, None] * direction
-            new_rows.append(moved)
-            seen = row if jacobi else moved  # the rows g_{n+1}, ... are taken from
-            prefix = seen if prefix is None else prefix * seen
-        return new_rows, _count(len(rows), 0, before, ops)
 
-    return _update_rows(q, idx, keep, (target, step_size), run)
+def _runner(setting: tuple[Any, ...], ops: ArrayOps) -> Callable[..., tuple[list[Array], Array]]:
+    """Return ``run(rows, before, *vectors) -> (new_rows, iterations)`` for an update setting.
+
+    ``setting`` is ``("bcd", variant, lam, eps, tol, max_inner, f_max)`` for
+    :func:`bcd_update` (vectors: target, visits, step size) or
+    ``("normalized", jacobi)`` for :func:`normalized_step` (vectors: target,
+    step size); hashable, so that JAX compiles once per setting.
+    """
+    if setting[0] == "normalized":
+        jacobi = setting[1]
+
+        def normalized(rows: list[Array], before: Array, target: Array, step: Array) -> Any:
+            scale = step * (target - before)
+            suffix = suffix_products(rows)
+            prefix = None
+            new_rows = []
+            for n, row in enumerate(rows):
+                direction = times(prefix, suffix[n], row)
+                norm = ops.sqrt(ops.rowdot(direction, direction))
+                norm = ops.where(norm > 0, norm, 1.0)  # g = 0 gives a zero step
+                moved = row + (scale / norm)[:, None] * direction
+                new_rows.append(moved)
+                seen = row if jacobi else moved  # the rows g_{n+1}, ... are taken from
+                prefix = seen if prefix is None else prefix * seen
+            return new_rows, ops.int_full(before.shape[0], len(rows), before)
+
+        return normalized
+
+    _, variant, lam, eps, tol, max_inner, f_max = setting
+    sweep = _VARIANT_SWEEPS[variant]
+    clip = None if f_max is None else (lambda x: ops.clip(x, -f_max, f_max))
+
+    def run(rows: list[Array], before: Array, target: Array, visits: Array, step: Array) -> Any:
+        weight = frequency_weight(visits, lam, eps)
+        return sweep(rows, before, target, weight, step, tol, max_inner, clip, ops)
+
+    return run
 
 
 def _update_rows(
+    q: OnlineCP,
+    idx: Array,
+    keep: Array | None,
+    vectors: tuple[Array | float, ...],
+    setting: tuple[Any, ...],
+) -> UpdateResult:
+    """Gather the indexed rows, run the update of ``setting`` on them, scatter the new rows.
+
+    Every input has been checked by the caller: nothing here raises before the
+    factors change. ``keep`` (a bool array, or None for all) selects the
+    replicas to update; ``vectors`` are per-replica arrays of the tensor's
+    backend and dtype, or Python floats.
+    """
+    ops = q._ops
+    if ops.name == "numpy":
+        return _update_numpy(q, idx, keep, vectors, _runner(setting, ops))
+    if ops.functional:
+        update = _jax_update(setting)
+    else:
+        run = _runner(setting, ops)
+
+        def update(*args: Any) -> Any:
+            return _update_all(ops, run, *args)
+
+    factors, before, after, iterations = update(
+        tuple(q.factors), q._replica_ids, idx, keep, vectors
+    )
+    q.factors[:] = factors
+    return UpdateResult(before, after, iterations)
+
+
+def _update_all(
+    ops: ArrayOps,
+    run: Callable[..., tuple[list[Array], Array]],
+    factors: tuple[Array, ...],
+    ids: Array,
+    idx: Array,
+    keep: Array | None,
+    vectors: tuple[Array | float, ...],
+) -> tuple[list[Array], Array, Array, Array]:
+    """Update every replica, then keep the old rows of masked ones (PyTorch, JAX).
+
+    No boolean indexing (its result's size is known only on the host): masked
+    replicas are computed and discarded with ``where``. Returns the factors
+    (written in place, or new JAX arrays), before, after and iterations.
+    """
+    rows = [f[ids, idx[:, n]] for n, f in enumerate(factors)]
+    before = cp_entry(rows)
+    new_rows, iterations = run(rows, before, *vectors)
+    if keep is not None:
+        new_rows = [
+            ops.where(keep[:, None], new, old) for new, old in zip(new_rows, rows, strict=True)
+        ]
+        iterations = ops.where(keep, iterations, 0)
+    new_factors = []
+    for n, (factor, row) in enumerate(zip(factors, new_rows, strict=True)):
+        if ops.functional:
+            factor = factor.at[ids, idx[:, n]].set(row)
+        else:
+            factor[ids, idx[:, n]] = row
+        new_factors.append(factor)
+    return new_factors, before, cp_entry(new_rows), iterations
+
+
+@cache
+def _jax_update(setting: tuple[Any, ...]) -> Callable[..., Any]:
+    """Return the JAX update of ``setting``, compiled by ``jax.jit`` (once per setting, shapes).
+
+    The factors are donated: XLA writes the new rows into their buffers
+    instead of copying every factor, and the old arrays become invalid.
+    """
+    import jax
+
+    ops = ops_for_backend("jax")
+    run = _runner(setting, ops)
+
+    def update(factors: tuple[Array, ...], ids: Array, idx: Array, keep: Any, vectors: Any) -> Any:
+        return _update_all(ops, run, factors, ids, idx, keep, vectors)
+
+    return jax.jit(update, donate_argnums=0)
+
+
+def _update_numpy(
     q: OnlineCP,
     idx: Array,
     keep: np.ndarray | None,
     vectors: tuple[Array | float, ...],
     run: Callable[..., tuple[list[Array], Array]],
 ) -> UpdateResult:
-    """Gather the indexed rows, ``run(rows, before, *vectors)``, scatter the new rows.
-
-    Every input has been checked by the caller: nothing here raises before the
-    factors change. ``keep`` (NumPy bool, or None for all) selects the replicas
-    to update; ``vectors`` are per-replica NumPy values or floats, converted to
-    the tensor's backend and dtype here.
-    """
+    """Run the NumPy update: in place, on the unmasked replicas only."""
     ops = q._ops
     ids = q._replica_ids
     all_rows = None
     if keep is not None:
         all_rows = q._rows(idx, ids)
         vectors = tuple(_subset(v, keep) for v in vectors)
-        keep = keep if ops.name == "numpy" else ops.tensor(keep)
         ids, idx = ids[keep], idx[keep]
-    dtype = q.factors[0].dtype
-    if ops.name != "numpy" or dtype != np.float64:
-        vectors = tuple(v if isinstance(v, float) else ops.tensor(v, dtype=dtype) for v in vectors)
 
     rows = q._rows(idx, ids) if all_rows is None else [r[keep] for r in all_rows]
     before = cp_entry(rows)
@@ -558,7 +606,7 @@ def _update_rows(
     before = cp_entry(all_rows)
     after = ops.copy(before)
     after[keep] = cp_entry(new_rows)
-    all_iterations = ops.tensor(np.zeros(q.replicas, dtype=np.int64), dtype=ops.int64)
+    all_iterations = np.zeros(q.replicas, dtype=np.int64)
     all_iterations[keep] = iterations
     return UpdateResult(before, after, all_iterations)
 
@@ -568,14 +616,3 @@ def _subset(value: Array | float, keep: Array) -> Array | float:
 
 
 _VARIANT_SWEEPS = {"paper": paper_sweep, "released": released_sweep, "stable": stable_sweep}
-
-
-def _as_index(q: OnlineCP, index: Any) -> Array:
-    """Return the (B, N) index as an int array of the tensor's backend (not range-checked)."""
-    idx = as_numpy(index)
-    return idx if q._ops.name == "numpy" else q._ops.tensor(idx, dtype=q._ops.int64)
-
-
-def _keep(mask: Any) -> np.ndarray | None:
-    """Replicas to update: the complement of ``mask`` (None when every replica updates)."""
-    return None if mask is None else ~as_numpy(mask).astype(bool, copy=False)

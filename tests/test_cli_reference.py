@@ -38,7 +38,11 @@ def test_each_command_exposes_its_parser(command: str, module_name: str, summary
 def test_every_parser_is_on_the_page() -> None:
     listed = {module for _, module, _ in HOOKS.COMMANDS}
     builds_parser = re.compile(r"\b(argparse\.ArgumentParser|OneLineParser)\(\s*\n?\s*prog=")
-    paths = [*ROOT.glob("rl/**/*.py"), *ROOT.glob("analysis/**/*.py"), ROOT / "benchmarks/__main__.py"]
+    paths = [
+        *ROOT.glob("rl/**/*.py"),
+        *ROOT.glob("analysis/**/*.py"),
+        ROOT / "benchmarks/__main__.py",
+    ]
     found = set()
     for path in paths:
         text = path.read_text(encoding="utf-8")

@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from analysis._numpy import numpy_backend
 from analysis.qstar import EXACT_ENVS, QTensor, exact_qstar
 
 DEFAULT_DELTAS = (0.05, 0.1, 0.2)
@@ -218,6 +219,7 @@ class _Recorder:
             self.columns.setdefault(name, []).append(np.asarray(value))
 
 
+@numpy_backend
 def record_bound_run(
     env: str,
     episodes: int,

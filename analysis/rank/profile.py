@@ -60,6 +60,7 @@ from numpy.typing import ArrayLike, NDArray
 from tensorly.cp_tensor import CPTensor, cp_to_tensor
 from tensorly.decomposition import parafac
 
+from analysis._numpy import numpy_backend
 from analysis.rank_bounds import b_r_lower
 from analysis.spectral import MAX_DENSE_ENTRIES
 from analysis.sup_refine import balanced_factors, refine_sup
@@ -405,6 +406,7 @@ def _factor_profile(
     )
 
 
+@numpy_backend
 def rank_profile(
     tensor: ArrayLike | CPTensor,
     ranks: int | Iterable[int],
@@ -471,7 +473,8 @@ def rank_profile(
     Returns
     -------
     RankProfile
-        Rows per rank with the keys of :data:`COLUMNS`, and the fits.
+        Rows per rank with the keys of :data:`COLUMNS`, and the fits (CP
+        tensors of float64 NumPy arrays, whatever TensorLy's global backend is).
 
     References
     ----------

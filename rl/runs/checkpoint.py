@@ -345,6 +345,9 @@ def load_checkpoint(path: str | os.PathLike, max_bytes: int = MAX_CHECKPOINT_BYT
     Returns
     -------
     Checkpoint
+        Its arrays (the agent state's factors, tables, counts) are NumPy
+        arrays, whatever TensorLy's global backend is: the file is read with
+        NumPy alone.
 
     Raises
     ------

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from rl.runs.documents import DocumentError, parse_json, parse_toml, tomllib
-from rl.validation import MAX_REPLICAS, check_int
+from rl.validation import check_int
 
 
 class ConfigError(ValueError):
@@ -50,8 +50,9 @@ class TrainConfig:
     out: str
     """Run directory: metrics.csv, config.json, checkpoint.npz and learning_curve.png go here."""
     seeds: int = 1
-    """Number of replicas B trained in lockstep (1 to `rl.validation.MAX_REPLICAS`);
-    replica i uses seed ``seed + i``."""
+    """Number of replicas B trained in lockstep (>= 1); replica i uses seed ``seed + i``.
+    No constant caps it: `rl.runs.training.build` refuses more replicas than fit in half of
+    the machine's memory (`rl.validation.check_replicas`)."""
     seed: int = 0
     """First integer seed (>= 0)."""
     episodes: int = 1000
@@ -78,7 +79,7 @@ class TrainConfig:
                 raise ConfigError(f"The '{name}' parameter must be a non-empty string.")
         self._resolve_reading()
         bounds = {
-            "seeds": (1, MAX_REPLICAS),
+            "seeds": (1, None),
             "seed": (0, None),
             "episodes": (1, None),
             "eval_every": (0, None),

@@ -125,6 +125,9 @@ class LoadedRun:
 
         Its shape is ``problem.state_dims + problem.action_dims``; its entries
         are the agent's Q-values (a copy: changing it leaves the agent alone).
+        Weights and factors are float NumPy arrays whatever TensorLy's global
+        backend is (read them under ``tl.backend_context("numpy")``, or
+        convert them with ``tl.tensor``, to compute with another backend).
 
         Raises
         ------
@@ -141,11 +144,12 @@ class LoadedRun:
         import tensorly as tl
         from tensorly.cp_tensor import CPTensor
 
-        view = q.to_cp_tensor(replica)
-        weights, factors = view
-        return CPTensor(
-            (np.array(tl.to_numpy(weights)), [np.array(tl.to_numpy(f)) for f in factors])
-        )
+        from tensorq._validation import as_numpy
+
+        weights, factors = q.to_cp_tensor(replica)
+        # CPTensor checks its input with TensorLy's current backend: NumPy arrays, NumPy's.
+        with tl.backend_context("numpy"):
+            return CPTensor((np.array(as_numpy(weights)), [np.array(as_numpy(f)) for f in factors]))
 
     def q_tensors(self) -> list[Any]:
         """Return `q_tensor` of every replica."""
@@ -219,6 +223,9 @@ def load_run(
     Returns
     -------
     LoadedRun
+        Its agent computes in NumPy (factors, tables and Q-values are NumPy
+        arrays) and `LoadedRun.q_tensor` returns a CPTensor of NumPy arrays,
+        whatever TensorLy's global backend is.
 
     Raises
     ------

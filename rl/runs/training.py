@@ -59,6 +59,12 @@ from rl.runs.rundir import (
     remove_stale_temporaries,
 )
 from rl.seeding import spawn_replicas
+from rl.validation import (
+    REPLICA_OVERHEAD_BYTES,
+    REPLICA_PROBE,
+    check_replicas,
+    state_bytes,
+)
 
 METRICS_FILE = "metrics.csv"
 CONFIG_FILE = "config.json"
@@ -426,10 +432,15 @@ def build(config: TrainConfig, *, import_env_module: bool = True) -> tuple[Runne
         If ``import_env_module`` is False and the id's module is not imported yet.
     """
     settings = resolve_settings(config, import_env_module=import_env_module)
-    problem = settings.problem
-    streams = spawn_replicas(range(config.seed, config.seed + config.seeds))
+    problem, agent_class = settings.problem, settings.spec.agent_class
     try:
-        agent = settings.spec.agent_class(problem, settings.agent, [s.agent for s in streams])
+        if config.seeds > REPLICA_PROBE:  # the replicas' state must fit: measured on a few
+            seeds = range(config.seed, config.seed + REPLICA_PROBE)
+            probe = agent_class(problem, settings.agent, [s.agent for s in spawn_replicas(seeds)])
+            per_replica = state_bytes(probe.state_dict()) / REPLICA_PROBE + REPLICA_OVERHEAD_BYTES
+            check_replicas(config.seeds, per_replica, f"{config.agent!r} on {config.env!r}")
+        streams = spawn_replicas(range(config.seed, config.seed + config.seeds))
+        agent = agent_class(problem, settings.agent, [s.agent for s in streams])
     except ValueError as error:
         raise ConfigError(
             f"Cannot build agent {config.agent!r} for {config.env!r}: {error}"

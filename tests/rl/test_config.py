@@ -349,7 +349,7 @@ def test_random_configs_build_or_raise_config_error_naming_the_key(tmp_path, cas
 @pytest.mark.parametrize(
     ("values", "key"),
     [
-        ({"seeds": 10**6}, "seeds"),
+        ({"seeds": 10**9}, "seeds"),  # 4 TB at REPLICA_OVERHEAD_BYTES each
         ({"agent": "teql", "agent_params": {"rank": 10**6}}, "rank"),
         ({"agent": "teql", "agent_params": {"rank": 4000}, "seeds": 1000,
           "env_options": {"state_bins": 10_000}}, "rank"),  # 1.2 TB of factors
