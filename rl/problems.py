@@ -99,8 +99,8 @@ class Problem:
     flatten : callable or None
         One raw observation -> flat float array, for Tuple/Dict observation
         spaces (see `rl.spaces`); None: ``numpy.asarray``.
-    reward_bound_source : {"environment", "argument", "estimated"}
-        Where ``reward_bound`` came from (see `make_problem`).
+    reward_bound_source : {"environment", "argument", "reward_range", "estimated"}
+        Where ``reward_bound`` came from (see `make_problem`; `describe_reward_bound`).
     """
 
     name: str
@@ -178,6 +178,30 @@ class Problem:
     def encode_observation(self, observation: Any) -> NDArray[np.int64]:
         """Return the state index vector (D_S,) of one raw observation."""
         return self.encode(self.as_array(observation)[None])[0]
+
+    def describe_reward_bound(self) -> str:
+        """Return one line saying what R_max is and how it was obtained.
+
+        An estimate says that it covers only the rewards random play sees, so a
+        user whose task has a rare large reward (a goal bonus) knows to pass
+        ``reward_bound``.
+        """
+        from rl.user_problems import ESTIMATE_EPISODES, REWARD_MARGIN
+
+        bound = f"Reward bound R_max = {self.reward_bound:.6g} for {self.env_id!r}"
+        how = {
+            "environment": "declared by the environment",
+            "argument": "given as the 'reward_bound' option",
+            "reward_range": "the largest |r| of the environment's reward_range",
+        }
+        if self.reward_bound_source in how:
+            return f"{bound} ({how[self.reward_bound_source]})."
+        return (
+            f"{bound}, estimated as {REWARD_MARGIN:g} x the largest |r| over {ESTIMATE_EPISODES} "
+            "seeded random episodes; it misses any reward random play never reaches (a goal "
+            "bonus): if there is one, pass env_options={'reward_bound': ...} "
+            "(--env-option reward_bound=...)."
+        )
 
     def recorded_options(self) -> dict[str, Any]:
         """Options that rebuild this problem exactly, to record in a run's config.
@@ -444,18 +468,23 @@ def make_problem(
         `rl.user_problems.DEFAULT_ACTION_BINS`).
     low, high : float or sequence of float, optional
         Bounds of the Box observation components (one value for all or one per
-        component); default the space's bounds where finite, else the bounds
-        observed over seeded random episodes (`rl.user_problems.observe_bounds`).
+        component); default the bounds observed over seeded random episodes
+        (`rl.user_problems.observe_bounds`), widened by `rl.user_problems.BOUNDS_MARGIN` (10%)
+        of the observed range on each side and kept within the space's own
+        bounds.
     action_low, action_high : float or sequence of float, optional
         The same for Box actions.
     reward_bound : float, optional
         R_max, a bound on |r| of one step. A user's environment that declares
         one as its (unwrapped) ``reward_bound`` attribute uses that; otherwise
-        this value; otherwise it is estimated: twice the largest |r| seen over
-        `ESTIMATE_EPISODES` episodes of uniformly random actions (resets seeded
-        0, 1, ..., actions drawn from the action space seeded 0, at most
-        `ESTIMATE_STEPS` steps each), 1.0 if every reward was 0. A run records
-        an estimate in its ``config.json`` (``env_options``).
+        this value; otherwise the largest |r| of a finite ``reward_range`` of
+        the environment; otherwise it is estimated: `rl.user_problems.REWARD_MARGIN` (2) times
+        the largest |r| seen over `ESTIMATE_EPISODES` episodes of uniformly
+        random actions (resets seeded 0, 1, ..., actions drawn from the action
+        space seeded 0, at most `ESTIMATE_STEPS` steps each), 1.0 if every
+        reward was 0. A run records an estimate in its ``config.json``
+        (``env_options``); `Problem.describe_reward_bound` says which source
+        gave the bound, and the CLI and learners print it.
     reward_bound_source : {"argument", "estimated"}, optional
         Recorded with an estimated ``reward_bound`` so that a rerun says so.
     index_rule : {"centre", "endpoint"}, default "centre"
