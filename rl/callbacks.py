@@ -4,8 +4,10 @@ A callback is told when training starts, after every training episode (all
 replicas have finished it) and when training ends. ``on_episode_end`` gets the
 learner and an `rl.runner.EpisodeLog` (episode, returns and lengths per
 replica, greedy returns of an evaluation after it or NaN, wall time); returning
-False stops training: the replicas finish the episodes they are playing, a
-checkpoint is written, and a later ``learn`` continues from there.
+False (any false value but None, ``numpy.False_`` included) stops training:
+the replicas finish the episodes they are playing (they may have run ahead up
+to the next checkpoint), a checkpoint is written, and a later ``learn``
+continues from there.
 
 Example::
 
@@ -67,12 +69,17 @@ class CallbackList(Callback):
     def on_episode_end(self, learner: Any, log: Any) -> bool | None:
         """Tell every callback; return False if any of them does."""
         answers = [callback.on_episode_end(learner, log) for callback in self.callbacks]
-        return False if any(answer is False for answer in answers) else None
+        return False if any(asks_to_stop(answer) for answer in answers) else None
 
     def on_training_end(self, learner: Any) -> None:
         """Tell every callback, in order."""
         for callback in self.callbacks:
             callback.on_training_end(learner)
+
+
+def asks_to_stop(answer: Any) -> bool:
+    """Whether an ``on_episode_end`` answer stops training: a false value other than None."""
+    return answer is not None and not bool(answer)
 
 
 def as_callback(value: Any) -> Callback:

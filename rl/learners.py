@@ -39,7 +39,7 @@ from typing import Any, ClassVar, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
-from rl.callbacks import Callback, CallbackList, as_callback
+from rl.callbacks import Callback, CallbackList, as_callback, asks_to_stop
 from rl.config import TrainConfig, build_dataclass
 from rl.load import LoadedRun, load_run
 from rl.rundir import atomic_write_bytes, make_run_dir, refuse_if_locked
@@ -263,7 +263,7 @@ class Learner:
 
         def progress(log: EpisodeLog) -> bool:
             update(log)
-            return chosen.on_episode_end(self, log) is not False
+            return not asks_to_stop(chosen.on_episode_end(self, log))
 
         try:
             chosen.on_training_start(self)

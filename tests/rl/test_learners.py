@@ -115,7 +115,7 @@ class _Recorder(Callback):
 
     def on_episode_end(self, learner, log):
         self.calls.append(log.episode)
-        return log.episode < self.stop_at
+        return np.int64(log.episode) < self.stop_at  # a numpy bool stops as False does
 
     def on_training_end(self, learner):
         self.calls.append("end")
@@ -157,3 +157,27 @@ def test_tuple_observations_one_or_a_batch_and_refusals(tmp_path):
         rl.TEQL.load(tmp_path / "bj")
     with pytest.raises(TypeError, match="'callback'"):
         model.learn(episodes=1, callback=3)
+
+
+@pytest.mark.parametrize(
+    ("name", "env"),
+    [
+        ("LoRaVI", "cartpole"),
+        ("TLR", "FrozenLake-v1"),
+        ("DQN", "FrozenLake-v1"),
+        ("SAC", "FrozenLake-v1"),
+    ],
+)
+def test_every_learner_learns_saves_and_loads(tmp_path, name, env):
+    if name in ("DQN", "SAC"):
+        pytest.importorskip("torch")
+    cls = getattr(rl, name)
+    model = cls(env, seeds=2, verbose=0).learn(episodes=2)
+    observation, _ = model.problem.make_env().reset(seed=0)
+    loaded = cls.load(model.save(tmp_path / name))
+    assert loaded.episodes_done == 2 and loaded.config.agent == cls.agent
+    for replica in range(2):
+        np.testing.assert_array_equal(
+            loaded.predict(observation, replica=replica),
+            model.predict(observation, replica=replica),
+        )
