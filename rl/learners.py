@@ -40,9 +40,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from rl.callbacks import Callback, CallbackList, as_callback, asks_to_stop
-from rl.config import TrainConfig, build_dataclass
+from rl.checkpoint import CheckpointError
+from rl.config import ConfigError, TrainConfig, build_dataclass
 from rl.load import LoadedRun, load_run
-from rl.rundir import atomic_write_bytes, make_run_dir, refuse_if_locked
+from rl.rundir import RunDirError, atomic_write_bytes, make_run_dir, refuse_if_locked
 from rl.runner import CHECKPOINT_FILE, CONFIG_FILE, FIGURE_FILE, METRICS_FILE, EpisodeLog
 
 __all__ = [
@@ -159,6 +160,7 @@ class Learner:
         runner.close()  # learn builds its own, as each python -m rl.train does
         self._effective = effective
         self._overwrite = overwrite
+        self._started = False  # whether run_dir holds this learner's run (learn resumes it)
         self._model = LoadedRun(run_dir, config, runner.problem, runner.agent, 0)
         if verbose and runner.problem.reward_bound_source in ("estimated", "reward_range"):
             print(runner.problem.describe_reward_bound(), file=sys.stderr)
@@ -254,7 +256,7 @@ class Learner:
 
         check_int("episodes", episodes, 1)
         done = self.episodes_done
-        resume = done > 0
+        resume = self._started and self._has_checkpoint()
         values = {**self._effective, "episodes": done + episodes}
         config = build_dataclass(TrainConfig, values, "the learner's config")
         runner, effective = build(config)
@@ -271,14 +273,20 @@ class Learner:
                 runner, config, effective, resume=resume, overwrite=self._overwrite,
                 progress=progress,
             )  # fmt: skip
+        except (ConfigError, CheckpointError, RunDirError):  # refused before training
+            close_bar()
+            runner.close()
+            raise
         except BaseException:
             close_bar()
             runner.close()
+            self._started = True
             if self._has_checkpoint():  # hold the last checkpoint, not a half-played episode
                 self._model = load_run(self.run_dir, env=self.config.env)
             raise
         close_bar()
         runner.close()
+        self._started = True
         self._effective = effective
         trained = build_dataclass(
             TrainConfig, {**effective, "episodes": result.episodes_done}, "the learner's config"
@@ -456,6 +464,7 @@ class Learner:
                 shutil.copyfile(Path(path) / name, run_dir / name)
         learner._effective = _effective_of(loaded.config, run_dir)
         learner._overwrite = False
+        learner._started = True
         loaded.run_dir = run_dir
         learner._model = loaded
         return learner

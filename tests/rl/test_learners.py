@@ -11,7 +11,7 @@ from rl import evaluate as evaluate_cli
 from rl import train as train_cli
 from rl.callbacks import Callback
 from rl.checkpoint import load_checkpoint
-from rl.config import TrainConfig
+from rl.config import ConfigError, TrainConfig
 from rl.load import RunLoadError
 from rl.metrics import COLUMNS, read_metrics
 from rl.runner import train
@@ -181,3 +181,16 @@ def test_every_learner_learns_saves_and_loads(tmp_path, name, env):
             loaded.predict(observation, replica=replica),
             model.predict(observation, replica=replica),
         )
+
+
+def test_a_run_directory_in_use_is_refused_and_overwrite_starts_afresh(tmp_path):
+    out = tmp_path / "run"
+    first = rl.Tabular("FrozenLake-v1", seeds=2, out=out).learn(episodes=4)
+    first.save(tmp_path / "copy")
+    again = rl.Tabular("FrozenLake-v1", seeds=2, out=out)
+    with pytest.raises(ConfigError, match="is not empty"):
+        again.learn(episodes=2)
+    assert again.episodes_done == 0 and first.episodes_done == 4
+    fresh = rl.Tabular("FrozenLake-v1", seeds=2, out=out, overwrite=True).learn(episodes=4)
+    assert fresh.episodes_done == 4
+    _assert_same_run(tmp_path / "copy", out)  # the same settings: the same run again
