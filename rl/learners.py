@@ -142,6 +142,11 @@ class Learner:
     ) -> None:
         from rl.runner import build
 
+        if not self.agent:
+            raise TypeError(
+                "Learner is the base class; use one of rl.TEQL, rl.TLR, rl.LoRaVI, rl.DQN, "
+                "rl.SAC, rl.Tabular."
+            )
         given = {
             "reading": reading,
             "seeds": seeds,
@@ -161,7 +166,8 @@ class Learner:
         self._effective = effective
         self._overwrite = overwrite
         self._started = False  # whether run_dir holds this learner's run (learn resumes it)
-        self._model = LoadedRun(run_dir, config, runner.problem, runner.agent, 0)
+        full = build_dataclass(TrainConfig, effective, "the learner's config")
+        self._model = LoadedRun(run_dir, full, runner.problem, runner.agent, 0)
         if verbose and runner.problem.reward_bound_source in ("estimated", "reward_range"):
             print(runner.problem.describe_reward_bound(), file=sys.stderr)
 
