@@ -26,6 +26,7 @@ MODULES = {
     "step": "bench_step",
     "analysis": "bench_analysis",
     "paper_scale": "bench_paper_scale",
+    "classics": "bench_classics",
 }
 QUICK = {
     "tensorq": ["--number", "20", "--replicas", "4"],
@@ -35,6 +36,7 @@ QUICK = {
     "step": ["--seconds", "0.05", "--replicas", "1", "4", "--agents", "teql-released", "--inline"],
     "analysis": ["--quick"],
     "paper_scale": ["--seeds", "4", "--episodes", "3"],
+    "classics": ["--seeds", "1", "--scale", "0.005", "--envs", "FrozenLake-v1"],
 }
 WRITES_JSON = ("step",)
 

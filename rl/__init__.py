@@ -9,21 +9,32 @@ namespace, for example ``gymnasium.make("rl/ContinuousCartPole-v0")``.
 ``rl.make_problem`` turns a bundled problem or any factored Gymnasium
 environment (an id, ``"package.module:Env-v0"``, an instance or a factory)
 into a `rl.problems.Problem`; ``rl.load_run(RUN_DIR)`` loads a finished run
-back (`rl.runs.load`). See ``docs/your-problem.md``.
+back (`rl.runs.load`). ``rl.TEQL``, ``rl.TLR``, ``rl.LoRaVI``, ``rl.DQN``,
+``rl.SAC`` and ``rl.Tabular`` are learners with ``learn``, ``predict``,
+``save`` and ``load`` as in stable-baselines3 (`rl.learners`). See
+``docs/your-problem.md`` and ``docs/from-stable-baselines3.md``.
 """
 
 from typing import Any
 
 from rl.problems import make_problem, register_envs
 
-__all__ = ["load_run", "make_problem"]
+_LEARNERS = ("TEQL", "TLR", "LoRaVI", "DQN", "SAC", "Tabular")
+"""Learner classes (`rl.learners`), shaped like stable-baselines3's algorithms."""
+
+__all__ = ["load_run", "make_problem", *_LEARNERS]
 
 register_envs()
 
 
 def __getattr__(name: str) -> Any:
-    if name == "load_run":  # imported on first use: it pulls in the agents and checkpoints
+    # imported on first use: they pull in the agents, checkpoints and runner
+    if name == "load_run":
         from rl.runs.load import load_run
 
         return load_run
+    if name in _LEARNERS:
+        from rl import learners
+
+        return getattr(learners, name)
     raise AttributeError(f"module 'rl' has no attribute {name!r}")

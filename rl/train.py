@@ -333,6 +333,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\nInterrupted before training started; nothing written.", file=sys.stderr)
         return 130
+    if runner.problem.reward_bound_source in ("estimated", "reward_range"):
+        print(runner.problem.describe_reward_bound(), file=sys.stderr)
     close_bar, update = _progress_bar(config, not args.no_progress)
     try:
         result = run(

@@ -234,11 +234,21 @@ class TensorAgent(Agent):
             self._diverged(replica, targets[replica])
         return targets
 
+    def divergence_remedies(self) -> list[str]:
+        """Return the settings of this agent that can stop its Q-values from overflowing."""
+        return ["a smaller step size 'alpha'", "a smaller 'gamma'"]
+
     def _diverged(self, replica: int, target: float) -> None:
+        """Raise the one-line error of a non-finite TD target of ``replica``.
+
+        The whole run stops (the replicas share one batched agent and one
+        checkpoint): the message names the replica so that the others can be
+        rerun without its seed.
+        """
         raise ValueError(
             f"{type(self).__name__} diverged: the TD target of replica {replica} is "
-            f"{target} (its Q-values overflowed). Use a smaller step size, a "
-            "smaller gamma, or bounded iterates."
+            f"{target} (its Q-values overflowed); the run stops. Try "
+            f"{', or '.join(self.divergence_remedies())}."
         )
 
     def count_step(self, batch: Transitions) -> None:

@@ -236,6 +236,15 @@ class TEQL(TensorAgent):
             flat = argmax_random_ties(scores, self._rngs, active)
         return self.action_vectors(flat)
 
+    def divergence_remedies(self) -> list[str]:
+        """Return TEQL's settings that keep Q finite: step size, gamma, stable rule, bounds."""
+        remedies = ["a smaller step size 'alpha0'", "a smaller 'gamma'"]
+        if self.config.update != "stable":
+            remedies.append("the stable update (reading 'stable')")
+        if not self.config.bounded:
+            remedies.append("bounded iterates ('bounded': true)")
+        return remedies
+
     def observe(self, batch: Transitions) -> None:
         """One Algorithm 1 update per active replica, then Delta Q and N (Algorithm 3)."""
         active = batch.active

@@ -12,8 +12,14 @@ iterates and LoRa-VI's clipping), in this order:
 
 1. the unwrapped environment's ``reward_bound`` attribute, if it declares one;
 2. the ``reward_bound`` option;
-3. an estimate (`estimate_reward_bound`): twice the largest |r| over
-   `ESTIMATE_EPISODES` random episodes, recorded in the run's ``config.json``.
+3. the environment's ``reward_range``, if it declares a finite one (source
+   ``"reward_range"``);
+4. an estimate (`estimate_reward_bound`): `REWARD_MARGIN` times the largest |r|
+   over `ESTIMATE_EPISODES` seeded random episodes, recorded in the run's
+   ``config.json``. Random play may never see a rare large reward (the +100
+   goal bonus of ``MountainCarContinuous-v0``: the estimate is 0.2), so
+   `rl.problems.Problem.describe_reward_bound` says how the bound was
+   obtained and ``python -m rl.train`` and the learners print it.
 
 Defaults, so that any environment with supported spaces trains as it is (the
 stock Gymnasium classics among them), each recorded in the run's
@@ -22,9 +28,13 @@ loaded run rebuilds the same problem:
 
 - Box components without bins get `DEFAULT_STATE_BINS` (observations) or
   `DEFAULT_ACTION_BINS` (actions) bins;
-- an observation Box component whose space bound is infinite, when ``low`` or
-  ``high`` is not given, is bounded by the smallest and largest value seen over
-  `ESTIMATE_EPISODES` seeded random episodes (`observe_bounds`);
+- observation Box components, when ``low`` or ``high`` is not given, are
+  bounded by the smallest and largest value seen over `ESTIMATE_EPISODES`
+  seeded random episodes (`observe_bounds`), widened by `BOUNDS_MARGIN` of that
+  range on each side and kept within the space's own bounds: a grid fits the
+  data, not a loose space bound (``Acrobot-v1``'s velocity bounds are three times
+  what random play reaches). A task whose good states lie where random play
+  never goes (``MountainCar-v0``'s goal at x = 0.5) needs ``low``/``high``;
 - an environment without a time limit of its own (no
   ``gymnasium.wrappers.TimeLimit``) is capped at `DEFAULT_MAX_EPISODE_STEPS`
   steps per episode (the ``max_episode_steps`` option sets any cap).
@@ -53,15 +63,21 @@ import numpy as np
 from numpy.typing import NDArray
 
 from rl.problems.bundled import ENVIRONMENTS
-from rl.problems.problem import EnvFailure, Problem
+from rl.problems.problem import (
+    ESTIMATE_EPISODES,
+    REWARD_MARGIN,
+    EnvFailure,
+    ObservationShapeError,
+    Problem,
+)
 from rl.problems.spaces import SpaceGrid, box_bounds, box_values
 from rl.validation import check_int, check_real
 
-ESTIMATE_EPISODES = 10
-"""Random episodes played to estimate a reward bound that nobody gives."""
-
 ESTIMATE_STEPS = 1000
 """Step cap of each of those episodes."""
+
+BOUNDS_MARGIN = 0.1
+"""Default Box grids reach this fraction of the observed range beyond it on each side."""
 
 DEFAULT_STATE_BINS = 6
 """Bins of each Box observation component when ``state_bins`` is not given."""
@@ -185,7 +201,7 @@ def estimate_reward_bound(
     *,
     env_id: str | None = None,
 ) -> float:
-    """Twice the largest |r| seen over random episodes (1.0 if every reward was 0).
+    """`REWARD_MARGIN` times the largest |r| seen over random episodes (1.0 if every r was 0).
 
     Episode k is reset with seed k; actions are drawn from a copy of the action
     space seeded 0, so the estimate is a pure function of the environment.
@@ -216,7 +232,7 @@ def estimate_reward_bound(
             largest = max(largest, abs(reward))
     if not np.isfinite(largest):
         raise ValueError("The environment returned a non-finite reward; pass 'reward_bound'.")
-    return 2.0 * largest if largest > 0 else 1.0
+    return REWARD_MARGIN * largest if largest > 0 else 1.0
 
 
 def observe_bounds(
@@ -256,12 +272,17 @@ def observe_bounds(
     """
     space = env.observation_space
     purpose = "observing its bounds"
-    seen = [
-        box_values(space, observation)
-        for observation, _ in _random_episodes(
-            env, episodes, max_steps, _name(env, env_id), purpose
-        )
-    ]
+    name = _name(env, env_id)
+    seen = []
+    for observation, _ in _random_episodes(env, episodes, max_steps, name, purpose):
+        try:
+            seen.append(box_values(space, observation))
+        except (IndexError, ValueError, TypeError) as error:
+            wrong = ObservationShapeError(
+                f"An observation {np.shape(observation)} does not fit the observation space "
+                f"{space} ({' '.join(str(error).split())})."
+            )
+            raise EnvFailure.during(name, f"random play while {purpose}", wrong) from error
     values = np.stack(seen)
     if not np.all(np.isfinite(values)):
         raise ValueError("The environment returned a non-finite observation; pass 'low', 'high'.")
@@ -285,6 +306,11 @@ def _reward_bound(probe: gymnasium.Env, env_id: str, options: dict[str, Any]) ->
         return check_real("reward_bound", float(value), 0.0, low_open=True), source
     if "reward_bound_source" in options:
         raise ValueError("The 'reward_bound_source' option needs a 'reward_bound'.")
+    declared_range = getattr(probe.unwrapped, "reward_range", None)
+    if declared_range is not None:
+        largest = float(np.max(np.abs(np.asarray(declared_range, dtype=np.float64))))
+        if np.isfinite(largest) and largest > 0:
+            return largest, "reward_range"
     return estimate_reward_bound(probe, env_id=env_id), "estimated"
 
 
@@ -357,8 +383,9 @@ def _grid_options(
     """Return the ``bins``, ``low``, ``high`` of one space's grid, filling in the defaults.
 
     Defaults (recorded in ``chosen`` under their option names): `DEFAULT_STATE_BINS` or
-    `DEFAULT_ACTION_BINS` bins, and for observations whose space bound is infinite the
-    bounds of `observe_bounds` (a component that never moved gets a cell of width 1).
+    `DEFAULT_ACTION_BINS` bins, and for observations the bounds of `observe_bounds`
+    widened by `BOUNDS_MARGIN` of the observed range on each side, within the space's
+    own bounds (a component that never moved gets a cell of width 1).
     """
     observation = role == "observation"
     space = probe.observation_space if observation else probe.action_space
@@ -372,11 +399,11 @@ def _grid_options(
     if bins is None:
         bins = DEFAULT_STATE_BINS if observation else DEFAULT_ACTION_BINS
         chosen[bins_option] = bins
-    finite = np.isfinite(space_low) & np.isfinite(space_high)
-    if observation and not finite.all() and (low is None or high is None):
+    if observation and (low is None or high is None):
         seen_low, seen_high = observe_bounds(probe, env_id=env_id)
-        lows = np.where(np.isfinite(space_low), space_low, seen_low)
-        highs = np.where(np.isfinite(space_high), space_high, seen_high)
+        margin = BOUNDS_MARGIN * (seen_high - seen_low)
+        lows = np.maximum(space_low, seen_low - margin)
+        highs = np.minimum(space_high, seen_high + margin)
         highs = np.where(highs > lows, highs, lows + 1.0)
         if low is None:
             low = chosen["low"] = lows.tolist()

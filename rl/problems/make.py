@@ -56,18 +56,22 @@ def make_problem(
         `rl.problems.from_gymnasium.DEFAULT_ACTION_BINS`).
     low, high : float or sequence of float, optional
         Bounds of the Box observation components (one value for all or one per
-        component); default the space's bounds where finite, else the bounds
-        observed over seeded random episodes (`rl.problems.from_gymnasium.observe_bounds`).
+        component); default the bounds observed over seeded random episodes
+        (`rl.problems.from_gymnasium.observe_bounds`), widened by
+        `rl.problems.from_gymnasium.BOUNDS_MARGIN` (10%) of the observed range on
+        each side and kept within the space's own bounds.
     action_low, action_high : float or sequence of float, optional
         The same for Box actions.
     reward_bound : float, optional
         R_max, a bound on |r| of one step. A user's environment that declares
         one as its (unwrapped) ``reward_bound`` attribute uses that; otherwise
-        this value; otherwise it is estimated: twice the largest |r| seen over
-        `ESTIMATE_EPISODES` episodes of uniformly random actions (resets seeded
-        0, 1, ..., actions drawn from the action space seeded 0, at most
-        `ESTIMATE_STEPS` steps each), 1.0 if every reward was 0. A run records
-        an estimate in its ``config.json`` (``env_options``).
+        this value; otherwise the largest |r| of a finite ``reward_range`` of
+        the environment; otherwise it is estimated: `REWARD_MARGIN` (2) times the
+        largest |r| seen over `ESTIMATE_EPISODES` episodes of uniformly random
+        actions (resets seeded 0, 1, ..., actions drawn from the action space
+        seeded 0, at most `ESTIMATE_STEPS` steps each), 1.0 if every reward was 0. A run records an estimate in its ``config.json``
+        (``env_options``); `Problem.describe_reward_bound` says which source
+        gave the bound, and the CLI and learners print it.
     reward_bound_source : {"argument", "estimated"}, optional
         Recorded with an estimated ``reward_bound`` so that a rerun says so.
     index_rule : {"centre", "endpoint"}, default "centre"

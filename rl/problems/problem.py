@@ -17,6 +17,14 @@ from numpy.typing import NDArray
 
 from rl.problems.discretize import DiscreteGrid, UniformGrid
 
+ESTIMATE_EPISODES = 10
+"""Random episodes played to estimate a reward bound that nobody gives
+(`rl.problems.from_gymnasium.estimate_reward_bound`)."""
+
+REWARD_MARGIN = 2.0
+"""The estimated reward bound is this many times the largest |r| seen 
+(`rl.problems.from_gymnasium.estimate_reward_bound`)."""
+
 
 class ObservationShapeError(ValueError):
     """An environment returned an observation whose shape is not its observation space's."""
@@ -71,8 +79,8 @@ class Problem:
     flatten : callable or None
         One raw observation -> flat float array, for Tuple/Dict observation
         spaces (see `rl.problems.spaces`); None: ``numpy.asarray``.
-    reward_bound_source : {"environment", "argument", "estimated"}
-        Where ``reward_bound`` came from (see `make_problem`).
+    reward_bound_source : {"environment", "argument", "reward_range", "estimated"}
+        Where ``reward_bound`` came from (see `make_problem`; `describe_reward_bound`).
     """
 
     name: str
@@ -151,6 +159,28 @@ class Problem:
     def encode_observation(self, observation: Any) -> NDArray[np.int64]:
         """Return the state index vector (D_S,) of one raw observation."""
         return self.encode(self.as_array(observation)[None])[0]
+
+    def describe_reward_bound(self) -> str:
+        """Return one line saying what R_max is and how it was obtained.
+
+        An estimate says that it covers only the rewards random play sees, so a
+        user whose task has a rare large reward (a goal bonus) knows to pass
+        ``reward_bound``.
+        """
+        bound = f"Reward bound R_max = {self.reward_bound:.6g} for {self.env_id!r}"
+        how = {
+            "environment": "declared by the environment",
+            "argument": "given as the 'reward_bound' option",
+            "reward_range": "the largest |r| of the environment's reward_range",
+        }
+        if self.reward_bound_source in how:
+            return f"{bound} ({how[self.reward_bound_source]})."
+        return (
+            f"{bound}, estimated as {REWARD_MARGIN:g} x the largest |r| over {ESTIMATE_EPISODES} "
+            "seeded random episodes; it misses any reward random play never reaches (a goal "
+            "bonus): if there is one, pass env_options={'reward_bound': ...} "
+            "(--env-option reward_bound=...)."
+        )
 
     def recorded_options(self) -> dict[str, Any]:
         """Options that rebuild this problem exactly, to record in a run's config.

@@ -268,7 +268,7 @@ def run(
     *,
     resume: bool = False,
     overwrite: bool = False,
-    progress: Callable[[EpisodeLog], None] | None = None,
+    progress: Callable[[EpisodeLog], bool | None] | None = None,
     stop_after_episode: int | None = None,
     handle_signals: bool = False,
 ) -> RunResult:
@@ -294,7 +294,10 @@ def run(
     overwrite : bool
         Start afresh in a non-empty run directory (removes the run's files).
     progress : callable, optional
-        Called with an `EpisodeLog` after every episode.
+        Called with an `EpisodeLog` after every episode. Returning False stops
+        the run as a first SIGINT does: the replicas finish the episodes they
+        are playing, a checkpoint is written and the result has
+        ``interrupted=True`` (`progress` is not called again).
     stop_after_episode : int, optional
         Behave as if interrupted right after this episode (for tests).
     handle_signals : bool
@@ -358,7 +361,7 @@ def run(
             raise failed(run_dir / CHECKPOINT_FILE, doing, error) from error
         kept = episode
 
-    episode, interrupted, dropped = start, False, False
+    episode, interrupted, dropped, stopped = start, False, False, False
     try:
         with _signals(handle_signals) as interrupt:
 
@@ -389,8 +392,10 @@ def run(
                     except OSError as error:
                         doing = f"rows of episode {episode}"
                         raise failed(run_dir / METRICS_FILE, doing, error) from error
-                    if progress is not None:
-                        progress(EpisodeLog(*result, now))
+                    if progress is not None and not stopped:
+                        if progress(EpisodeLog(*result, now)) is False:
+                            stopped = interrupted = True
+                            runner.request_stop()
                 if dropped:  # the agent is mid-episode: keep the last checkpoint
                     break
                 interrupted = interrupted or episode == stop_after_episode

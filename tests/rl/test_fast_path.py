@@ -300,6 +300,9 @@ def test_divergence_raises_the_reference_error_and_changes_nothing(cls):
         for new, before in zip(agent.q_.factors, old, strict=True):
             np.testing.assert_array_equal(new, before)
     assert messages[0] == messages[1]
+    if cls is TEQL:  # bounded by default, so only the remedies it does not use yet
+        assert "'alpha0'" in messages[0] and "stable" in messages[0]
+        assert "bounded" not in messages[0]
 
 
 def test_engine_choice():

@@ -323,7 +323,8 @@ def test_gymnasium_cartpole_trains_out_of_the_box_and_resumes(tmp_path):
     assert first.returncode == 0, first.stderr
     options = json.loads((out / "config.json").read_text())["env_options"]
     assert options["state_bins"] == 6 and len(options["low"]) == len(options["high"]) == 4
-    assert options["low"][0] == np.float32(-4.8)  # the space's own bound; velocities observed
+    # fitted to seeded random play (+10% of its range), within the space's bounds (x: 4.8)
+    assert -4.8 < options["low"][0] < -0.1 and 0.1 < options["high"][0] < 4.8
     resumed = _cli(*FAST[-2:], "--resume", out, "--episodes", 4)
     assert resumed.returncode == 0, resumed.stderr
     straight = _cli(*args, "--episodes", 4, "--out", tmp_path / "straight")

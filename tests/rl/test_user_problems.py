@@ -11,6 +11,7 @@ from rl.envs import is_exact_model, value_iteration
 from rl.loop.replicas import ReplicaEnvs
 from rl.loop.runner import Runner
 from rl.problems import EnvFailure, ObservationShapeError, exact_model, make_problem
+from rl.problems.from_gymnasium import BOUNDS_MARGIN
 from rl.problems.spaces import SpaceGrid
 from rl.runs.config import TrainConfig, agent_spec, build_dataclass
 from rl.runs.training import train
@@ -67,14 +68,39 @@ def test_box_with_user_bins_and_bounds_and_an_estimated_reward_bound():
     assert (given.reward_bound, given.reward_bound_source) == (4.0, "argument")
 
 
+def test_default_grids_fit_the_observed_data_within_the_space_bounds():
+    recorded = make_problem("Acrobot-v1").recorded_options()
+    # the angular velocities' space bounds are 4 pi and 9 pi; random play reaches about 4 and 7
+    assert 4.0 < recorded["high"][4] < 6.0 and 6.0 < recorded["high"][5] < 10.0
+    assert recorded["low"][1:4] == [-1.0, -1.0, -1.0]  # the margin stays within [-1, 1]
+
+
+def test_the_reward_bound_says_how_it_was_obtained():
+    problem = make_problem("MountainCarContinuous-v0")  # the +100 goal is never reached
+    assert problem.reward_bound_source == "estimated" and problem.reward_bound < 1.0
+    line = problem.describe_reward_bound()
+    assert "estimated as 2 x the largest |r| over 10 seeded random episodes" in line
+    assert "reward_bound" in line and "\n" not in line
+    env = toy_envs.ToyBox()
+    env.reward_range = (-3.0, 1.0)
+    ranged = make_problem(env)
+    assert (ranged.reward_bound, ranged.reward_bound_source) == (3.0, "reward_range")
+    assert "reward_range" in ranged.describe_reward_bound()
+    assert "declared by the environment" in make_problem(TOY).describe_reward_bound()
+
+
 def test_box_defaults_bins_observed_bounds_and_an_episode_cap_are_recorded():
     problem = make_problem(BOX)
     assert problem.shape == (6, 6, 5) and problem.max_episode_steps is None  # a TimeLimit of 30
     recorded = problem.recorded_options()
     assert recorded["state_bins"] == 6 and recorded["action_bins"] == 5
-    # x and v: smallest and largest values of 10 seeded random episodes, first observations in
-    np.testing.assert_allclose(recorded["low"], [-0.602332, -0.544333], atol=1e-6)
-    np.testing.assert_allclose(recorded["high"], [1.292088, 0.731301], atol=1e-6)
+    # x and v: smallest and largest values of 10 seeded random episodes, first observations
+    # in, widened by 10% of that range on each side
+    seen_low, seen_high = np.array([-0.602332, -0.544333]), np.array([1.292088, 0.731301])
+    margin = BOUNDS_MARGIN * (seen_high - seen_low)
+    assert BOUNDS_MARGIN == 0.1
+    np.testing.assert_allclose(recorded["low"], seen_low - margin, atol=1e-6)
+    np.testing.assert_allclose(recorded["high"], seen_high + margin, atol=1e-6)
     again = make_problem(BOX, **recorded)
     assert {**recorded, **again.recorded_options()} == recorded and again.chosen_options == {}
     assert again.shape == problem.shape
@@ -228,7 +254,10 @@ def test_an_error_of_a_replicas_step_names_the_environment_replica_and_seed(tmp_
 
 
 def test_observations_of_the_wrong_shape_are_refused():
-    problem = make_problem(WRONG_SHAPE, state_bins=4, action_bins=3, reward_bound=1.0)
+    with pytest.raises(EnvFailure, match="while observing its bounds: An observation"):
+        make_problem(WRONG_SHAPE, state_bins=4, action_bins=3, reward_bound=1.0)
+    given = {"low": -3.0, "high": 3.0}  # nothing to observe
+    problem = make_problem(WRONG_SHAPE, state_bins=4, action_bins=3, reward_bound=1.0, **given)
     assert problem.observation_shape == (2,)
     with pytest.raises(EnvFailure) as failed:
         ReplicaEnvs(problem, 2, seeds=[3, 4]).reset([0, 1])
