@@ -69,7 +69,8 @@ def make_problem(
         the environment; otherwise it is estimated: `REWARD_MARGIN` (2) times the
         largest |r| seen over `ESTIMATE_EPISODES` episodes of uniformly random
         actions (resets seeded 0, 1, ..., actions drawn from the action space
-        seeded 0, at most `ESTIMATE_STEPS` steps each), 1.0 if every reward was 0. A run records an estimate in its ``config.json``
+        seeded 0, at most `ESTIMATE_STEPS` steps each), 1.0 if every reward was 0.
+        A run records an estimate in its ``config.json``
         (``env_options``); `Problem.describe_reward_bound` says which source
         gave the bound, and the CLI and learners print it.
     reward_bound_source : {"argument", "estimated"}, optional
