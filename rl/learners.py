@@ -257,7 +257,7 @@ class Learner:
             the learner then holds its last checkpoint.
         """
         from rl.runs.training import build, run
-        from rl.train import _progress_bar
+        from rl.train import progress_bar as make_progress_bar
         from rl.validation import check_int
 
         check_int("episodes", episodes, 1)
@@ -267,7 +267,7 @@ class Learner:
         config = build_dataclass(TrainConfig, values, "the learner's config")
         runner, effective = build(config)
         chosen = as_callback(callback)
-        close_bar, update = _progress_bar(config, progress_bar)
+        close_bar, update = make_progress_bar(config, progress_bar)
 
         def progress(log: EpisodeLog) -> bool:
             update(log)

@@ -217,7 +217,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     return build_dataclass(TrainConfig, values, "the training config")
 
 
-def _progress_bar(config: TrainConfig, enabled: bool) -> Any:
+def progress_bar(config: TrainConfig, enabled: bool) -> Any:
     """Return (close, update); the bar appears with the first episode, so a refusal is one line."""
     from tqdm import tqdm
 
@@ -335,7 +335,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     if runner.problem.reward_bound_source in ("estimated", "reward_range"):
         print(runner.problem.describe_reward_bound(), file=sys.stderr)
-    close_bar, update = _progress_bar(config, not args.no_progress)
+    close_bar, update = progress_bar(config, not args.no_progress)
     try:
         result = run(
             runner,
