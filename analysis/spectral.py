@@ -33,7 +33,7 @@ import tensorly as tl
 from numpy.typing import ArrayLike, NDArray
 from tensorly.cp_tensor import CPTensor, cp_normalize, cp_to_tensor
 
-from tensorq._validation import as_numpy, check_int
+from tensorq.validation import as_numpy, check_int
 
 __all__ = [
     "MAX_DENSE_ENTRIES",
