@@ -183,11 +183,11 @@ def _why_stop(work, slots, table, taken, budget, n_events):
 
 
 @njit(cache=True)
-def run_steps(agent, settings, rule, table, env, slots, work, stop, budget):
+def run_steps(agent, generators, settings, rule, table, env, slots, work, stop, budget):
     """Play lockstep steps of every running slot until a reason to return; see the module doc.
 
-    ``agent``, ``settings``, ``rule`` and ``table`` are the agent's kernel
-    arguments (`rl.agents._kernels`), ``env`` an `EnvArrays`, ``slots`` a
+    ``agent``, ``generators``, ``settings``, ``rule`` and ``table`` are the
+    agent's kernel arguments (`rl.agents._kernels`), ``env`` an `EnvArrays`, ``slots`` a
     `SlotArrays`, ``work`` a `StepArrays`. Returns (status, agent-steps played,
     events booked, replica): the replica that diverged or saw a non-finite
     value, else -1.
@@ -203,7 +203,7 @@ def run_steps(agent, settings, rule, table, env, slots, work, stop, budget):
         status = _why_stop(work, slots, table, taken, budget, n_events)
         if status >= 0:
             return status, taken, n_events, -1
-        _kernels.act(agent, settings, table, states, running, work.greedy, actions)
+        _kernels.act(agent, generators, settings, table, states, running, work.greedy, actions)
         any_training = False
         for b in range(replicas):
             work.ended[b] = False
@@ -334,8 +334,8 @@ class FusedLoop:
         taken_total, room = 0, 0
         while True:
             status, taken, n_events, replica = run_steps(
-                engine.arrays(), settings, rule, engine.visit_arrays(room), self.env,
-                slot_arrays, self.work, segment.stop, BUDGET_AGENT_STEPS,
+                engine.arrays(), engine.generators, settings, rule, engine.visit_arrays(room),
+                self.env, slot_arrays, self.work, segment.stop, BUDGET_AGENT_STEPS,
             )  # fmt: skip
             taken_total += taken
             if n_events:

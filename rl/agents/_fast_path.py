@@ -14,7 +14,7 @@ so one compiled kernel serves any number of modes.
 from __future__ import annotations
 
 import operator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -33,6 +33,15 @@ if TYPE_CHECKING:
 
 _NO_TABLE = VisitArrays(*([np.zeros(0, np.int64)] * 3), np.zeros((0, 0), np.int64),
                         np.zeros((0, 0)), np.zeros(0, np.int64))  # fmt: skip
+
+
+class _PlainArguments(NamedTuple):
+    """`CompiledEngine`'s kernel arguments as plain tuples, in `observe_entry`'s order."""
+
+    arrays: tuple
+    settings: tuple
+    rule: tuple
+    table: tuple
 
 
 class CompiledEngine:
@@ -63,8 +72,10 @@ class CompiledEngine:
         if drawn is None:
             drawn = (np.zeros(replicas, dtype=bool), np.zeros((replicas, action_modes)))
         self._drawn_mask, self._drawn = drawn
-        self._generators = typed_generators(agent.exploration_generators())
+        self.generators = typed_generators(agent.exploration_generators())
+        """The replicas' exploration generators as the kernels draw from them (shared state)."""
         self._constants: tuple[Settings, RuleSettings] | None = None
+        self._plain_settings: tuple[tuple, tuple] | None = None
 
     def settings(self) -> tuple[Settings, RuleSettings]:
         """Return the agent's constants as the kernels read them (built on first use)."""
@@ -120,8 +131,7 @@ class CompiledEngine:
             self._packed = packed_factors(factors)
             self._views = list(factors)
         return AgentArrays(
-            self._packed, agent.steps_, agent.epsilon_, self._generators, self._drawn,
-            self._drawn_mask, *self.stats,
+            self._packed, agent.steps_, agent.epsilon_, self._drawn, self._drawn_mask, *self.stats,
         )  # fmt: skip
 
     def visit_arrays(self, room: int = 0) -> VisitArrays:
@@ -133,9 +143,13 @@ class CompiledEngine:
             visits.reserve(room)
         return visits.arrays()
 
-    def _fields(self, room: int = 0) -> tuple[Any, ...]:
-        settings, rule = self.settings()
-        return (*self.arrays(), *settings, *rule, *self.visit_arrays(room))
+    def _plain(self, room: int = 0) -> _PlainArguments:
+        """Return the kernels' arguments as plain tuples (`rl.agents._kernels.as_plain`)."""
+        if self._plain_settings is None:
+            self._plain_settings = tuple(map(_kernels.as_plain, self.settings()))
+        settings, rule = self._plain_settings
+        arrays = _kernels.as_plain(self.arrays())
+        return _PlainArguments(arrays, settings, rule, _kernels.as_plain(self.visit_arrays(room)))
 
     def act(
         self,
@@ -146,8 +160,10 @@ class CompiledEngine:
         """Return actions (B, D_A): explore where ``active & ~greedy``, argmax Q where greedy."""
         agent = self.agent
         actions = np.zeros((agent.replicas, len(agent.problem.action_dims)), dtype=np.int64)
+        plain = self._plain()
         _kernels.act_entry(
-            *self._fields(), np.ascontiguousarray(states, dtype=np.int64),
+            plain.arrays, self.generators, plain.settings, plain.table,
+            np.ascontiguousarray(states, dtype=np.int64),
             np.ascontiguousarray(active, dtype=bool),
             self._no_greedy if greedy is None else np.ascontiguousarray(greedy, dtype=bool),
             actions,
@@ -178,7 +194,7 @@ class CompiledEngine:
             np.ascontiguousarray(batch.terminated, dtype=bool),
             np.ascontiguousarray(batch.active, dtype=bool),
         )
-        bad = _kernels.observe_entry(*self._fields(self.agent.replicas), *batch)
+        bad = _kernels.observe_entry(*self._plain(self.agent.replicas), _kernels.as_plain(batch))
         if bad >= 0:
             raise self.divergence(bad)
         return self.stats

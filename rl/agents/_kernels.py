@@ -19,14 +19,14 @@ compose the smaller ones:
 Their arguments are named tuples: `AgentArrays` (the agent's arrays),
 `Settings` (its constants), `tensorq._compiled.RuleSettings`,
 `rl.agents.visits.VisitArrays` and `rl.agents.base.Transitions`. Python calls
-them through `act_entry` and `observe_entry`, which take the same tuples' fields
-in order (a call with flat arguments costs a third of one with tuples). No
-fastmath: the arithmetic is the reference's, term by term.
+them through `act_entry` and `observe_entry`, which take the same tuples as
+plain tuples (`as_plain`; Numba types those three times faster). No fastmath:
+the arithmetic is the reference's, term by term.
 """
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
@@ -68,8 +68,6 @@ class AgentArrays(NamedTuple):
         Training transitions observed per replica (t - 1 of Algorithm 3).
     epsilon : ndarray of float64, shape (B,)
         Each replica's exploration probability.
-    generators : numba.typed.List of numpy.random.Generator
-        Each replica's exploration stream.
     drawn : ndarray of float64, shape (B, D_A)
         Continuous random actions (`rl.agents.base.ContinuousActions`).
     drawn_mask : ndarray of bool, shape (B,)
@@ -81,7 +79,6 @@ class AgentArrays(NamedTuple):
     factors: NDArray[np.float64]
     steps: NDArray[np.int64]
     epsilon: NDArray[np.float64]
-    generators: Any
     drawn: NDArray[np.float64]
     drawn_mask: NDArray[np.bool_]
     targets: NDArray[np.float64]
@@ -139,17 +136,6 @@ class Settings(NamedTuple):
     count_before_update: bool
     signed_delta: bool
     visits: bool
-
-
-_AGENT, _SETTINGS, _RULE, _TABLE = (
-    len(AgentArrays._fields),
-    len(Settings._fields),
-    len(RuleSettings._fields),
-    len(VisitArrays._fields),
-)
-_S = _AGENT + _SETTINGS  # where the rule's fields start in the entries' flat arguments
-_R = _S + _RULE
-_T = _R + _TABLE
 
 
 # ---------------------------------------------------------------- reading the tensor
@@ -215,9 +201,9 @@ def _n_actions(settings):
 
 
 @njit(cache=True)
-def _explore_one(agent, settings, table, b, state, values, scores):
+def _explore_one(agent, generator, settings, table, b, state, values, scores):
     """Replica ``b``'s exploratory flat action from its action ``values`` (`act`)."""
-    dims, n_state, generator = settings.dims, settings.n_state, agent.generators[b]
+    dims, n_state = settings.dims, settings.n_state
     epsilon, continuous = agent.epsilon[b], settings.continuous
     low, high, drawn = settings.low, settings.high, agent.drawn[b]
     if settings.explore == EPSILON_GREEDY:
@@ -240,15 +226,19 @@ def _explore_one(agent, settings, table, b, state, values, scores):
 
 
 @njit(cache=True)
-def act(agent, settings, table, states, active, greedy, actions):
+def act(agent, generators, settings, table, states, active, greedy, actions):
     """Write each active replica's action (index vector) into ``actions`` (B, D_A).
 
-    Inactive rows are set to 0; ``greedy`` replicas take the first maximizer of
-    Q and draw nothing; the others explore by ``settings.explore``. With
+    Inactive rows are set to 0; ``greedy`` replicas take the first maximizer
+    of Q and draw nothing; the others explore by ``settings.explore``. With
     ``settings.continuous`` the epsilon layer's random actions are drawn from
     [low, high) per action component (`epsilon_continuous`): replica b's draw
     goes to ``agent.drawn[b]`` and ``agent.drawn_mask[b]`` is set (False for
-    everyone else).
+    everyone else). Replica b draws from ``generators[b]``, a
+    ``numba.typed.List`` of the replicas' exploration generators
+    (`rl.agents._explore_compiled.typed_generators`), kept out of `AgentArrays`:
+    a typed list inside a tuple makes every call from Python a thousand times
+    slower.
     """
     dims, n_state = settings.dims, settings.n_state
     n_actions = _n_actions(settings)
@@ -264,22 +254,18 @@ def act(agent, settings, table, states, active, greedy, actions):
         if greedy[b]:
             flat = first_argmax(values)
         else:
-            flat = _explore_one(agent, settings, table, b, states[b], values, scores)
+            flat = _explore_one(agent, generators[b], settings, table, b, states[b], values, scores)
         for n in range(dims.shape[0] - 1, n_state - 1, -1):
             actions[b, n - n_state] = flat % dims[n]
             flat //= dims[n]
 
 
 @njit(cache=True)
-def act_entry(*fields):
-    """Call `act` from Python with its tuples' fields in order.
-
-    The fields of `AgentArrays`, `Settings`, `RuleSettings` (unused here) and
-    `VisitArrays`, then ``states, active, greedy, actions``.
-    """
+def act_entry(agent, generators, settings, table, states, active, greedy, actions):
+    """Call `act` from Python, its named tuples passed as plain tuples (`as_plain`)."""
     act(
-        AgentArrays(*fields[:_AGENT]), Settings(*fields[_AGENT:_S]),
-        VisitArrays(*fields[_R:_T]), *fields[_T:],
+        AgentArrays(*agent), generators, Settings(*settings), VisitArrays(*table), states, active,
+        greedy, actions,
     )  # fmt: skip
 
 
@@ -391,13 +377,18 @@ def observe(agent, settings, rule, table, batch):
 
 
 @njit(cache=True)
-def observe_entry(*fields):
-    """Call `observe` from Python with its tuples' fields in order.
-
-    The fields of `AgentArrays`, `Settings`, `RuleSettings`, `VisitArrays` and
-    `rl.agents.base.Transitions`.
-    """
+def observe_entry(agent, settings, rule, table, batch):
+    """Call `observe` from Python, its named tuples passed as plain tuples (`as_plain`)."""
     return observe(
-        AgentArrays(*fields[:_AGENT]), Settings(*fields[_AGENT:_S]),
-        RuleSettings(*fields[_S:_R]), VisitArrays(*fields[_R:_T]), Transitions(*fields[_T:]),
+        AgentArrays(*agent), Settings(*settings), RuleSettings(*rule), VisitArrays(*table),
+        Transitions(*batch),
     )  # fmt: skip
+
+
+def as_plain(named: tuple) -> tuple:
+    """Return ``named`` as a plain tuple, the form `act_entry` and `observe_entry` take.
+
+    Numba types a plain tuple argument in its compiled dispatcher, a named
+    tuple in Python: a call with named tuples costs about three times as much.
+    """
+    return tuple.__new__(tuple, named)
