@@ -35,7 +35,7 @@ from rl.agents import _kernels
 from rl.agents._fast_path import CompiledEngine
 from rl.agents.base import Agent, Transitions
 from rl.discretize import GridArrays, UniformGrid, bin_index, bin_value
-from rl.envs import physics_rows, seeding_kernels
+from rl.envs import cartpole, pendulum, physics_rows, seeding_kernels
 from rl.envs.physics_rows import physics_row, row_kind
 from rl.envs.seeding_kernels import episode_seed_kernel, seed_pcg64, uniform_into
 from rl.numba_cache import drop_stale
@@ -46,7 +46,9 @@ if TYPE_CHECKING:
     from rl.lockstep import Runner, Segment
 
 drop_stale(
-    __file__, [m.__file__ for m in (_kernels, discretize, slots, physics_rows, seeding_kernels)]
+    __file__,
+    [_kernels.__file__, *_kernels.DEPENDENCIES]
+    + [m.__file__ for m in (discretize, slots, physics_rows, cartpole, pendulum, seeding_kernels)],
 )
 
 # Why `run_steps` returned.

@@ -18,7 +18,11 @@ import numpy as np
 from numba import njit
 from numba.typed import List
 
+from rl.agents import _visits_compiled, visits
 from rl.agents._visits_compiled import visit_row
+from rl.numba_cache import drop_stale
+
+drop_stale(__file__, [_visits_compiled.__file__, visits.__file__])
 
 
 @njit(cache=True)

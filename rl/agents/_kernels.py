@@ -33,7 +33,7 @@ from numba import njit
 from numpy.typing import NDArray
 
 import tensorq._compiled
-from rl.agents import _explore_compiled, _visits_compiled
+from rl.agents import _explore_compiled, _visits_compiled, base, visits
 from rl.agents._explore_compiled import (
     argmax_random_ties,
     epsilon_continuous,
@@ -47,7 +47,11 @@ from rl.agents.visits import VisitArrays
 from rl.numba_cache import drop_stale
 from tensorq._compiled import RuleSettings, apply_rule, cp_entry
 
-drop_stale(__file__, [m.__file__ for m in (tensorq._compiled, _explore_compiled, _visits_compiled)])
+DEPENDENCIES = [
+    m.__file__ for m in (tensorq._compiled, _explore_compiled, _visits_compiled, visits, base)
+]
+"""Source files whose compiled code or types these kernels compile in (`rl.numba_cache`)."""
+drop_stale(__file__, DEPENDENCIES)
 
 # Values of `Settings.explore`.
 EPSILON_GREEDY = 0  # epsilon-greedy on Q (TLR)

@@ -14,7 +14,11 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from rl.agents import visits
 from rl.agents.visits import EMPTY
+from rl.numba_cache import drop_stale
+
+drop_stale(__file__, [visits.__file__])
 
 
 @njit(cache=True)

@@ -13,8 +13,12 @@ from typing import Any
 
 from numba import njit
 
+from rl.envs import cartpole, pendulum
 from rl.envs.cartpole import cartpole_row
 from rl.envs.pendulum import pendulum_row
+from rl.numba_cache import drop_stale
+
+drop_stale(__file__, [cartpole.__file__, pendulum.__file__])
 
 ROW_KERNELS = (cartpole_row, pendulum_row)
 """The row kernels `physics_row` dispatches to; a kernel's kind is its position here."""
