@@ -34,7 +34,7 @@ from numpy.typing import ArrayLike, NDArray
 from tensorly.cp_tensor import CPTensor, cp_normalize, cp_to_tensor
 
 from analysis._numpy import numpy_backend
-from tensorq._validation import as_numpy, check_int
+from tensorq.validation import as_numpy, check_int
 
 __all__ = [
     "MAX_DENSE_ENTRIES",

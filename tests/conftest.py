@@ -15,12 +15,10 @@ def compiled_kernels():
     Numba's on-disk cache (``cache=True``) then serves them to the subprocesses
     that CLI tests start, instead of each compiling them again.
     """
-    from rl.agents._fast_path import warm
-    from rl.loop.fused import warm as warm_fused
-    from tests.warm_envs import warm_kernels
+    from tests.kernel_warmup import warm_agents, warm_envs, warm_fused
 
-    warm()
-    warm_kernels()
+    warm_agents()
+    warm_envs()
     warm_fused()
 
 

@@ -1,7 +1,9 @@
 """The import graph of the packages: no cycles, and no import that runs back up a layer.
 
 Every ``import`` and ``from ... import`` in ``tensorq``, ``rl`` and ``analysis``
-counts, those inside functions included (a lazy import is still a dependency).
+counts, those inside functions included (a lazy import is still a dependency),
+except those under ``if TYPE_CHECKING:``, which name types for the type
+checker and never run.
 `LAYERS` is the architecture of ``docs/architecture.md``, lowest first: a module
 may import from its own layer and the layers below it, never from a layer above.
 """
@@ -47,7 +49,16 @@ def modules() -> dict[str, Path]:
 def imports(path: Path, known: set[str]) -> set[str]:
     """Return the project modules that the file at ``path`` imports, anywhere in it."""
     targets = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    tree = ast.parse(path.read_text(), str(path))
+    typing_only = {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and ast.unparse(node.test).endswith("TYPE_CHECKING")
+        for inner in ast.walk(node)
+    }
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:

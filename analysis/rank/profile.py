@@ -64,7 +64,7 @@ from analysis._numpy import numpy_backend
 from analysis.rank_bounds import b_r_lower
 from analysis.spectral import MAX_DENSE_ENTRIES
 from analysis.sup_refine import balanced_factors, refine_sup
-from tensorq._validation import as_numpy, check_float, check_int
+from tensorq.validation import as_numpy, check_float, check_int
 
 __all__ = [
     "COLUMNS",

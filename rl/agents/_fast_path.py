@@ -1,174 +1,155 @@
-"""The compiled engine of the tensor agents: what the kernels need, built once per agent.
+"""The compiled engine of the tensor agents (`rl.agents.engine`): the kernels' arguments, once.
 
-`CompiledStep` holds the settings arrays, the typed list of the replicas'
-exploration generators (sharing their state with the Python objects, so
-checkpoints and the reference path see the same streams) and the record of the
-last update; `act` and `observe` call `rl.agents._kernels`. The factors are
-read from one packed array (B, sum_n d_n, R) of which the agent's
-``q_.factors`` are views (`packed_factors`), so one compiled kernel serves any
-number of modes.
+`CompiledEngine` builds, from the agent's `rl.agents.engine.StepRule`, the
+named tuples that `rl.agents._kernels` reads: `AgentArrays` (the packed
+factors, counters, epsilon, the typed list of the replicas' exploration
+generators, which shares their state with the Python objects so that
+checkpoints and the reference path see the same streams, and the record of the
+last update), `Settings`, `tensorq._compiled.RuleSettings` and the visit
+table's `rl.agents.visits.VisitArrays`. The agent's ``q_.factors`` are views
+of the one packed array (B, sum_n d_n, R) the kernels read (`packed_factors`),
+so one compiled kernel serves any number of modes.
 """
 
 from __future__ import annotations
 
 import operator
-import warnings
-from collections.abc import Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
 
-Engine = Literal["auto", "compiled", "reference"]
+from rl.agents import _kernels
+from rl.agents._explore_compiled import typed_generators
+from rl.agents._kernels import EXPLORATION, AgentArrays, Settings
+from rl.agents.base import Transitions
+from rl.agents.engine import UpdateStats, packed_factors
+from rl.agents.visits import VisitArrays
+from tensorq._compiled import RULES, RuleSettings
+
+if TYPE_CHECKING:
+    from rl.agents.tensor_agent import TensorAgent
 
 
-def resolve_engine(engine: Engine, factors: Sequence[Any]) -> str:
-    """Return the engine to use: ``"compiled"`` wherever it applies (NumPy float64 factors).
-
-    Raises
-    ------
-    ValueError
-        If ``engine="compiled"`` is asked for factors it does not support.
-    """
-    if engine == "reference":
-        return "reference"
-    applies = all(isinstance(f, np.ndarray) and f.dtype == np.float64 for f in factors)
-    if not applies:
-        if engine == "compiled":
-            raise ValueError(
-                "The 'engine' parameter 'compiled' needs NumPy float64 factors; use 'auto' or "
-                "'reference' for other backends."
-            )
-        return "reference"
-    return "compiled"
+_NO_TABLE = VisitArrays(*([np.zeros(0, np.int64)] * 3), np.zeros((0, 0), np.int64),
+                        np.zeros((0, 0)), np.zeros(0, np.int64))  # fmt: skip
 
 
-def pack_factors(factors: Sequence[NDArray[np.float64]]) -> list[NDArray[np.float64]]:
-    """Copy factors (B, d_n, R) into one array (B, sum d_n, R); return views of it, one per mode."""
-    packed = np.ascontiguousarray(np.concatenate(factors, axis=1), dtype=np.float64)
-    ends = np.cumsum([f.shape[1] for f in factors])
-    return [packed[:, end - f.shape[1] : end] for f, end in zip(factors, ends, strict=True)]
+class _PlainArguments(NamedTuple):
+    """`CompiledEngine`'s kernel arguments as plain tuples, in `observe_entry`'s order."""
+
+    arrays: tuple
+    settings: tuple
+    rule: tuple
+    table: tuple
 
 
-def packed_factors(factors: list[NDArray[np.float64]]) -> NDArray[np.float64]:
-    """Return the packed array behind ``factors``, repacking them into a new one if they left it."""
-    packed = factors[0].base
-    if (
-        packed is None
-        or packed.ndim != 3
-        or not packed.flags.c_contiguous
-        or packed.shape[1] != sum(f.shape[1] for f in factors)
-        or any(f.base is not packed for f in factors)
-    ):
-        factors[:] = pack_factors(factors)
-        packed = factors[0].base
-    return packed
-
-
-def _typed_generators(generators: Sequence[np.random.Generator]) -> Any:
-    from numba.core.errors import NumbaPendingDeprecationWarning
-
-    from rl.agents import _kernels
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", NumbaPendingDeprecationWarning)
-        typed = _kernels.generator_list(generators[0])
-        for generator in generators[1:]:
-            _kernels.generator_append(typed, generator)
-    return typed
-
-
-class CompiledStep:
-    """The compiled act and observe of one tensor agent.
+class CompiledEngine:
+    """The compiled act, greedy and observe of one tensor agent (`rl.agents.engine.Engine`).
 
     Parameters
     ----------
     agent : rl.agents.tensor_agent.TensorAgent
-        Supplies the factors (``q_``), ``problem``, ``steps_``, ``epsilon_``
-        and the exploration generators.
-    explore_rule : int
-        `rl.agents._kernels.EPSILON_GREEDY`, ``EUGE`` or ``EUGE_EPSILON``.
-    update_rule : int
-        `rl.agents._update_kernels.PAPER`, ``RELEASED``, ``TLR`` or ``STABLE``.
-    visits : VisitTable or None
-        TEQL's visit table (None: no counts, no Delta Q).
-    c, alpha0, kappa, lam, eps, tol, max_inner, f_max : float or int
-        The rule's settings (f_max None: no bound).
-    count_before_update, signed_delta : bool
-        The released reading's counting and sign of Delta Q.
+        Supplies the factors (``q_``, packed here), ``problem``, ``steps_``,
+        ``epsilon_``, the exploration generators, ``visits_`` (None: no counts,
+        no Delta Q) and its `rl.agents.engine.StepRule` (read on first use,
+        once the agent is fully built).
     """
 
-    def __init__(
-        self,
-        agent: Any,
-        *,
-        explore_rule: int,
-        update_rule: int,
-        visits: Any = None,
-        c: float = 0.0,
-        alpha0: float,
-        kappa: float = 0.0,
-        lam: float = 0.0,
-        eps: float = 1.0,
-        tol: float = 0.0,
-        max_inner: int = 1,
-        f_max: float | None = None,
-        count_before_update: bool = False,
-        signed_delta: bool = False,
-    ) -> None:
-        from rl.agents import _kernels
+    name = "compiled"
 
-        self._kernels = _kernels
-        config, problem = agent.config, agent.problem
+    def __init__(self, agent: TensorAgent) -> None:
         self.agent = agent
-        self.visits = visits
-        self.explore_rule = explore_rule
-        self.c = float(c)
-        self.n_state = len(problem.state_dims)
-        self.n_states = int(agent.n_states)
-        self.dims = np.array(problem.shape, dtype=np.int64)
-        self.offsets = np.concatenate([[0], np.cumsum(self.dims)[:-1]]).astype(np.int64)
-        self.floats = np.zeros(9)
-        k = _kernels
-        self.floats[[k.GAMMA, k.ALPHA0, k.KAPPA, k.LAM, k.EPS, k.TOL]] = (
-            config.gamma, alpha0, kappa, lam, eps, tol,
-        )  # fmt: skip
-        self.floats[k.F_MAX] = 0.0 if f_max is None else f_max
-        self.floats[k.EPS_DECAY] = config.epsilon_decay
-        self.floats[k.EPS_MIN] = config.epsilon_min
-        self.ints = np.zeros(6, dtype=np.int64)
-        self.ints[[k.RULE, k.MAX_INNER, k.BOUNDED, k.COUNT_BEFORE, k.SIGNED_DELTA, k.VISITS]] = (
-            update_rule, max_inner, f_max is not None, count_before_update, signed_delta,
-            visits is not None,
-        )  # fmt: skip
-        self.generators = _typed_generators(agent._rngs)
-        replicas = agent.replicas
-        none = np.zeros(0, dtype=np.int64)
-        self._no_table = (none, none, none, np.zeros((0, 0), np.int64), np.zeros((0, 0)), none)
-        self._no_greedy = np.zeros(replicas, dtype=bool)
-        self._all = np.ones(replicas, dtype=bool)
-        self.record = np.zeros((5, replicas))
-        self._action_modes = len(problem.action_dims)
-        self.continuous = bool(getattr(config, "continuous_random_actions", False))
-        interval = getattr(agent, "action_interval_", None)
-        self.low, self.high = interval if interval is not None else (np.zeros(1), np.ones(1))
-        drawn = getattr(agent, "continuous_actions_", None)
-        if drawn is None:
-            drawn = (np.zeros(replicas, dtype=bool), np.zeros((replicas, self._action_modes)))
-        self.drawn_mask, self.drawn = drawn
+        replicas, action_modes = agent.replicas, len(agent.problem.action_dims)
+        packed_factors(agent.q_.factors)
         self._views: list[NDArray[np.float64]] = []
         self._packed = np.zeros((0, 0, 0))
+        self._no_greedy = np.zeros(replicas, dtype=bool)
+        self._all = np.ones(replicas, dtype=bool)
+        self.stats = UpdateStats(*np.zeros((5, replicas)))
+        """The last update's record (rows of inactive replicas are stale)."""
+        drawn = agent.continuous_actions_
+        if drawn is None:
+            drawn = (np.zeros(replicas, dtype=bool), np.zeros((replicas, action_modes)))
+        self._drawn_mask, self._drawn = drawn
+        self.generators = typed_generators(agent.exploration_generators())
+        """The replicas' exploration generators as the kernels draw from them (shared state)."""
+        self._constants: tuple[Settings, RuleSettings] | None = None
+        self._plain_settings: tuple[tuple, tuple] | None = None
 
-    def _factors(self) -> NDArray[np.float64]:
-        """Return the packed factors, checking only that ``q_.factors`` are still its views."""
-        factors = self.agent.q_.factors
+    def settings(self) -> tuple[Settings, RuleSettings]:
+        """Return the agent's constants as the kernels read them (built on first use)."""
+        if self._constants is None:
+            self._constants = self._build_settings()
+        return self._constants
+
+    def _build_settings(self) -> tuple[Settings, RuleSettings]:
+        agent = self.agent
+        config, problem, rule = agent.config, agent.problem, agent.step_rule()
+        dims = np.array(problem.shape, dtype=np.int64)
+        interval = agent.action_interval_
+        low, high = interval if interval is not None else (np.zeros(1), np.ones(1))
+        settings = Settings(
+            dims=dims,
+            offsets=np.concatenate([[0], np.cumsum(dims)[:-1]]).astype(np.int64),
+            n_state=len(problem.state_dims),
+            n_states=int(agent.n_states),
+            explore=EXPLORATION[rule.exploration],
+            c=float(rule.c),
+            continuous=bool(config.continuous_random_actions),
+            low=low,
+            high=high,
+            gamma=float(config.gamma),
+            alpha0=float(rule.alpha0),
+            kappa=float(rule.kappa),
+            lam=float(rule.lam),
+            eps=float(rule.eps),
+            epsilon_decay=float(config.epsilon_decay),
+            epsilon_min=float(config.epsilon_min),
+            count_before_update=bool(rule.count_before_update),
+            signed_delta=bool(rule.signed_delta),
+            visits=agent.visits_ is not None,
+        )
+        f_max = rule.f_max
+        rule_settings = RuleSettings(
+            rule=RULES[rule.update],
+            tol=float(rule.tol),
+            max_inner=int(rule.max_inner),
+            f_max=0.0 if f_max is None else float(f_max),
+            bounded=f_max is not None,
+        )
+        return settings, rule_settings
+
+    def arrays(self) -> AgentArrays:
+        """Return the agent's arrays as the kernels read and write them.
+
+        The factors are checked to still be views of the packed array (repacked if not).
+        """
+        agent = self.agent
+        factors = agent.q_.factors
         if len(factors) != len(self._views) or not all(map(operator.is_, factors, self._views)):
             self._packed = packed_factors(factors)
             self._views = list(factors)
-        return self._packed
+        return AgentArrays(
+            self._packed, agent.steps_, agent.epsilon_, self._drawn, self._drawn_mask, *self.stats,
+        )  # fmt: skip
 
-    def _table(self) -> tuple[NDArray[Any], ...]:
-        return self._no_table if self.visits is None else self.visits.kernel_table()
+    def visit_arrays(self, room: int = 0) -> VisitArrays:
+        """Return the visit table's arrays, with room for ``room`` new rows (empty without one)."""
+        visits = self.agent.visits_
+        if visits is None:
+            return _NO_TABLE
+        if room:
+            visits.reserve(room)
+        return visits.arrays()
+
+    def _plain(self, room: int = 0) -> _PlainArguments:
+        """Return the kernels' arguments as plain tuples (`rl.agents._kernels.as_plain`)."""
+        if self._plain_settings is None:
+            self._plain_settings = tuple(map(_kernels.as_plain, self.settings()))
+        settings, rule = self._plain_settings
+        arrays = _kernels.as_plain(self.arrays())
+        return _PlainArguments(arrays, settings, rule, _kernels.as_plain(self.visit_arrays(room)))
 
     def act(
         self,
@@ -178,77 +159,46 @@ class CompiledStep:
     ) -> NDArray[np.int64]:
         """Return actions (B, D_A): explore where ``active & ~greedy``, argmax Q where greedy."""
         agent = self.agent
-        actions = np.zeros((agent.replicas, self._action_modes), dtype=np.int64)
-        self._kernels.act_kernel(
-            self._factors(), self.offsets, self.dims, self.n_state,
-            self.n_states, np.ascontiguousarray(states, dtype=np.int64),
+        actions = np.zeros((agent.replicas, len(agent.problem.action_dims)), dtype=np.int64)
+        plain = self._plain()
+        _kernels.act_entry(
+            plain.arrays, self.generators, plain.settings, plain.table,
+            np.ascontiguousarray(states, dtype=np.int64),
             np.ascontiguousarray(active, dtype=bool),
             self._no_greedy if greedy is None else np.ascontiguousarray(greedy, dtype=bool),
-            agent.epsilon_, self.explore_rule, self.c, *self._table(), self.generators, actions,
-            self.continuous, self.low, self.high, self.drawn, self.drawn_mask,
+            actions,
         )  # fmt: skip
         return actions
+
+    def explore(self, states: NDArray[np.int64], active: NDArray[np.bool_]) -> NDArray[np.int64]:
+        """Exploratory actions of the active replicas (B, D_A)."""
+        return self.act(states, active)
 
     def greedy(self, states: NDArray[np.int64]) -> NDArray[np.int64]:
         """Return the first maximizer of Q per replica; no randomness."""
         return self.act(states, self._all, self._all)
 
-    def observe(self, batch: Any) -> NDArray[np.float64]:
-        """Learn from ``batch``; return the record (5, B): target, before, after, N, alpha.
+    def observe(self, batch: Transitions) -> UpdateStats:
+        """Learn from ``batch``; return the record of the update (`stats`).
 
         Raises
         ------
         ValueError
             If an active replica's TD target is not finite (nothing has changed then).
         """
-        agent = self.agent
-        if self.visits is not None:
-            self.visits.reserve(agent.replicas)
-        bad = self._kernels.observe_kernel(
-            self._factors(), self.offsets, self.dims, self.n_state,
-            self.n_states, np.ascontiguousarray(batch.states, dtype=np.int64),
+        batch = Transitions(
+            np.ascontiguousarray(batch.states, dtype=np.int64),
             np.ascontiguousarray(batch.actions, dtype=np.int64),
             np.ascontiguousarray(batch.rewards, dtype=np.float64),
             np.ascontiguousarray(batch.next_states, dtype=np.int64),
             np.ascontiguousarray(batch.terminated, dtype=bool),
-            np.ascontiguousarray(batch.active, dtype=bool), self.floats, self.ints,
-            *self._table(), agent.steps_, agent.epsilon_, self.record,
-        )  # fmt: skip
+            np.ascontiguousarray(batch.active, dtype=bool),
+        )
+        bad = _kernels.observe_entry(*self._plain(self.agent.replicas), _kernels.as_plain(batch))
         if bad >= 0:
-            agent._diverged(int(bad), float(self.record[self._kernels.TARGET, bad]))
-        return self.record
+            raise self.divergence(bad)
+        return self.stats
 
-
-def warm() -> None:
-    """Compile (or load from Numba's on-disk cache) every kernel, on a tiny problem.
-
-    The argument types are those `CompiledStep` passes, so later calls in this
-    process, and in processes started after it, find the compiled code.
-    """
-    from rl.agents import _kernels
-
-    replicas, dims, rank = 2, np.array([2, 3, 2], dtype=np.int64), 2
-    offsets = np.array([0, 2, 5], dtype=np.int64)
-    factors = np.random.default_rng(0).random((replicas, int(dims.sum()), rank))
-    generators = _typed_generators([np.random.default_rng(b) for b in range(replicas)])
-    row_keys = np.full(4, _kernels.EMPTY, dtype=np.int64)
-    used = np.zeros(1, dtype=np.int64)
-    keys, slot_rows = _kernels.table_rebuild(row_keys, 0, 8)
-    table = (keys, slot_rows, row_keys, np.zeros((4, 2), np.int64), np.zeros((4, 2)), used)
-    states = np.zeros((replicas, 2), dtype=np.int64)
-    on = np.ones(replicas, dtype=bool)
-    _kernels.table_rows(table, np.arange(replicas, dtype=np.int64), on, True)
-    actions = np.zeros((replicas, 1), dtype=np.int64)
-    for continuous in (False, True):
-        _kernels.act_kernel(
-            factors, offsets, dims, 2, 6, states, on, ~on, np.zeros(replicas), _kernels.EUGE, 1.0,
-            *table, generators, actions, continuous, np.zeros(1), np.ones(1),
-            np.zeros((replicas, 1)), np.zeros(replicas, dtype=bool),
-        )  # fmt: skip
-    floats, ints = np.full(9, 0.5), np.zeros(6, dtype=np.int64)
-    ints[_kernels.MAX_INNER] = 1
-    _kernels.observe_kernel(
-        factors, offsets, dims, 2, 6, states, actions, np.zeros(replicas), states, ~on, on,
-        floats, ints, *table, np.zeros(replicas, np.int64), np.zeros(replicas),
-        np.zeros((5, replicas)),
-    )  # fmt: skip
+    def divergence(self, replica: int) -> ValueError:
+        """Return the error of replica ``replica``'s non-finite TD target."""
+        return self.agent.divergence(replica, float(self.stats.targets[replica]))

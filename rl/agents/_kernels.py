@@ -1,156 +1,146 @@
-"""Compiled (Numba) hot path of the tensor agents: action choice, update, visit tables.
+"""Compiled (Numba) step of the tensor agents: action choice and update, all replicas at once.
 
 Every kernel loops over the B replicas inside, so B = 1 and B = 100 run the
 same code, and replica b touches only its own factors, visit rows and random
-generator (a replica's numbers never depend on the others). The kernels are
-small functions composed by two entry points:
+generator (a replica's numbers never depend on the others). Two kernels
+compose the smaller ones:
 
-- `act_kernel`: the action values of the current state over the action fibre
-  (the product of the state modes' rows, then one (|A| x R) product), then EUGE
-  (eq. (euge)), EUGE under an epsilon-greedy layer, or epsilon-greedy on Q;
-  replicas in the ``greedy`` mask take the first maximizer of Q and draw nothing.
-- `observe_kernel`: the TD target, the visit count, one update rule on the
-  gathered rows (`rl.agents._update_kernels`: Algorithm 1, the authors'
-  normalized Jacobi sweeps, TLR's step, the stable reading's normalized-LMS
-  steps), Delta Q (eq. (decomp_error)) and the counts, the step counter and
-  epsilon.
+- `act`: the action values of the current state over the action fibre (the
+  product of the state modes' rows, then one (|A| x R) product), then EUGE
+  (eq. (euge)), EUGE under an epsilon-greedy layer, or epsilon-greedy on Q
+  (`rl.agents._explore_compiled`); replicas in the ``greedy`` mask take the
+  first maximizer of Q and draw nothing.
+- `observe`: the TD target, the visit count, one update rule on the gathered
+  rows (`tensorq._compiled`: Algorithm 1, the authors' normalized Jacobi
+  sweeps, the normalized step of TLR, the stable reading's normalized-LMS
+  steps), Delta Q (eq. (decomp_error)) and the counts
+  (`rl.agents._visits_compiled`), the step counter and epsilon.
 
-Random draws are those of the reference path (`rl.agents._explore`): per
-active replica, ``random()`` for the epsilon test, ``integers(0, |A|)`` for a
-random action, and ``integers(0, k)`` to break a k-way tie, drawn from a
-``numba.typed.List`` of the replicas' ``numpy.random.Generator`` objects, which
-shares their state with Python.
-
-Visit tables are passed as one tuple ``(keys, slot_rows, row_keys, counts,
-delta, used)``: an open-addressing hash table (linear probing, keys
-``replica * |S| + flat state``, -1 for an empty slot) mapping a key to a row of
-``counts`` and ``delta``; a dense table passes empty ``keys`` and uses the key
-itself as the row. No fastmath: the arithmetic is the reference's, term by term.
+Their arguments are named tuples: `AgentArrays` (the agent's arrays),
+`Settings` (its constants), `tensorq._compiled.RuleSettings`,
+`rl.agents.visits.VisitArrays` and `rl.agents.base.Transitions`. Python calls
+them through `act_entry` and `observe_entry`, which take the same tuples as
+plain tuples (`as_plain`; Numba types those three times faster). No fastmath:
+the arithmetic is the reference's, term by term.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
-from numba.typed import List
+from numpy.typing import NDArray
 
-from rl.agents import _update_kernels
-from rl.agents._update_kernels import apply_rule, cp_entry
+import tensorq._compiled
+from rl.agents import _explore_compiled, _visit_layout, _visits_compiled, base, visits
+from rl.agents._explore_compiled import (
+    argmax_random_ties,
+    epsilon_continuous,
+    epsilon_greedy,
+    euge_scores,
+    first_argmax,
+)
+from rl.agents._visits_compiled import visit_row
+from rl.agents.base import Transitions
+from rl.agents.visits import VisitArrays
 from rl.numba_cache import drop_stale
+from tensorq._compiled import RuleSettings, apply_rule, cp_entry
 
-drop_stale(__file__, [_update_kernels.__file__])
+DEPENDENCIES = [
+    m.__file__
+    for m in (tensorq._compiled, _explore_compiled, _visits_compiled, _visit_layout, visits, base)
+]
+"""Source files whose compiled code or types these kernels compile in (`rl.numba_cache`)."""
+drop_stale(__file__, DEPENDENCIES)
 
-EMPTY = -1
-
-# Exploration rules of `act_kernel`.
+# Values of `Settings.explore`.
 EPSILON_GREEDY = 0  # epsilon-greedy on Q (TLR)
 EUGE = 1  # argmax of eq. (euge), random ties (TEQL)
 EUGE_EPSILON = 2  # epsilon-greedy layer over EUGE (TEQL as released)
+EXPLORATION = {"epsilon": EPSILON_GREEDY, "euge": EUGE, "euge-epsilon": EUGE_EPSILON}
+"""The `Settings.explore` number of each `rl.agents.engine.StepRule.exploration`."""
 
 
-# Slots of the float settings array of `observe_kernel`.
-GAMMA, ALPHA0, KAPPA, LAM, EPS, TOL, F_MAX, EPS_DECAY, EPS_MIN = range(9)
-# Slots of the int settings array.
-RULE, MAX_INNER, BOUNDED, COUNT_BEFORE, SIGNED_DELTA, VISITS = range(6)
-# Rows of the record array filled by `observe_kernel`.
-TARGET, BEFORE, AFTER, COUNT, STEP_SIZE = range(5)
+class AgentArrays(NamedTuple):
+    """The arrays of one tensor agent that the kernels read and write.
+
+    Attributes
+    ----------
+    factors : ndarray of float64, shape (B, sum_n d_n, R)
+        Every mode's factor, packed along axis 1 (mode n from ``offsets[n]``).
+    steps : ndarray of int64, shape (B,)
+        Training transitions observed per replica (t - 1 of Algorithm 3).
+    epsilon : ndarray of float64, shape (B,)
+        Each replica's exploration probability.
+    drawn : ndarray of float64, shape (B, D_A)
+        Continuous random actions (`rl.agents.base.ContinuousActions`).
+    drawn_mask : ndarray of bool, shape (B,)
+        Replicas whose last action is in ``drawn``.
+    targets, before, after, visits, step_size : ndarray of float64, shape (B,)
+        The last update (`rl.agents.engine.UpdateStats`).
+    """
+
+    factors: NDArray[np.float64]
+    steps: NDArray[np.int64]
+    epsilon: NDArray[np.float64]
+    drawn: NDArray[np.float64]
+    drawn_mask: NDArray[np.bool_]
+    targets: NDArray[np.float64]
+    before: NDArray[np.float64]
+    after: NDArray[np.float64]
+    visits: NDArray[np.float64]
+    step_size: NDArray[np.float64]
 
 
-# ---------------------------------------------------------------- generators
+class Settings(NamedTuple):
+    """The constants of one tensor agent's step (`rl.agents.engine.StepRule` and its problem).
 
+    Attributes
+    ----------
+    offsets, dims : ndarray of int64, shape (N,)
+        First packed row and size of every mode (state modes first).
+    n_state : int
+        Number of state modes D_S.
+    n_states : int
+        Number of flat states |S| (the visit keys are ``replica * |S| + state``).
+    explore : int
+        `EPSILON_GREEDY`, `EUGE` or `EUGE_EPSILON`.
+    c : float
+        EUGE's coefficient c.
+    continuous : bool
+        Draw the epsilon layer's random actions from [low, high) (`epsilon_continuous`).
+    low, high : ndarray of float64, shape (D_A,)
+        The action interval.
+    gamma, alpha0, kappa, lam, eps : float
+        Discount, alpha_t = alpha0 / (1 + kappa t), lambda and epsilon of eq. (loss_function).
+    epsilon_decay, epsilon_min : float
+        Epsilon's decay after a non-terminal step, and its floor.
+    count_before_update, signed_delta : bool
+        Increment N before the update; store Delta Q signed.
+    visits : bool
+        Whether the agent keeps a visit table.
+    """
 
-@njit(cache=True)
-def generator_list(first):
-    """Return a typed list holding ``first`` (built compiled, so the build is cached)."""
-    out = List()
-    out.append(first)
-    return out
-
-
-@njit(cache=True)
-def generator_append(generators, generator):
-    """Append one more generator to a list made by `generator_list`."""
-    generators.append(generator)
-
-
-# ---------------------------------------------------------------- hash table
-
-
-@njit(cache=True)
-def _slot(key, mask):
-    """Home slot of ``key``: the splitmix64 finalizer, masked to the capacity."""
-    z = np.uint64(key)
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    z = z ^ (z >> np.uint64(31))
-    return np.int64(z & np.uint64(mask))
-
-
-@njit(cache=True)
-def _probe(keys, key):
-    """Slot holding ``key``, or the empty slot where linear probing would insert it."""
-    mask = keys.shape[0] - 1
-    i = _slot(key, mask)
-    while keys[i] != key and keys[i] != EMPTY:
-        i = (i + 1) & mask
-    return i
-
-
-@njit(cache=True)
-def table_find(keys, slot_rows, key):
-    """Row of ``key``, or -1 when it is not in the table."""
-    i = _probe(keys, key)
-    return slot_rows[i] if keys[i] == key else -1
-
-
-@njit(cache=True)
-def table_insert(keys, slot_rows, row_keys, used, key):
-    """Row of ``key``, appending a new row when absent (the caller ensures room)."""
-    i = _probe(keys, key)
-    if keys[i] == key:
-        return slot_rows[i]
-    row = used[0]
-    used[0] = row + 1
-    keys[i] = key
-    slot_rows[i] = row
-    row_keys[row] = key
-    return row
-
-
-@njit(cache=True)
-def table_rebuild(row_keys, used, capacity):
-    """Hash arrays of ``capacity`` (a power of two) slots for rows 0..used-1."""
-    keys = np.full(capacity, EMPTY, dtype=np.int64)
-    slot_rows = np.full(capacity, EMPTY, dtype=np.int64)
-    mask = capacity - 1
-    for row in range(used):
-        i = _slot(row_keys[row], mask)
-        while keys[i] != EMPTY:
-            i = (i + 1) & mask
-        keys[i] = row_keys[row]
-        slot_rows[i] = row
-    return keys, slot_rows
-
-
-@njit(cache=True)
-def visit_row(table, key, create):
-    """Row of ``key`` in a visit table tuple (dense: the key itself); -1 if absent."""
-    keys, slot_rows, row_keys, _, _, used = table
-    if keys.shape[0] == 0:
-        return key
-    if create:
-        return table_insert(keys, slot_rows, row_keys, used, key)
-    return table_find(keys, slot_rows, key)
-
-
-@njit(cache=True)
-def table_rows(table, keys_in, active, create):
-    """Rows of many keys (-1 where absent or inactive), inserting when ``create``."""
-    out = np.full(keys_in.shape[0], EMPTY, dtype=np.int64)
-    for b in range(keys_in.shape[0]):
-        if active[b]:
-            out[b] = visit_row(table, keys_in[b], create)
-    return out
+    offsets: NDArray[np.int64]
+    dims: NDArray[np.int64]
+    n_state: int
+    n_states: int
+    explore: int
+    c: float
+    continuous: bool
+    low: NDArray[np.float64]
+    high: NDArray[np.float64]
+    gamma: float
+    alpha0: float
+    kappa: float
+    lam: float
+    eps: float
+    epsilon_decay: float
+    epsilon_min: float
+    count_before_update: bool
+    signed_delta: bool
+    visits: bool
 
 
 # ---------------------------------------------------------------- reading the tensor
@@ -166,12 +156,13 @@ def _ravel(index, dims, first, last):
 
 
 @njit(cache=True)
-def action_values(factors, offsets, dims, n_state, b, state, weights, out):
+def action_values(factors, settings, b, state, weights, out):
     """Q_b(s, a) for every joint action a (C order), written to ``out``.
 
     ``weights`` (R,) receives the product of the state modes' rows; each value
     is then sum_r weights[r] prod_k F_k[b, a_k, r] over the action modes k.
     """
+    offsets, dims, n_state = settings.offsets, settings.dims, settings.n_state
     rank = factors.shape[2]
     n_modes = dims.shape[0]
     for r in range(rank):
@@ -203,168 +194,112 @@ def action_values(factors, offsets, dims, n_state, b, state, weights, out):
 
 
 @njit(cache=True)
-def first_argmax(values):
-    """np.argmax: the first maximizer, the first NaN if any."""
-    best = 0
-    for i in range(values.shape[0]):
-        if np.isnan(values[i]):
-            return i
-        if values[i] > values[best]:
-            best = i
-    return best
+def _n_actions(settings):
+    """Return |A|, the product of the action modes."""
+    n_actions = 1
+    for n in range(settings.n_state, settings.dims.shape[0]):
+        n_actions *= settings.dims[n]
+    return n_actions
+
+
+# ---------------------------------------------------------------- choosing actions
 
 
 @njit(cache=True)
-def argmax_random_ties(values, generator):
-    """Return the maximizer of ``values``, a k-way tie broken by ``integers(0, k)``."""
-    best = first_argmax(values)
-    top = values[best]
-    ties = 0
-    for i in range(values.shape[0]):
-        if values[i] == top:
-            ties += 1
-    if ties <= 1:
-        return best
-    pick = generator.integers(0, ties)
-    for i in range(values.shape[0]):
-        if values[i] == top:
-            if pick == 0:
-                return i
-            pick -= 1
-    return best
+def _explore_one(agent, generator, settings, table, b, state, values, scores):
+    """Replica ``b``'s exploratory flat action from its action ``values`` (`act`)."""
+    dims, n_state = settings.dims, settings.n_state
+    epsilon, continuous = agent.epsilon[b], settings.continuous
+    low, high, drawn = settings.low, settings.high, agent.drawn[b]
+    if settings.explore == EPSILON_GREEDY:
+        if continuous:
+            flat, agent.drawn_mask[b] = epsilon_continuous(
+                values, epsilon, generator, dims, n_state, low, high, drawn
+            )
+            return flat
+        return epsilon_greedy(values, epsilon, generator)
+    key = b * settings.n_states + _ravel(state, dims, 0, n_state)
+    euge_scores(values, table, key, settings.c, scores)
+    if settings.explore == EUGE:
+        return argmax_random_ties(scores, generator)
+    if continuous:
+        flat, agent.drawn_mask[b] = epsilon_continuous(
+            scores, epsilon, generator, dims, n_state, low, high, drawn
+        )
+        return flat
+    return epsilon_greedy(scores, epsilon, generator)
 
 
 @njit(cache=True)
-def epsilon_greedy(values, epsilon, generator):
-    """Random action with probability epsilon, else a maximizer with random ties."""
-    if generator.random() < epsilon:
-        return generator.integers(0, values.shape[0])
-    return argmax_random_ties(values, generator)
-
-
-@njit(cache=True)
-def epsilon_continuous(values, epsilon, generator, dims, n_state, low, high, drawn):
-    """Epsilon-greedy whose random action is drawn from the continuous action interval.
-
-    With probability epsilon each action component k is drawn as
-    ``low[k] + (high[k] - low[k]) * random()`` into ``drawn[k]`` and credited to
-    the grid index ``rint((a - low) / (high - low) (d - 1))`` (the released code's
-    endpoint rounding); returns (flat joint index, True). Otherwise a maximizer
-    with random ties and False. The reference is
-    `rl.agents._explore.epsilon_greedy_continuous`.
-    """
-    if generator.random() < epsilon:
-        flat = 0
-        for n in range(n_state, dims.shape[0]):
-            k = n - n_state
-            value = low[k] + (high[k] - low[k]) * generator.random()
-            drawn[k] = value
-            index = np.rint((value - low[k]) / (high[k] - low[k]) * (dims[n] - 1))
-            index = min(max(index, 0.0), dims[n] - 1.0)
-            flat = flat * dims[n] + np.int64(index)
-        return flat, True
-    return argmax_random_ties(values, generator), False
-
-
-@njit(cache=True)
-def euge_scores(values, table, key, c, out):
-    """EU(s, a) = Q(s, a) + c (Delta Q(s, a) + sqrt(log N_total(s) / (N(s, a) + 1))), eq. (euge)."""
-    row = visit_row(table, key, False)
-    if row < 0:  # unvisited: no counts, no errors, no log term
-        for a in range(values.shape[0]):
-            out[a] = values[a] + c * 0.0
-        return
-    counts, delta = table[3], table[4]
-    total = 0
-    for a in range(values.shape[0]):
-        total += counts[row, a]
-    log_total = np.log(max(total, 1))
-    for a in range(values.shape[0]):
-        out[a] = values[a] + c * (delta[row, a] + np.sqrt(log_total / (counts[row, a] + 1)))
-
-
-@njit(cache=True)
-def act_kernel(
-    factors, offsets, dims, n_state, n_states, states, active, greedy, epsilon, rule, c,
-    keys, slot_rows, row_keys, counts, delta, used, generators, actions,
-    continuous, low, high, drawn, drawn_mask,
-):  # fmt: skip
+def act(agent, generators, settings, table, states, active, greedy, actions):
     """Write each active replica's action (index vector) into ``actions`` (B, D_A).
 
-    Inactive rows are set to 0; ``greedy`` replicas take the first maximizer of
-    Q and draw nothing; the others explore by ``rule`` (EPSILON_GREEDY, EUGE,
-    EUGE_EPSILON). The visit table comes as its six arrays (see the module
-    docstring; passing them one by one is faster to call than a tuple). With
-    ``continuous`` the epsilon layer's random actions are drawn from
+    Inactive rows are set to 0; ``greedy`` replicas take the first maximizer
+    of Q and draw nothing; the others explore by ``settings.explore``. With
+    ``settings.continuous`` the epsilon layer's random actions are drawn from
     [low, high) per action component (`epsilon_continuous`): replica b's draw
-    goes to ``drawn[b]`` and ``drawn_mask[b]`` is set (False for everyone else).
+    goes to ``agent.drawn[b]`` and ``agent.drawn_mask[b]`` is set (False for
+    everyone else). Replica b draws from ``generators[b]``, a
+    ``numba.typed.List`` of the replicas' exploration generators
+    (`rl.agents._explore_compiled.typed_generators`), kept out of `AgentArrays`:
+    a typed list inside a tuple makes every call from Python a thousand times
+    slower.
     """
-    table = (keys, slot_rows, row_keys, counts, delta, used)
-    n_actions = 1
-    for n in range(n_state, dims.shape[0]):
-        n_actions *= dims[n]
-    weights = np.empty(factors.shape[2])
+    dims, n_state = settings.dims, settings.n_state
+    n_actions = _n_actions(settings)
+    weights = np.empty(agent.factors.shape[2])
     values = np.empty(n_actions)
     scores = np.empty(n_actions)
     for b in range(states.shape[0]):
-        drawn_mask[b] = False
+        agent.drawn_mask[b] = False
         if not active[b]:
             actions[b, :] = 0
             continue
-        action_values(factors, offsets, dims, n_state, b, states[b], weights, values)
+        action_values(agent.factors, settings, b, states[b], weights, values)
         if greedy[b]:
             flat = first_argmax(values)
-        elif rule == EPSILON_GREEDY:
-            if continuous:
-                flat, drawn_mask[b] = epsilon_continuous(
-                    values, epsilon[b], generators[b], dims, n_state, low, high, drawn[b]
-                )
-            else:
-                flat = epsilon_greedy(values, epsilon[b], generators[b])
         else:
-            key = b * n_states + _ravel(states[b], dims, 0, n_state)
-            euge_scores(values, table, key, c, scores)
-            if rule == EUGE:
-                flat = argmax_random_ties(scores, generators[b])
-            elif continuous:
-                flat, drawn_mask[b] = epsilon_continuous(
-                    scores, epsilon[b], generators[b], dims, n_state, low, high, drawn[b]
-                )
-            else:
-                flat = epsilon_greedy(scores, epsilon[b], generators[b])
+            flat = _explore_one(agent, generators[b], settings, table, b, states[b], values, scores)
         for n in range(dims.shape[0] - 1, n_state - 1, -1):
             actions[b, n - n_state] = flat % dims[n]
             flat //= dims[n]
+
+
+@njit(cache=True)
+def act_entry(agent, generators, settings, table, states, active, greedy, actions):
+    """Call `act` from Python, its named tuples passed as plain tuples (`as_plain`)."""
+    act(
+        AgentArrays(*agent), generators, Settings(*settings), VisitArrays(*table), states, active,
+        greedy, actions,
+    )  # fmt: skip
 
 
 # ---------------------------------------------------------------- one observed transition
 
 
 @njit(cache=True)
-def td_targets(factors, offsets, dims, n_state, rewards, next_states, terminated, active, gamma,
-               out):  # fmt: skip
-    """Compute TD targets r + gamma max_a' Q(s', a') (r + gamma 0 at termination), active only.
+def td_targets(agent, settings, batch):
+    """Write TD targets r + gamma max_a' Q(s', a') (r at termination) to ``agent.targets``.
 
-    Returns the first active replica whose target is not finite, or -1.
+    Active replicas only. Returns the first active replica whose target is
+    not finite, or -1.
     """
-    n_actions = 1
-    for n in range(n_state, dims.shape[0]):
-        n_actions *= dims[n]
-    weights = np.empty(factors.shape[2])
-    values = np.empty(n_actions)
+    weights = np.empty(agent.factors.shape[2])
+    values = np.empty(_n_actions(settings))
+    rewards, active, out = batch.rewards, batch.active, agent.targets
     for b in range(rewards.shape[0]):
         if not active[b]:
             continue
         bootstrap = 0.0
-        if not terminated[b]:
-            action_values(factors, offsets, dims, n_state, b, next_states[b], weights, values)
+        if not batch.terminated[b]:
+            action_values(agent.factors, settings, b, batch.next_states[b], weights, values)
             bootstrap = values[0]
-            for a in range(n_actions):
+            for a in range(values.shape[0]):
                 if np.isnan(values[a]) or values[a] > bootstrap:
                     bootstrap = values[a]
                     if np.isnan(bootstrap):
                         break
-        out[b] = rewards[b] + gamma * bootstrap
+        out[b] = rewards[b] + settings.gamma * bootstrap
     for b in range(rewards.shape[0]):
         if active[b] and not np.isfinite(out[b]):
             return b
@@ -372,72 +307,93 @@ def td_targets(factors, offsets, dims, n_state, rewards, next_states, terminated
 
 
 @njit(cache=True)
-def observe_kernel(
-    factors, offsets, dims, n_state, n_states, states, actions, rewards, next_states, terminated,
-    active, floats, ints, keys, slot_rows, row_keys, counts, delta, used, steps, epsilon, record,
-):  # fmt: skip
-    """Learn from one transition per active replica; fill ``record`` (5, B).
+def _entry_index(batch, b, n_state, index):
+    """Write replica ``b``'s (state, action) index vector into ``index``."""
+    for n in range(n_state):
+        index[n] = batch.states[b, n]
+    for n in range(n_state, index.shape[0]):
+        index[n] = batch.actions[b, n - n_state]
+
+
+@njit(cache=True)
+def observe(agent, settings, rule, table, batch):
+    """Learn from one transition per active replica of ``batch``; fill the record of ``agent``.
 
     For each active replica: the TD target; N(s, a) (incremented first when
-    ``ints[COUNT_BEFORE]``); alpha_t = alpha_0 / (1 + kappa t); the rule's
-    update of the entry's rows; Delta Q (signed or absolute) and the count
-    (when ``ints[VISITS]``); then t += 1 and, after a non-terminal step,
-    epsilon = max(epsilon * decay, epsilon_min). Returns -1, or the first
+    ``settings.count_before_update``); alpha_t = alpha_0 / (1 + kappa t); the
+    rule's update of the entry's rows; Delta Q (signed or absolute) and the
+    count (when ``settings.visits``); then t += 1 and, after a non-terminal
+    step, epsilon = max(epsilon * decay, epsilon_min). Returns -1, or the first
     active replica whose target is not finite (then nothing has changed).
     """
-    bad = td_targets(
-        factors, offsets, dims, n_state, rewards, next_states, terminated, active,
-        floats[GAMMA], record[TARGET],
-    )  # fmt: skip
+    bad = td_targets(agent, settings, batch)
     if bad >= 0:
         return bad
-    table = (keys, slot_rows, row_keys, counts, delta, used)
+    factors, offsets, dims, n_state = (
+        agent.factors,
+        settings.offsets,
+        settings.dims,
+        settings.n_state,
+    )
     n_modes, rank = dims.shape[0], factors.shape[2]
     rows = np.empty((n_modes, rank))
-    scratch = np.empty((2 * n_modes + 2, rank))  # see paper_rule and _normalized_jacobi
+    scratch = np.empty((2 * n_modes + 2, rank))  # see tensorq._compiled
     index = np.empty(n_modes, dtype=np.int64)
-    rule, visits_on, count_before = ints[RULE], ints[VISITS] != 0, ints[COUNT_BEFORE] != 0
-    for b in range(states.shape[0]):
-        if not active[b]:
+    count_before = settings.count_before_update
+    for b in range(batch.states.shape[0]):
+        if not batch.active[b]:
             continue
-        for n in range(n_state):
-            index[n] = states[b, n]
-        for n in range(n_state, n_modes):
-            index[n] = actions[b, n - n_state]
-        key = b * n_states + _ravel(index, dims, 0, n_state)
+        _entry_index(batch, b, n_state, index)
+        key = b * settings.n_states + _ravel(index, dims, 0, n_state)
         action = _ravel(index[n_state:], dims, n_state, n_modes)
         count = 0
-        if visits_on:
+        if settings.visits:
             row = visit_row(table, key, count_before)
             if count_before:
-                counts[row, action] += 1
+                table.counts[row, action] += 1
             if row >= 0:
-                count = counts[row, action]
-        step = floats[ALPHA0] / (1.0 + floats[KAPPA] * (steps[b] + 1))
-        weight = floats[LAM] / (count + floats[EPS])
+                count = table.counts[row, action]
+        step = settings.alpha0 / (1.0 + settings.kappa * (agent.steps[b] + 1))
+        weight = settings.lam / (count + settings.eps)
         for n in range(n_modes):
             for r in range(rank):
                 rows[n, r] = factors[b, offsets[n] + index[n], r]
         before = cp_entry(rows)
-        apply_rule(
-            rule, rows, before, record[TARGET, b], weight, step, floats[TOL], ints[MAX_INNER],
-            floats[F_MAX], ints[BOUNDED] != 0, scratch,
-        )  # fmt: skip
+        apply_rule(rule, rows, before, agent.targets[b], weight, step, scratch)
         for n in range(n_modes):
             for r in range(rank):
                 factors[b, offsets[n] + index[n], r] = rows[n, r]
         after = cp_entry(rows)
-        if visits_on:
+        if settings.visits:
             row = visit_row(table, key, True)
             change = before - after
-            delta[row, action] = change if ints[SIGNED_DELTA] else abs(change)
+            table.delta[row, action] = change if settings.signed_delta else abs(change)
             if not count_before:
-                counts[row, action] += 1
-        steps[b] += 1
-        if not terminated[b]:
-            epsilon[b] = max(epsilon[b] * floats[EPS_DECAY], floats[EPS_MIN])
-        record[BEFORE, b] = before
-        record[AFTER, b] = after
-        record[COUNT, b] = count
-        record[STEP_SIZE, b] = step
+                table.counts[row, action] += 1
+        agent.steps[b] += 1
+        if not batch.terminated[b]:
+            decayed = agent.epsilon[b] * settings.epsilon_decay
+            agent.epsilon[b] = max(decayed, settings.epsilon_min)
+        agent.before[b] = before
+        agent.after[b] = after
+        agent.visits[b] = count
+        agent.step_size[b] = step
     return -1
+
+
+@njit(cache=True)
+def observe_entry(agent, settings, rule, table, batch):
+    """Call `observe` from Python, its named tuples passed as plain tuples (`as_plain`)."""
+    return observe(
+        AgentArrays(*agent), Settings(*settings), RuleSettings(*rule), VisitArrays(*table),
+        Transitions(*batch),
+    )  # fmt: skip
+
+
+def as_plain(named: tuple) -> tuple:
+    """Return ``named`` as a plain tuple, the form `act_entry` and `observe_entry` take.
+
+    Numba types a plain tuple argument in its compiled dispatcher, a named
+    tuple in Python: a call with named tuples costs about three times as much.
+    """
+    return tuple.__new__(tuple, named)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -26,11 +26,17 @@ from rl.agents._explore import (
     generator_states,
     set_generator_states,
 )
-from rl.agents._fast_path import CompiledStep, Engine, pack_factors, resolve_engine
 from rl.agents._restore import check_generator_states, saved_array
 from rl.agents.base import Agent, ContinuousActions, Transitions
-from rl.problems import Problem
-from rl.seeding import AgentRandom
+from rl.agents.engine import (
+    Engine,
+    EngineName,
+    ReferenceEngine,
+    StepRule,
+    UpdateStats,
+    pack_factors,
+    resolve_engine,
+)
 from rl.validation import (
     MAX_JOINT_ACTIONS,
     MAX_RANK,
@@ -42,6 +48,11 @@ from rl.validation import (
     check_real,
 )
 from tensorq import OnlineCP
+
+if TYPE_CHECKING:
+    from rl.agents.visits import VisitTable
+    from rl.problems import Problem
+    from rl.seeding import AgentRandom
 
 
 @dataclass(frozen=True)
@@ -67,9 +78,10 @@ class TensorAgentConfig:
     action interval, credited to the grid index by endpoint rounding, as the released
     code does (`rl.agents.base.ContinuousActions`); False: a random bin, executed at its
     centre. Needs a continuous action interval (CartPole, Pendulum)."""
-    engine: Engine = "auto"
-    """``"compiled"``: the Numba kernels (`rl.agents._kernels`); ``"reference"``: the
-    NumPy/TensorLy path; ``"auto"``: compiled wherever it applies (NumPy float64 factors)."""
+    engine: EngineName = "auto"
+    """``"compiled"``: the Numba kernels (`rl.agents._fast_path.CompiledEngine`);
+    ``"reference"``: the NumPy/TensorLy mathematics (`rl.agents.engine.ReferenceEngine`);
+    ``"auto"``: compiled wherever it applies (NumPy float64 factors)."""
 
     def __post_init__(self) -> None:
         check_int("rank", self.rank, 1, MAX_RANK)
@@ -86,7 +98,12 @@ class TensorAgentConfig:
 
 
 class TensorAgent(Agent):
-    """Base class: a B-replica `tensorq.OnlineCP` Q-tensor and its reading helpers.
+    """Base class: a B-replica `tensorq.OnlineCP` Q-tensor, its reading helpers and its engine.
+
+    ``act``, ``greedy`` and ``observe`` go through ``engine_``
+    (`rl.agents.engine`), chosen at construction: the reference engine runs the
+    subclass's mathematics (`choose_actions`, `learn`), the compiled engine the
+    same step as declared by `step_rule`.
 
     Parameters
     ----------
@@ -97,9 +114,17 @@ class TensorAgent(Agent):
     streams : sequence of rl.seeding.AgentRandom
         One per replica: ``init`` draws the initial factors, ``explore`` every
         exploration decision.
+
+    Attributes
+    ----------
+    engine_ : rl.agents.engine.Engine
+        Runs ``act``, ``greedy`` and ``observe`` (``engine_.name`` says which).
+    visits_ : rl.agents.visits.VisitTable or None
+        The visit table, for agents that keep one (TEQL).
     """
 
     config: TensorAgentConfig
+    visits_: VisitTable | None = None
 
     def __init__(
         self, problem: Problem, config: TensorAgentConfig, streams: Sequence[AgentRandom]
@@ -133,8 +158,7 @@ class TensorAgent(Agent):
         self.q_ = OnlineCP(self._initial_factors(streams))
         self.steps_ = np.zeros(self.replicas, dtype=np.int64)
         self.epsilon_ = np.full(self.replicas, float(config.epsilon_start))
-        self.engine_ = resolve_engine(config.engine, self.q_.factors)
-        self._compiled: CompiledStep | None = None  # built on first use by `compiled_step`
+        self.engine_: Engine = make_engine(resolve_engine(config.engine, self.q_.factors), self)
 
     def _initial_factors(self, streams: Sequence[AgentRandom]) -> list[NDArray[np.float64]]:
         shape, rank, scale = self.problem.shape, self.config.rank, self.config.init_scale
@@ -146,16 +170,28 @@ class TensorAgent(Agent):
         stacked = [np.stack([factors[mode] for factors in per_replica]) for mode in modes]
         return pack_factors(stacked)  # views of one array, which the compiled kernels read
 
-    def compiled_step(self) -> CompiledStep | None:
-        """Return the compiled engine of this agent, or None on the reference path."""
-        if self.engine_ != "compiled":
-            return None
-        if self._compiled is None:
-            self._compiled = self._build_compiled_step()
-        return self._compiled
+    @property
+    def compiled(self) -> bool:
+        """Whether the engine is the compiled one."""
+        return self.engine_.name == "compiled"
 
-    def _build_compiled_step(self) -> CompiledStep:
+    def step_rule(self) -> StepRule:
+        """Return the exploration and update of one training step in numbers (a `StepRule`)."""
         raise NotImplementedError
+
+    def choose_actions(
+        self, states: NDArray[np.int64], active: NDArray[np.bool_]
+    ) -> NDArray[np.int64]:
+        """Exploratory flat joint actions (B,) of the active replicas: the reference mathematics."""
+        raise NotImplementedError
+
+    def learn(self, batch: Transitions) -> UpdateStats:
+        """One update of every active replica: the reference mathematics."""
+        raise NotImplementedError
+
+    def exploration_generators(self) -> list[np.random.Generator]:
+        """Return the replicas' exploration generators (shared, not copied)."""
+        return self._rngs
 
     def act(
         self,
@@ -167,12 +203,16 @@ class TensorAgent(Agent):
 
         On the compiled engine one kernel call does both, with the reference's draws.
         """
-        compiled = self.compiled_step()
-        if compiled is None:
-            if self.continuous_actions_ is not None:
-                self.continuous_actions_.mask[:] = False  # `explore` sets the replicas that draw
-            return super().act(states, active, greedy)
-        return compiled.act(states, active, greedy)
+        return self.engine_.act(states, active, greedy)
+
+    def explore(self, states: NDArray[np.int64], active: NDArray[np.bool_]) -> NDArray[np.int64]:
+        """Exploratory actions (B, D_A) of the active replicas (`choose_actions`)."""
+        return self.engine_.act(states, active)
+
+    def observe(self, batch: Transitions) -> None:
+        """Learn from one transition per active replica (`learn`)."""
+        if batch.active.any():
+            self.engine_.observe(batch)
 
     def _epsilon_greedy(
         self, scores: NDArray[np.float64], active: NDArray[np.bool_]
@@ -210,10 +250,7 @@ class TensorAgent(Agent):
 
     def greedy(self, states: NDArray[np.int64]) -> NDArray[np.int64]:
         """Argmax_a Q(s, a) per replica (first maximum on ties; no randomness)."""
-        compiled = self.compiled_step()
-        if compiled is not None:
-            return compiled.greedy(states)
-        return self.action_vectors(self.action_values(states).argmax(axis=-1))
+        return self.engine_.greedy(states)
 
     def targets(
         self,
@@ -231,21 +268,16 @@ class TensorAgent(Agent):
         targets = rewards + self.config.gamma * np.where(terminated, 0.0, bootstrap)
         if not np.isfinite(targets).all():
             replica = int(np.flatnonzero(~np.isfinite(targets))[0])
-            self._diverged(replica, targets[replica])
+            raise self.divergence(replica, targets[replica])
         return targets
 
     def divergence_remedies(self) -> list[str]:
         """Return the settings of this agent that can stop its Q-values from overflowing."""
         return ["a smaller step size 'alpha'", "a smaller 'gamma'"]
 
-    def _diverged(self, replica: int, target: float) -> None:
-        """Raise the one-line error of a non-finite TD target of ``replica``.
-
-        The whole run stops (the replicas share one batched agent and one
-        checkpoint): the message names the replica so that the others can be
-        rerun without its seed.
-        """
-        raise ValueError(
+    def divergence(self, replica: int, target: float) -> ValueError:
+        """Return the error raised when replica ``replica``'s TD target ``target`` is not finite."""
+        return ValueError(
             f"{type(self).__name__} diverged: the TD target of replica {replica} is "
             f"{target} (its Q-values overflowed); the run stops. Try "
             f"{', or '.join(self.divergence_remedies())}."
@@ -296,3 +328,12 @@ class TensorAgent(Agent):
         self.steps_[...] = steps
         self.epsilon_[...] = epsilon
         set_generator_states(self._rngs, state["rngs"])
+
+
+def make_engine(name: str, agent: TensorAgent) -> Engine:
+    """Build the engine ``name`` (``"compiled"`` or ``"reference"``) of ``agent``."""
+    if name == "compiled":
+        from rl.agents._fast_path import CompiledEngine
+
+        return CompiledEngine(agent)
+    return ReferenceEngine(agent)

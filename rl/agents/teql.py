@@ -38,24 +38,25 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
 
-from rl.agents import _kernels, _update_kernels
 from rl.agents._explore import argmax_random_ties
-from rl.agents._fast_path import CompiledStep
 from rl.agents.base import Transitions
+from rl.agents.engine import StepRule, UpdateStats
 from rl.agents.euge import euge_scores
 from rl.agents.readings import reading
 from rl.agents.registry import AgentSpec
 from rl.agents.tensor_agent import TensorAgent, TensorAgentConfig
-from rl.agents.visits import Storage, make_visit_table
-from rl.problems import Problem
-from rl.seeding import AgentRandom
+from rl.agents.visits import Storage, VisitTable, make_visit_table
 from rl.validation import check_choice, check_int, check_real
 from tensorq import FactorBound, StepSchedule, bcd_update
+
+if TYPE_CHECKING:
+    from rl.problems import Problem
+    from rl.seeding import AgentRandom
 
 
 @dataclass(frozen=True)
@@ -102,13 +103,6 @@ class TEQLConfig(TensorAgentConfig):
         if self.update == "stable":
             check_real("alpha0", self.alpha0, 0.0, 2.0, low_open=True, high_open=True)
         check_choice("visit_storage", self.visit_storage, ("auto", "dense", "sparse"))
-
-
-_UPDATE_RULES = {
-    "paper": _update_kernels.PAPER,
-    "released": _update_kernels.RELEASED,
-    "stable": _update_kernels.STABLE,
-}
 
 
 def preset(problem_name: str) -> dict[str, Any]:
@@ -192,13 +186,14 @@ class TEQL(TensorAgent):
     """
 
     config: TEQLConfig
+    visits_: VisitTable
 
     def __init__(
         self, problem: Problem, config: TEQLConfig, streams: Sequence[AgentRandom]
     ) -> None:
         super().__init__(problem, config, streams)
         self.visits_ = make_visit_table(
-            self.replicas, self.n_states, self.n_actions, config.visit_storage
+            self.replicas, self.n_states, self.n_actions, config.visit_storage, self.compiled
         )
         self.schedule = StepSchedule(config.alpha0, config.kappa)
         self.bound = None
@@ -212,29 +207,25 @@ class TEQL(TensorAgent):
         rows = self.visits_.rows(self.flat_states(states))
         return euge_scores(self.action_values(states), rows.delta, rows.counts, self.config.c)
 
-    def _build_compiled_step(self) -> CompiledStep:
+    def step_rule(self) -> StepRule:
+        """EUGE (under epsilon-greedy when epsilon_start > 0) and the configured update."""
         config = self.config
-        return CompiledStep(
-            self,
-            explore_rule=_kernels.EUGE_EPSILON if config.epsilon_start > 0 else _kernels.EUGE,
-            update_rule=_UPDATE_RULES[config.update],
-            visits=self.visits_, c=config.c, alpha0=config.alpha0, kappa=config.kappa,
-            lam=config.lam, eps=config.eps, tol=config.tol, max_inner=config.max_inner,
+        return StepRule(
+            exploration="euge-epsilon" if config.epsilon_start > 0 else "euge",
+            update=config.update, alpha0=config.alpha0, kappa=config.kappa, lam=config.lam,
+            eps=config.eps, c=config.c, tol=config.tol, max_inner=config.max_inner,
             f_max=None if self.bound is None else self.bound.f_max,
             count_before_update=config.count_before_update, signed_delta=config.signed_delta,
         )  # fmt: skip
 
-    def explore(self, states: NDArray[np.int64], active: NDArray[np.bool_]) -> NDArray[np.int64]:
+    def choose_actions(
+        self, states: NDArray[np.int64], active: NDArray[np.bool_]
+    ) -> NDArray[np.int64]:
         """EUGE action (Algorithm 2), under an epsilon-greedy layer when epsilon_start > 0."""
-        compiled = self.compiled_step()
-        if compiled is not None:
-            return compiled.act(states, active)
         scores = self.exploration_scores(states)
         if self.config.epsilon_start > 0:
-            flat = self._epsilon_greedy(scores, active)
-        else:
-            flat = argmax_random_ties(scores, self._rngs, active)
-        return self.action_vectors(flat)
+            return self._epsilon_greedy(scores, active)
+        return argmax_random_ties(scores, self._rngs, active)
 
     def divergence_remedies(self) -> list[str]:
         """Return TEQL's settings that keep Q finite: step size, gamma, stable rule, bounds."""
@@ -245,18 +236,9 @@ class TEQL(TensorAgent):
             remedies.append("bounded iterates ('bounded': true)")
         return remedies
 
-    def observe(self, batch: Transitions) -> None:
+    def learn(self, batch: Transitions) -> UpdateStats:
         """One Algorithm 1 update per active replica, then Delta Q and N (Algorithm 3)."""
-        active = batch.active
-        if not active.any():
-            return
-        compiled = self.compiled_step()
-        if compiled is not None:
-            record = compiled.observe(batch)
-            if self.on_update is not None:
-                self._report(batch, *record)
-            return
-        config = self.config
+        config, active = self.config, batch.active
         states, actions = self.flat_states(batch.states), self.flat_actions(batch.actions)
         targets = self.targets(batch.rewards, batch.next_states, batch.terminated)
         if config.count_before_update:
@@ -283,19 +265,24 @@ class TEQL(TensorAgent):
         if not config.count_before_update:
             self.visits_.increment(states, actions, active)
         self.count_step(batch)
-        if self.on_update is not None:
-            self._report(batch, targets, result.before, result.after, visits, step_size)
+        return UpdateStats(targets, result.before, result.after, visits, step_size)
 
-    def _report(
-        self, batch: Transitions, targets: Any, before: Any, after: Any, visits: Any, step: Any
-    ) -> None:
+    def observe(self, batch: Transitions) -> None:
+        """Learn from the batch (`learn` or its compiled twin), then call `on_update` if set."""
+        if not batch.active.any():
+            return
+        stats = self.engine_.observe(batch)
+        if self.on_update is not None:
+            self._report(batch, stats)
+
+    def _report(self, batch: Transitions, stats: UpdateStats) -> None:
         """Call `on_update` with the `UpdateRecord` of the last update."""
         f_max = None if self.bound is None else self.bound.f_max
         record = UpdateRecord(
             self.flat_states(batch.states), self.flat_actions(batch.actions),
-            np.array(targets, dtype=np.float64), np.array(before, dtype=np.float64),
-            np.array(after, dtype=np.float64), np.array(visits).astype(np.int64),
-            np.array(step, dtype=np.float64), f_max, batch.active,
+            np.array(stats.targets, dtype=np.float64), np.array(stats.before, dtype=np.float64),
+            np.array(stats.after, dtype=np.float64), np.array(stats.visits).astype(np.int64),
+            np.array(stats.step_size, dtype=np.float64), f_max, batch.active,
         )  # fmt: skip
         self.on_update(record)
 

@@ -18,9 +18,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from rl.agents import _kernels, _update_kernels
-from rl.agents._fast_path import CompiledStep
 from rl.agents.base import Transitions
+from rl.agents.engine import StepRule, UpdateStats
 from rl.agents.readings import reading
 from rl.agents.registry import AgentSpec
 from rl.agents.tensor_agent import TensorAgent, TensorAgentConfig
@@ -73,38 +72,29 @@ class TLR(TensorAgent):
 
     config: TLRConfig
 
-    def _build_compiled_step(self) -> CompiledStep:
-        return CompiledStep(
-            self, explore_rule=_kernels.EPSILON_GREEDY, update_rule=_update_kernels.TLR,
-            alpha0=self.config.alpha,
-        )  # fmt: skip
+    def step_rule(self) -> StepRule:
+        """Epsilon-greedy on Q and one normalized step with the constant step size alpha."""
+        return StepRule(exploration="epsilon", update="normalized", alpha0=self.config.alpha)
 
-    def explore(self, states: NDArray[np.int64], active: NDArray[np.bool_]) -> NDArray[np.int64]:
+    def choose_actions(
+        self, states: NDArray[np.int64], active: NDArray[np.bool_]
+    ) -> NDArray[np.int64]:
         """Epsilon-greedy on Q(s, .), ties broken at random."""
-        compiled = self.compiled_step()
-        if compiled is not None:
-            return compiled.act(states, active)
-        flat = self._epsilon_greedy(self.action_values(states), active)
-        return self.action_vectors(flat)
+        return self._epsilon_greedy(self.action_values(states), active)
 
-    def observe(self, batch: Transitions) -> None:
+    def learn(self, batch: Transitions) -> UpdateStats:
         """One normalized-gradient step per mode for every active replica."""
-        active = batch.active
-        if not active.any():
-            return
-        compiled = self.compiled_step()
-        if compiled is not None:
-            compiled.observe(batch)
-            return
         targets = self.targets(batch.rewards, batch.next_states, batch.terminated)
-        normalized_step(
+        result = normalized_step(
             self.q_,
             np.concatenate([batch.states, batch.actions], axis=1),
             targets,
             step_size=self.config.alpha,
-            mask=~active,
+            mask=~batch.active,
         )
         self.count_step(batch)
+        step_size = np.full(self.replicas, self.config.alpha)
+        return UpdateStats(targets, result.before, result.after, np.zeros(self.replicas), step_size)
 
 
 SPEC = AgentSpec("tlr", TLR, TLRConfig)

@@ -11,8 +11,11 @@ eq. (decomp_error). Two storages hold them behind one interface:
   memory grows with the number of visited states and never with the product of
   the state modes (Highway's grid has 20^9 states).
 
-Both expose `kernel_table`, the arrays that the compiled agent step
-(`rl.agents._kernels`) reads and writes directly.
+Both expose `arrays`, a `VisitArrays` that the compiled agent step
+(`rl.agents._kernels`) reads and writes directly. The sparse table's hashing
+runs in NumPy here (`table_rebuild`, `table_rows`) or, for an agent on the
+compiled engine, in its compiled twin (`rl.agents._visits_compiled`); both
+build the same arrays, so this module imports no Numba.
 
 `make_visit_table` chooses by size. States and actions are flat indices
 (``numpy.ravel_multi_index`` over the state and action modes); the totals are
@@ -27,8 +30,8 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
-from rl.agents import _kernels
 from rl.agents._restore import check_values, saved_array
+from rl.agents._visit_layout import EMPTY
 from rl.validation import check_memory
 
 Storage = Literal["auto", "dense", "sparse"]
@@ -37,6 +40,79 @@ Storage = Literal["auto", "dense", "sparse"]
 DENSE_LIMIT_BYTES = 8 * 2**20
 
 _BYTES_PER_ENTRY = 16  # int64 count + float64 error
+
+_MASK64 = (1 << 64) - 1
+
+
+class VisitArrays(NamedTuple):
+    """The arrays of a visit table as the compiled kernels read and write them.
+
+    Attributes
+    ----------
+    keys, slot_rows : ndarray of int64, shape (capacity,)
+        Hash slots: the key held (`EMPTY` if none) and its row; empty for a dense table.
+    row_keys : ndarray of int64, shape (rows,)
+        The key of every row, in order of first visit (empty for a dense table).
+    counts : ndarray of int64, shape (rows, |A|)
+        N(s, a); a dense table's row is the key ``replica * |S| + state``.
+    delta : ndarray of float64, shape (rows, |A|)
+        Delta Q(s, a).
+    used : ndarray of int64, shape (1,)
+        Rows in use (sparse table).
+    """
+
+    keys: NDArray[np.int64]
+    slot_rows: NDArray[np.int64]
+    row_keys: NDArray[np.int64]
+    counts: NDArray[np.int64]
+    delta: NDArray[np.float64]
+    used: NDArray[np.int64]
+
+
+def _slot(key: int, mask: int) -> int:
+    """Home slot of ``key``: the splitmix64 finalizer, masked to the capacity."""
+    z = key & _MASK64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return (z ^ (z >> 31)) & mask
+
+
+def table_rebuild(
+    row_keys: NDArray[np.int64], used: int, capacity: int
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Hash arrays (keys, slot rows) of ``capacity`` (a power of two) slots for rows 0..used-1."""
+    keys = np.full(capacity, EMPTY, dtype=np.int64)
+    slot_rows = np.full(capacity, EMPTY, dtype=np.int64)
+    mask = capacity - 1
+    for row, key in enumerate(row_keys[:used].tolist()):
+        i = _slot(key, mask)
+        while keys[i] != EMPTY:
+            i = (i + 1) & mask
+        keys[i] = key
+        slot_rows[i] = row
+    return keys, slot_rows
+
+
+def table_rows(
+    table: VisitArrays, keys_in: NDArray[np.int64], active: NDArray[np.bool_], create: bool
+) -> NDArray[np.int64]:
+    """Rows of many keys (-1 where absent or inactive), inserting when ``create``."""
+    out = np.full(len(keys_in), EMPTY, dtype=np.int64)
+    keys, slot_rows = table.keys, table.slot_rows
+    mask = len(keys) - 1
+    for b in np.flatnonzero(active).tolist():
+        key = int(keys_in[b])
+        i = _slot(key, mask)
+        while keys[i] != key and keys[i] != EMPTY:
+            i = (i + 1) & mask
+        if keys[i] == key:
+            out[b] = slot_rows[i]
+        elif create:
+            row = int(table.used[0])
+            table.used[0] = row + 1
+            keys[i], slot_rows[i], table.row_keys[row] = key, row, key
+            out[b] = row
+    return out
 
 
 class VisitRows(NamedTuple):
@@ -125,18 +201,13 @@ class DenseVisits(VisitTable):
         self._replica = np.arange(replicas)
         none = np.zeros(0, dtype=np.int64)
         flat = (replicas * n_states, n_actions)
-        self._kernel_table = (
-            none,
-            none,
-            none,
-            self._counts.reshape(flat),
-            self._delta.reshape(flat),
-            none,
+        self._arrays = VisitArrays(
+            none, none, none, self._counts.reshape(flat), self._delta.reshape(flat), none
         )
 
-    def kernel_table(self) -> tuple[NDArray[Any], ...]:
+    def arrays(self) -> VisitArrays:
         """Return the arrays the compiled kernels use: no hash keys, the key is the row."""
-        return self._kernel_table
+        return self._arrays
 
     def reserve(self, extra: int) -> None:
         """Nothing to do: every row exists."""
@@ -176,10 +247,10 @@ class SparseVisits(VisitTable):
     An open-addressing hash table in arrays (linear probing, load factor at
     most 1/2) maps the key ``replica * |S| + state`` to a row of ``|A|`` counts
     and ``|A|`` errors; rows are appended in order of first visit, and the
-    table doubles (rehashing its keys) when full. Lookups and inserts are
-    compiled (`rl.agents._kernels`) and run the same from Python and from
-    inside the compiled agent step. Reading an unvisited state allocates
-    nothing.
+    table doubles (rehashing its keys) when full. Lookups and inserts run in
+    NumPy (`table_rows`) or compiled (`rl.agents._visits_compiled`), with the
+    same results, and the compiled agent step runs the same lookups inside its
+    kernels. Reading an unvisited state allocates nothing.
 
     Parameters
     ----------
@@ -187,10 +258,28 @@ class SparseVisits(VisitTable):
         B, |S| and |A|.
     capacity : int, default=256
         Rows allocated at first (rounded up to a power of two); grows as needed.
+    compiled : bool, default=True
+        Hash with the compiled twins (imports Numba); False: the NumPy ones.
     """
 
-    def __init__(self, replicas: int, n_states: int, n_actions: int, capacity: int = 256) -> None:
+    def __init__(
+        self,
+        replicas: int,
+        n_states: int,
+        n_actions: int,
+        capacity: int = 256,
+        compiled: bool = True,
+    ) -> None:
         super().__init__(replicas, n_states, n_actions)
+        if compiled:
+            from rl.agents import _visits_compiled
+
+            self._rebuild, self._table_rows = (
+                _visits_compiled.table_rebuild,
+                _visits_compiled.table_rows,
+            )
+        else:
+            self._rebuild, self._table_rows = table_rebuild, table_rows
         if replicas * n_states >= 2**63:
             raise ValueError(
                 f"The state space is too large to index: {replicas} replicas x {n_states} states "
@@ -204,12 +293,12 @@ class SparseVisits(VisitTable):
         """Allocate zeroed rows for ``capacity`` (a power of two) and hash ``row_keys`` in."""
         capacity = 1 << max(int(capacity) - 1, 0).bit_length()
         used = len(row_keys)
-        self._row_keys = np.full(capacity, _kernels.EMPTY, dtype=np.int64)
+        self._row_keys = np.full(capacity, EMPTY, dtype=np.int64)
         self._row_keys[:used] = row_keys
         self._counts = np.zeros((capacity, self.n_actions), dtype=np.int64)
         self._delta = np.zeros((capacity, self.n_actions), dtype=np.float64)
         self._used = np.array([used], dtype=np.int64)
-        self._keys, self._slot_rows = _kernels.table_rebuild(self._row_keys, used, 2 * capacity)
+        self._keys, self._slot_rows = self._rebuild(self._row_keys, used, 2 * capacity)
 
     def reserve(self, extra: int) -> None:
         """Make room for ``extra`` new rows: double the rows and rehash when needed."""
@@ -222,9 +311,11 @@ class SparseVisits(VisitTable):
         self._counts[:used] = counts
         self._delta[:used] = delta
 
-    def kernel_table(self) -> tuple[NDArray[Any], ...]:
+    def arrays(self) -> VisitArrays:
         """Return the arrays the compiled kernels read and write (valid until it grows)."""
-        return (self._keys, self._slot_rows, self._row_keys, self._counts, self._delta, self._used)
+        return VisitArrays(
+            self._keys, self._slot_rows, self._row_keys, self._counts, self._delta, self._used
+        )
 
     @property
     def visited(self) -> int:
@@ -235,7 +326,7 @@ class SparseVisits(VisitTable):
         keys = self._offsets + np.asarray(states, dtype=np.int64)
         if create:
             self.reserve(self.replicas)
-        return _kernels.table_rows(self.kernel_table(), keys, np.asarray(active, bool), create)
+        return self._table_rows(self.arrays(), keys, np.asarray(active, bool), create)
 
     def rows(self, states: NDArray[np.int64]) -> VisitRows:  # noqa: D102
         rows = self._rows(states, self._all, False)
@@ -306,7 +397,7 @@ class SparseVisits(VisitTable):
 
 
 def make_visit_table(
-    replicas: int, n_states: int, n_actions: int, storage: Storage = "auto"
+    replicas: int, n_states: int, n_actions: int, storage: Storage = "auto", compiled: bool = True
 ) -> VisitTable:
     """Build a visit table, dense when it fits in `DENSE_LIMIT_BYTES`, sparse otherwise.
 
@@ -316,6 +407,8 @@ def make_visit_table(
         B, |S| and |A|.
     storage : {"auto", "dense", "sparse"}
         ``"auto"`` chooses by the size of the dense table; the others force a storage.
+    compiled : bool, default=True
+        Whether a sparse table hashes with the compiled kernels (see `SparseVisits`).
 
     Returns
     -------
@@ -331,4 +424,4 @@ def make_visit_table(
         check_memory("visit_storage", float(dense_bytes), "the dense visit table")
     if storage == "dense" or (storage == "auto" and dense_bytes <= DENSE_LIMIT_BYTES):
         return DenseVisits(replicas, n_states, n_actions)
-    return SparseVisits(replicas, n_states, n_actions)
+    return SparseVisits(replicas, n_states, n_actions, compiled=compiled)

@@ -178,6 +178,8 @@ class ContinuousCartPole(PhysicsEnv):
 
     #: Apply force 30 a for one step of 0.02 s (the compiled `cartpole_step`).
     _transition = staticmethod(cartpole_step)
+    #: One copy's step, ``(state, action, out) -> (reward, terminated)`` (compiled).
+    row_kernel = staticmethod(cartpole_row)
 
 
 class ContinuousCartPoleVector(PhysicsVectorEnv):

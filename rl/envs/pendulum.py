@@ -158,6 +158,8 @@ class BoundedPendulum(PhysicsEnv):
 
     #: Apply torque u for dt = 0.05 s (the compiled `pendulum_step`).
     _transition = staticmethod(pendulum_step)
+    #: One copy's step, ``(state, action, out) -> (reward, terminated)`` (compiled).
+    row_kernel = staticmethod(pendulum_row)
 
 
 class BoundedPendulumVector(PhysicsVectorEnv):

@@ -41,6 +41,10 @@ class PhysicsEnv(gym.Env[NDArray[np.float64], NDArray[np.float64]], abc.ABC):
     reward_bound: float
     reset_interval: tuple[float, float]
     """(low, high): `_initial_state` draws every coordinate uniformly from [low, high)."""
+    row_kernel: Any
+    """The compiled step of one copy, ``row_kernel(state, action, out) -> (reward,
+    terminated)``, on which `_transition` loops; compiled loops (`rl.loop.fused`) call it
+    through `rl.envs.physics_rows.physics_row`."""
 
     def __init__(self) -> None:
         self.observation_space = self._observation_space()

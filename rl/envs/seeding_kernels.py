@@ -10,7 +10,7 @@ the same numbers inside compiled code, so that a compiled runner can reset
 its copies itself without calling back into Python:
 
 - `episode_seed_kernel` is `rl.loop.runner.episode_seed` (``SeedSequence``'s
-  entropy mixing, `mix_entropy`, and `generate_state_uint32`);
+  entropy mixing, `mix_entropy`, and `generate_state_uint64`);
 - `seed_pcg64` is ``PCG64(SeedSequence(seed))``'s state, as four uint64
   halves ``(state_hi, state_lo, inc_hi, inc_lo)`` of its two 128-bit numbers;
 - `next_uint64`, `next_double` and `uniform_into` are the generator's
@@ -153,28 +153,6 @@ def mix_entropy(entropy: NDArray[np.uint32], pool: NDArray[np.uint32]) -> None:
         for i_dst in range(n_pool):
             mixed, hash_const = _hashmix(np.uint64(entropy[i_src]), hash_const, MULT_A)
             pool[i_dst] = np.uint32(_mix(np.uint64(pool[i_dst]), mixed))
-
-
-@njit(cache=True)
-def generate_state_uint32(pool: NDArray[np.uint32], out: NDArray[np.uint32]) -> None:
-    """Fill out as ``SeedSequence.generate_state(len(out), np.uint32)`` does.
-
-    Parameters
-    ----------
-    pool : ndarray of uint32, shape (4,)
-        The pool, from `mix_entropy`.
-    out : ndarray of uint32
-        Receives the words.
-
-    References
-    ----------
-    ``SeedSequence.generate_state`` in ``numpy/random/bit_generator.pyx``.
-    """
-    hash_const = INIT_B
-    n_pool = pool.shape[0]
-    for i in range(out.shape[0]):
-        word, hash_const = _hashmix(np.uint64(pool[i % n_pool]), hash_const, MULT_B)
-        out[i] = np.uint32(word)
 
 
 @njit(cache=True)

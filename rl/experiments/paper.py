@@ -340,16 +340,6 @@ def reading_for(agent: str, wanted: str) -> str:
     return wanted if wanted in readings(agent) else "paper"
 
 
-def check_levels() -> list[str]:
-    """Return a message per sensitivity level whose P_CP at rank 10 differs from the stated one."""
-    return [
-        f"{env} {lv.name}: R sum(d_n) = {lv.params()}, stated {lv.stated_params}"
-        for env, levels in LEVELS.items()
-        for lv in levels
-        if lv.params() != lv.stated_params
-    ]
-
-
 def describe_lines(lines: Sequence[Line]) -> str:
     """Return the lines' labels, comma separated (for ``--list``)."""
     return ", ".join(dict.fromkeys(f"{ln.label}" for ln in lines))

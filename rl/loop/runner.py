@@ -105,7 +105,7 @@ def _check_finite(
         raise non_finite_error(env_id, i, seeds[i], step.rewards[i], observations[i])
 
 
-class _Segment:
+class Segment:
     """Bookkeeping of `Runner.episodes` between two barriers: the slots and the results.
 
     Results are kept only for the episodes some replica has finished and not
@@ -207,7 +207,7 @@ class Runner:
         self.agent_steps = 0
         """Agent-steps played so far (training and evaluation, summed over replicas)."""
         self._restart = np.zeros(self.replicas, dtype=bool)
-        self._segment: _Segment | None = None
+        self._segment: Segment | None = None
         self.fused = fused
         self._fused: FusedLoop | None = None  # made by `_fused_loop` when first needed
 
@@ -248,10 +248,10 @@ class Runner:
             raise ValueError(f"The 'stop' parameter must exceed start={start}. Got {stop}.")
         fused = self._fused_loop()
         if fused is not None:
-            segment = _Segment(start, stop, self.replicas, fused.event_capacity)
+            segment = Segment(start, stop, self.replicas, fused.event_capacity)
             advance = functools.partial(fused.advance, segment)
         else:
-            segment = _Segment(start, stop, self.replicas, self.replicas)
+            segment = Segment(start, stop, self.replicas, self.replicas)
             advance = self._stepper(segment)
         self._segment = segment
         pending = start + 1  # the next episode to yield
@@ -288,7 +288,7 @@ class Runner:
         (result,) = self.episodes(episode - 1, episode)
         return result
 
-    def _stepper(self, segment: _Segment) -> Callable[[], int]:
+    def _stepper(self, segment: Segment) -> Callable[[], int]:
         """Return a callable that plays one lockstep step and returns the agent-steps taken."""
         states = self._reset(segment, np.ones(self.replicas, dtype=bool), None)
 
@@ -300,7 +300,7 @@ class Runner:
 
         return advance
 
-    def _step(self, segment: _Segment, states: NDArray[np.int64]) -> NDArray[np.int64]:
+    def _step(self, segment: Segment, states: NDArray[np.int64]) -> NDArray[np.int64]:
         """One lockstep step of every running slot; returns the next states."""
         active, greedy, training = segment.running, segment.greedy, segment.training
         actions = self.agent.act(states, active, greedy if segment.any_greedy else None)
@@ -344,7 +344,7 @@ class Runner:
         return decoded
 
     def _reset(
-        self, segment: _Segment, mask: NDArray[np.bool_], states: NDArray[np.int64] | None
+        self, segment: Segment, mask: NDArray[np.bool_], states: NDArray[np.int64] | None
     ) -> NDArray[np.int64]:
         """Reset the masked slots for the episode their phase says; returns all states."""
         seeds = np.zeros(self.replicas, dtype=np.int64)

@@ -35,12 +35,36 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
 from numpy.typing import ArrayLike, NDArray
 
 RULES = ("centre", "endpoint")
+
+
+class GridArrays(NamedTuple):
+    """A `UniformGrid` as compiled code reads it (`bin_index`, `bin_value`), shape (D,) each.
+
+    Attributes
+    ----------
+    low, high : ndarray of float64
+        The interval of every dimension.
+    scale, width : ndarray of float64
+        Bins per unit and bin width of every dimension.
+    last : ndarray of int64
+        The last bin index of every dimension.
+    centre : bool
+        The index rule: ``"centre"`` (True) or ``"endpoint"``.
+    """
+
+    low: NDArray[np.float64]
+    high: NDArray[np.float64]
+    scale: NDArray[np.float64]
+    width: NDArray[np.float64]
+    last: NDArray[np.int64]
+    centre: bool
 
 
 @njit(cache=True)
@@ -180,14 +204,14 @@ class UniformGrid:
         """Number of dimensions D."""
         return len(self.dims)
 
-    def kernel_arrays(self) -> tuple[NDArray, NDArray, NDArray, NDArray, NDArray, bool]:
-        """Return (low, high, scale, width, last, centre): what `bin_index` and `bin_value` read.
+    def kernel_arrays(self) -> GridArrays:
+        """Return what `bin_index` and `bin_value` read, as a `GridArrays`.
 
         Arrays of shape (D,), indexed per dimension; compiled code (the fused
         runner, `rl.loop.fused`) encodes and decodes with them exactly as `index`
         and `value` do.
         """
-        return self.low, self.high, self._scale, self._width, self._last, self._centre
+        return GridArrays(self.low, self.high, self._scale, self._width, self._last, self._centre)
 
     def _check(self, x: NDArray, name: str) -> None:
         if x.shape[-1:] != (self.ndim,):

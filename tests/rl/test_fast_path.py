@@ -1,11 +1,15 @@
 """The compiled engine (rl.agents._kernels) against the NumPy/TensorLy reference path."""
 
+import subprocess
+import sys
+import textwrap
+
 import numpy as np
 import pytest
 
-from rl.agents import _kernels
-from rl.agents._fast_path import resolve_engine
+from rl.agents import _visits_compiled, visits
 from rl.agents.base import Transitions
+from rl.agents.engine import resolve_engine
 from rl.agents.teql import TEQL, TEQLConfig, released_preset
 from rl.agents.tlr import TLR, TLRConfig
 from rl.problems import make_problem
@@ -134,7 +138,7 @@ def _assert_same_records(records, learning):
 def test_teql_compiled_equals_reference_step_by_step(case):
     problem = make_problem("cartpole")
     reference, compiled = _pair(TEQL, TEQLConfig, problem, (0, 1, 2), **TEQL_CASES[case])
-    assert (reference.engine_, compiled.engine_) == ("reference", "compiled")
+    assert (reference.engine_.name, compiled.engine_.name) == ("reference", "compiled")
     _step_by_step(reference, compiled, problem, steps=150)
 
 
@@ -307,8 +311,8 @@ def test_divergence_raises_the_reference_error_and_changes_nothing(cls):
 
 def test_engine_choice():
     problem = make_problem("lowrank")
-    assert _agent(TEQL, TEQLConfig, problem, (0,), "auto").engine_ == "compiled"
-    assert _agent(TLR, TLRConfig, problem, (0,), "reference").compiled_step() is None
+    assert _agent(TEQL, TEQLConfig, problem, (0,), "auto").engine_.name == "compiled"
+    assert _agent(TLR, TLRConfig, problem, (0,), "reference").engine_.name == "reference"
     with pytest.raises(ValueError, match="'engine'"):
         TEQLConfig(engine="fast")
     with pytest.raises(ValueError, match="'engine'"):
@@ -316,14 +320,54 @@ def test_engine_choice():
     assert resolve_engine("auto", [np.zeros((1, 2, 2), np.float32)]) == "reference"
 
 
-def test_hash_table_kernels_find_what_they_insert():
-    row_keys = np.full(8, _kernels.EMPTY, dtype=np.int64)
+@pytest.mark.parametrize("kernels", [_visits_compiled, visits], ids=["compiled", "numpy"])
+def test_hash_table_kernels_find_what_they_insert(kernels):
+    row_keys = np.full(8, visits.EMPTY, dtype=np.int64)
     used = np.zeros(1, dtype=np.int64)
-    keys, slot_rows = _kernels.table_rebuild(row_keys, 0, 16)
-    table = (keys, slot_rows, row_keys, np.zeros((8, 1), np.int64), np.zeros((8, 1)), used)
+    keys, slot_rows = kernels.table_rebuild(row_keys, 0, 16)
+    table = visits.VisitArrays(
+        keys, slot_rows, row_keys, np.zeros((8, 1), np.int64), np.zeros((8, 1)), used
+    )
     wanted = np.array([5, 2**62, 0, 5, 17 * 2**40], dtype=np.int64)
-    rows = _kernels.table_rows(table, wanted, np.ones(5, bool), True)
+    rows = kernels.table_rows(table, wanted, np.ones(5, bool), True)
     np.testing.assert_array_equal(rows, [0, 1, 2, 0, 3])
     assert used[0] == 4
-    found = _kernels.table_rows(table, np.array([2**62, 6]), np.ones(2, bool), False)
+    found = kernels.table_rows(table, np.array([2**62, 6]), np.ones(2, bool), False)
     np.testing.assert_array_equal(found, [1, -1])
+    rebuilt = kernels.table_rebuild(row_keys, 4, 16)  # the same layout from either twin
+    expected = _visits_compiled.table_rebuild(row_keys, 4, 16)
+    np.testing.assert_array_equal(np.stack(rebuilt), np.stack(expected))
+    np.testing.assert_array_equal(np.stack(rebuilt), np.stack([keys, slot_rows]))
+
+
+def test_the_reference_engine_imports_no_compiled_code():
+    """tensorq alone imports no Numba; a reference TEQL (sparse table) loads no compiled module.
+
+    ``import rl`` itself still imports Numba through the environment layer
+    (`rl.problems.discretize`, `rl.envs`), so the check is on the agent's modules.
+    """
+    script = textwrap.dedent("""
+        import sys
+        import numpy as np
+        import tensorq
+        assert "numba" not in sys.modules
+        from rl.agents.base import Transitions
+        from rl.agents.teql import TEQL, TEQLConfig
+        from rl.problems import make_problem
+        from rl.seeding import spawn_replicas
+
+        problem = make_problem("cartpole")
+        config = TEQLConfig(engine="reference", visit_storage="sparse")
+        agent = TEQL(problem, config, [s.agent for s in spawn_replicas([0, 1])])
+        states, active = np.zeros((2, 4), dtype=np.int64), np.ones(2, dtype=bool)
+        actions = agent.act(states, active)
+        agent.observe(Transitions(states, actions, np.ones(2), states, ~active, active))
+        assert agent.visits_.visited == 2
+        compiled = ("tensorq._compiled", "rl.agents._kernels", "rl.agents._fast_path",
+                    "rl.agents._explore_compiled", "rl.agents._visits_compiled", "rl.loop.fused")
+        print(sorted(name for name in compiled if name in sys.modules))
+    """)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "[]"

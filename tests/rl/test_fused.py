@@ -5,7 +5,7 @@ import pytest
 
 from rl.envs.cartpole import ContinuousCartPole
 from rl.loop.fused import FusedLoop
-from rl.loop.runner import _Segment
+from rl.loop.runner import Segment
 from rl.runs.config import TrainConfig
 from rl.runs.training import build
 from tests.rl.agent_drivers import assert_tree_equal
@@ -64,9 +64,9 @@ def test_fused_equals_step_by_step(case):
 
 def test_visit_table_grows_inside_a_fused_run():
     runner = _runner("teql-released", "cartpole", {"visit_storage": "sparse"}, fused=True, seeds=8)
-    initial_rows = len(runner.agent.visits_.kernel_table()[2])
+    initial_rows = len(runner.agent.visits_.arrays().row_keys)
     list(runner.episodes(0, 20))
-    assert len(runner.agent.visits_.kernel_table()[2]) > initial_rows
+    assert len(runner.agent.visits_.arrays().row_keys) > initial_rows
     assert runner.agent.visits_.visited > initial_rows
 
 
@@ -87,7 +87,7 @@ def test_request_stop_finishes_started_episodes_and_equals_a_run_to_that_barrier
 
 def test_request_stop_never_lowers_below_a_replica_waiting_at_the_barrier():
     """A replica that already finished the barrier episode keeps the barrier where it is."""
-    segment = _Segment(0, 3, 2, 2)
+    segment = Segment(0, 3, 2, 2)
     segment.slots.episode[:] = (3, 2)  # replica 0 finished episode 3 and waits
     segment.slots.running[0] = False
     segment.lower_stop()

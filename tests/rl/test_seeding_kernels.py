@@ -8,9 +8,11 @@ from hypothesis import strategies as st
 from numba import njit
 
 from rl.envs.seeding_kernels import (
+    INIT_B,
+    MULT_B,
     POOL_SIZE,
+    _hashmix,
     episode_seed_kernel,
-    generate_state_uint32,
     generate_state_uint64,
     int_to_uint32_words,
     mix_entropy,
@@ -28,6 +30,18 @@ entropy_int = st.one_of(st.just(0), one_word, two_words)
 seeds = st.one_of(one_word, two_words)
 
 CARTPOLE_BOUNDS = (-0.05, 0.05)
+
+
+@njit(cache=True)
+def generate_state_uint32(pool, out):
+    """Fill out as ``SeedSequence.generate_state(len(out), np.uint32)`` does (test-only twin)."""
+    hash_const = INIT_B
+    n_pool = pool.shape[0]
+    for i in range(out.shape[0]):
+        word, hash_const = _hashmix(np.uint64(pool[i % n_pool]), hash_const, MULT_B)
+        out[i] = np.uint32(word)
+
+
 PENDULUM_BOUNDS = (0.0, 0.01)
 
 

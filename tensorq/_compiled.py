@@ -1,26 +1,57 @@
-"""Compiled (Numba) update rules of the tensor agents, one small function each.
+"""Compiled (Numba) twins of the row updates of `tensorq.update`, one small function each.
 
-Each rule moves the N gathered factor rows ``rows`` (N x R) of one entry of one
-replica in place and returns the row steps taken; `apply_rule` dispatches on
-the rule's number. `paper_rule` is Algorithm 1 (eq. (gradient), modes in
-sequence, inner loop with tolerance tau); `released_rule` the authors'
-normalized Jacobi sweeps; `tlr_rule` TLR's normalized Jacobi step (Rozada et
-al.); `stable_rule` Algorithm 1 with normalized-LMS row steps (the stable
-reading, ``docs/agents.md``). A further rule is one more function with the
-signature of `tlr_rule` plus one branch in `apply_rule`. The arithmetic is the
-reference path's (`tensorq.update`), term by term; no fastmath.
+Each rule moves the N gathered factor rows ``rows`` (N x R) of one CP entry
+in place and returns the row steps taken; `apply_rule` dispatches on
+``settings.rule``. `paper_rule` is Algorithm 1 (eq. (gradient), modes in
+sequence, inner loop with tolerance tau; `tensorq.update.bcd_update`);
+`released_rule` the authors' normalized Jacobi sweeps (``variant="released"``);
+`normalized_rule` one normalized Jacobi step (`tensorq.normalized_step`, Rozada
+et al.); `stable_rule` Algorithm 1 with normalized-LMS row steps
+(``variant="stable"``). A further rule is one more function with the signature
+of `normalized_rule` plus one branch in `apply_rule`. The arithmetic is the
+reference's (`tensorq.update`), term by term; no fastmath.
+
+Importing this module imports Numba; ``import tensorq`` does not import it.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 
-# Update rules of `rl.agents._kernels.observe_kernel`.
+# Values of `RuleSettings.rule`.
 PAPER = 0  # Algorithm 1
 RELEASED = 1  # the authors' normalized Jacobi sweeps
-TLR = 2  # TLR's normalized Jacobi step
-STABLE = 3  # Algorithm 1 with normalized-LMS row steps (the stable reading)
+NORMALIZED = 2  # one normalized Jacobi step (Rozada et al.)
+STABLE = 3  # Algorithm 1 with normalized-LMS row steps
+RULES = {"paper": PAPER, "released": RELEASED, "normalized": NORMALIZED, "stable": STABLE}
+"""The rule number of each update name (the ``variant`` names of `tensorq.update`)."""
+
+
+class RuleSettings(NamedTuple):
+    """The constants of one update rule (`apply_rule`).
+
+    Attributes
+    ----------
+    rule : int
+        `PAPER`, `RELEASED`, `NORMALIZED` or `STABLE`.
+    tol : float
+        Inner-loop threshold tau (0: run all ``max_inner`` iterations).
+    max_inner : int
+        I_max, the cap on inner iterations (or sweeps).
+    f_max : float
+        The factor bound F_max of Assumption 2 (read only when ``bounded``).
+    bounded : bool
+        Clip every factor entry to [-f_max, f_max].
+    """
+
+    rule: int
+    tol: float
+    max_inner: int
+    f_max: float
+    bounded: bool
 
 
 # ---------------------------------------------------------------- update rules
@@ -60,11 +91,11 @@ def _clip(value, f_max, bounded):
 
 
 @njit(cache=True)
-def _gauss_seidel(
-    rows, before, target, weight, step, tol, max_inner, f_max, bounded, scratch, normalized
-):
+def _gauss_seidel(rows, before, target, weight, step, settings, scratch, normalized):
     """Algorithm 1's loop over modes: `paper_rule`, or `stable_rule` when ``normalized``."""
     n_modes, rank = rows.shape
+    tol, max_inner = settings.tol, settings.max_inner
+    f_max, bounded = settings.f_max, settings.bounded
     suffix, prefix, direction = scratch[:n_modes], scratch[-2], scratch[-1]
     _suffix_products(rows, suffix)
     prefix[:] = 1.0
@@ -103,7 +134,7 @@ def _gauss_seidel(
 
 
 @njit(cache=True)
-def paper_rule(rows, before, target, weight, step, tol, max_inner, f_max, bounded, scratch):
+def paper_rule(rows, before, target, weight, step, settings, scratch):
     """Algorithm 1 on the gathered rows (N, R), in place: Gauss-Seidel modes, inner loop.
 
     Mode n steps row_n -= alpha (slope Q - target) g_n with the gradient of
@@ -112,9 +143,7 @@ def paper_rule(rows, before, target, weight, step, tol, max_inner, f_max, bounde
     comparison against the entry before the update, as Algorithm 1 is written).
     Returns the row steps taken.
     """
-    return _gauss_seidel(
-        rows, before, target, weight, step, tol, max_inner, f_max, bounded, scratch, False
-    )
+    return _gauss_seidel(rows, before, target, weight, step, settings, scratch, False)
 
 
 @njit(cache=True)
@@ -140,7 +169,7 @@ def _normalized_jacobi(rows, scale, sign, f_max, bounded, scratch):
 
 
 @njit(cache=True)
-def released_rule(rows, before, target, weight, step, tol, max_inner, f_max, bounded, scratch):
+def released_rule(rows, before, target, weight, step, settings, scratch):
     """Run the authors' update on the gathered rows, in place: normalized Jacobi sweeps.
 
     Each sweep moves every row from the pre-sweep rows by
@@ -149,11 +178,12 @@ def released_rule(rows, before, target, weight, step, tol, max_inner, f_max, bou
     Returns the row steps taken (N per sweep).
     """
     offset = step * (target + weight)
+    tol, max_inner = settings.tol, settings.max_inner
     entry = before
     steps = 0
     for i in range(max_inner):
         scale = step * entry - offset
-        _normalized_jacobi(rows, scale, -1.0, f_max, bounded, scratch)
+        _normalized_jacobi(rows, scale, -1.0, settings.f_max, settings.bounded, scratch)
         stepped = cp_entry(rows)
         moved = stepped - entry
         entry = stepped
@@ -166,14 +196,18 @@ def released_rule(rows, before, target, weight, step, tol, max_inner, f_max, bou
 
 
 @njit(cache=True)
-def tlr_rule(rows, before, target, weight, step, tol, max_inner, f_max, bounded, scratch):
-    """TLR's step on the gathered rows, in place: rows += alpha (target - Q) g / ||g||, Jacobi."""
-    _normalized_jacobi(rows, step * (target - before), 1.0, f_max, bounded, scratch)
+def normalized_rule(rows, before, target, weight, step, settings, scratch):
+    """One normalized step on the gathered rows, in place: rows += alpha (target - Q) g / ||g||.
+
+    Every row moves from the same old rows (Jacobi), as `tensorq.normalized_step`.
+    """
+    scale = step * (target - before)
+    _normalized_jacobi(rows, scale, 1.0, settings.f_max, settings.bounded, scratch)
     return rows.shape[0]
 
 
 @njit(cache=True)
-def stable_rule(rows, before, target, weight, step, tol, max_inner, f_max, bounded, scratch):
+def stable_rule(rows, before, target, weight, step, settings, scratch):
     """Algorithm 1 with normalized-LMS row steps on the gathered rows (N, R), in place.
 
     Mode n (in order, Gauss-Seidel) steps
@@ -182,24 +216,17 @@ def stable_rule(rows, before, target, weight, step, tol, max_inner, f_max, bound
     ||g_n|| = 0 do not move (`tensorq.update.stable_sweep`). Returns the row
     steps taken.
     """
-    return _gauss_seidel(
-        rows, before, target, weight, step, tol, max_inner, f_max, bounded, scratch, True
-    )
+    return _gauss_seidel(rows, before, target, weight, step, settings, scratch, True)
 
 
 @njit(cache=True)
-def apply_rule(rule, rows, before, target, weight, step, tol, max_inner, f_max, bounded, scratch):
-    """Dispatch to one update rule; returns the row steps taken."""
+def apply_rule(settings, rows, before, target, weight, step, scratch):
+    """Run the rule ``settings.rule`` (a `RuleSettings`); returns the row steps taken."""
+    rule = settings.rule
     if rule == PAPER:
-        return paper_rule(
-            rows, before, target, weight, step, tol, max_inner, f_max, bounded, scratch
-        )
+        return paper_rule(rows, before, target, weight, step, settings, scratch)
     if rule == RELEASED:
-        return released_rule(
-            rows, before, target, weight, step, tol, max_inner, f_max, bounded, scratch
-        )
+        return released_rule(rows, before, target, weight, step, settings, scratch)
     if rule == STABLE:
-        return stable_rule(
-            rows, before, target, weight, step, tol, max_inner, f_max, bounded, scratch
-        )
-    return tlr_rule(rows, before, target, weight, step, tol, max_inner, f_max, bounded, scratch)
+        return stable_rule(rows, before, target, weight, step, settings, scratch)
+    return normalized_rule(rows, before, target, weight, step, settings, scratch)

@@ -1,0 +1,132 @@
+"""Compiled (Numba) twins of the exploration rules of `rl.agents._explore` and `rl.agents.euge`.
+
+Random draws are those of the references: per active replica, ``random()``
+for the epsilon test, ``integers(0, |A|)`` for a random action, and
+``integers(0, k)`` to break a k-way tie, drawn from a ``numba.typed.List`` of
+the replicas' ``numpy.random.Generator`` objects (`typed_generators`), which
+shares their state with Python. ``tests/rl/test_fast_path.py`` checks them
+against the references.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from numba import njit
+from numba.typed import List
+
+from rl.agents import _visit_layout, _visits_compiled, visits
+from rl.agents._visits_compiled import visit_row
+from rl.numba_cache import drop_stale
+
+drop_stale(__file__, [_visits_compiled.__file__, _visit_layout.__file__, visits.__file__])
+
+
+@njit(cache=True)
+def generator_list(first):
+    """Return a typed list holding ``first`` (built compiled, so the build is cached)."""
+    out = List()
+    out.append(first)
+    return out
+
+
+@njit(cache=True)
+def generator_append(generators, generator):
+    """Append one more generator to a list made by `generator_list`."""
+    generators.append(generator)
+
+
+@njit(cache=True)
+def first_argmax(values):
+    """np.argmax: the first maximizer, the first NaN if any."""
+    best = 0
+    for i in range(values.shape[0]):
+        if np.isnan(values[i]):
+            return i
+        if values[i] > values[best]:
+            best = i
+    return best
+
+
+@njit(cache=True)
+def argmax_random_ties(values, generator):
+    """Return the maximizer of ``values``, a k-way tie broken by ``integers(0, k)``."""
+    best = first_argmax(values)
+    top = values[best]
+    ties = 0
+    for i in range(values.shape[0]):
+        if values[i] == top:
+            ties += 1
+    if ties <= 1:
+        return best
+    pick = generator.integers(0, ties)
+    for i in range(values.shape[0]):
+        if values[i] == top:
+            if pick == 0:
+                return i
+            pick -= 1
+    return best
+
+
+@njit(cache=True)
+def epsilon_greedy(values, epsilon, generator):
+    """Random action with probability epsilon, else a maximizer with random ties."""
+    if generator.random() < epsilon:
+        return generator.integers(0, values.shape[0])
+    return argmax_random_ties(values, generator)
+
+
+@njit(cache=True)
+def epsilon_continuous(values, epsilon, generator, dims, n_state, low, high, drawn):
+    """Epsilon-greedy whose random action is drawn from the continuous action interval.
+
+    With probability epsilon each action component k is drawn as
+    ``low[k] + (high[k] - low[k]) * random()`` into ``drawn[k]`` and credited to
+    the grid index ``rint((a - low) / (high - low) (d - 1))`` (the released code's
+    endpoint rounding); returns (flat joint index, True). Otherwise a maximizer
+    with random ties and False. The reference is
+    `rl.agents._explore.epsilon_greedy_continuous`.
+    """
+    if generator.random() < epsilon:
+        flat = 0
+        for n in range(n_state, dims.shape[0]):
+            k = n - n_state
+            value = low[k] + (high[k] - low[k]) * generator.random()
+            drawn[k] = value
+            index = np.rint((value - low[k]) / (high[k] - low[k]) * (dims[n] - 1))
+            index = min(max(index, 0.0), dims[n] - 1.0)
+            flat = flat * dims[n] + np.int64(index)
+        return flat, True
+    return argmax_random_ties(values, generator), False
+
+
+@njit(cache=True)
+def euge_scores(values, table, key, c, out):
+    """EU(s, a) = Q(s, a) + c (Delta Q(s, a) + sqrt(log N_total(s) / (N(s, a) + 1))), eq. (euge)."""
+    row = visit_row(table, key, False)
+    if row < 0:  # unvisited: no counts, no errors, no log term
+        for a in range(values.shape[0]):
+            out[a] = values[a] + c * 0.0
+        return
+    counts, delta = table.counts, table.delta
+    total = 0
+    for a in range(values.shape[0]):
+        total += counts[row, a]
+    log_total = np.log(max(total, 1))
+    for a in range(values.shape[0]):
+        out[a] = values[a] + c * (delta[row, a] + np.sqrt(log_total / (counts[row, a] + 1)))
+
+
+def typed_generators(generators: Sequence[np.random.Generator]) -> Any:
+    """Return a ``numba.typed.List`` holding ``generators`` (sharing their state)."""
+    from numba.core.errors import NumbaPendingDeprecationWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NumbaPendingDeprecationWarning)
+        typed = generator_list(generators[0])
+        for generator in generators[1:]:
+            generator_append(typed, generator)
+    return typed
