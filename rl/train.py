@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from rl.agents.readings import DEFAULT_READING, READINGS
+from rl.agents.readings import DEFAULT_READING, READINGS, TEQL_DEFAULT_ELSEWHERE
 from rl.problems import EnvFailure
 from rl.problems.from_gymnasium import EnvModuleRefused
 from rl.runs.checkpoint import CheckpointError
@@ -77,7 +77,8 @@ def _readings_help() -> str:
         only = "" if len(owners) == len(READINGS) else f" ({', '.join(owners)} only)"
         names.append(f"{name}{' (default)' if name == DEFAULT_READING else ''}{only}")
     return (
-        f"which settings the agent starts from: {', '.join(names)} (rl.agents.readings; "
+        f"which settings the agent starts from: {', '.join(names)}; teql on a problem "
+        f"without a paper setting defaults to {TEQL_DEFAULT_ELSEWHERE} (rl.agents.readings; "
         "--list-presets shows them per environment)"
     )
 

@@ -171,7 +171,8 @@ def _teql_released() -> Reading:
         values["continuous_random_actions"] = problem in CONTINUOUS_ACTION_ENVS
         per_problem[problem] = values
     return Reading(
-        "the released code: normalized Jacobi sweeps, epsilon-greedy over EUGE, no bound",
+        "the released code: normalized Jacobi sweeps, no bound; epsilon-greedy over EUGE "
+        "on CartPole, Pendulum and Highway (the released runs' settings), EUGE alone elsewhere",
         common,
         per_problem,
     )
@@ -205,8 +206,25 @@ def _networks(agent: str, released: bool) -> dict[str, dict[str, Any]]:
 _CUR = {p: {"anchors": v["anchors"]} for p, v in PAPER_CUR.items()}
 _CUR_GRID = {p: {"state_bins": v["state_bins"]} for p, v in PAPER_CUR.items()}
 
-#: The reading a run uses when none is named: the paper's text.
+#: The reading a run uses when none is named: the paper's text (but see `default_reading`).
 DEFAULT_READING = "paper"
+
+#: The reading of TEQL on a problem without a column in the paper's table (issue 28).
+TEQL_DEFAULT_ELSEWHERE = "stable"
+
+
+def default_reading(agent: str, problem: str) -> str:
+    """Return the reading a run of ``agent`` on ``problem`` uses when none is named.
+
+    The paper's text (`DEFAULT_READING`) wherever the paper gives settings; TEQL on
+    any other problem (inventory, the low-rank MDP, a user's) gets its ``stable``
+    reading, the one that learns there: the paper reading's plain gradient step
+    fails FrozenLake and Blackjack (docs/agents.md, "Where tabular Q-learning learns").
+    """
+    if agent == "teql" and problem not in PAPER_TABLE:
+        return TEQL_DEFAULT_ELSEWHERE
+    return DEFAULT_READING
+
 
 #: agent -> reading name -> `Reading`. Add a reading here (see the module docstring).
 READINGS: dict[str, dict[str, Reading]] = {

@@ -12,6 +12,7 @@ refused with a clear error above it.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -65,6 +66,10 @@ class TensorAgentConfig:
     """Discount factor gamma in (0, 1)."""
     init_scale: float = 1.0
     """Factors start i.i.d. uniform in [0, init_scale), as in the authors' code."""
+    init_symmetric: bool = False
+    """Draw the initial factors uniform in [-init_scale, init_scale) instead: zero-mean
+    rows, so that two rows of a mode start nearly orthogonal (docs/agents.md, "Where
+    tabular Q-learning learns")."""
     max_joint_actions: int = MAX_JOINT_ACTIONS
     """Largest joint action count |A| = prod(action modes) that is enumerated exactly."""
     epsilon_start: float = 0.0
@@ -90,6 +95,11 @@ class TensorAgentConfig:
         check_int("max_joint_actions", self.max_joint_actions, 1)
         check_epsilon_schedule(self.epsilon_start, self.epsilon_decay, self.epsilon_min)
         check_choice("engine", self.engine, ("auto", "compiled", "reference"))
+        if not isinstance(self.init_symmetric, bool):
+            raise ValueError(
+                "The 'init_symmetric' parameter must be a bool. "
+                f"Got {self.init_symmetric!r} instead."
+            )
         if not isinstance(self.continuous_random_actions, bool):
             raise ValueError(
                 "The 'continuous_random_actions' parameter must be a bool. "
@@ -156,14 +166,23 @@ class TensorAgent(Agent):
                 np.zeros((self.replicas, len(problem.action_dims))),
             )
         self.q_ = OnlineCP(self._initial_factors(streams))
+        table = self.n_states * self.n_actions
+        if self.q_.n_params > table:
+            warnings.warn(
+                f"{type(self).__name__} holds {self.q_.n_params} parameters per replica, more "
+                f"than a table of Q ({table}): factor the state into several modes (for "
+                "Taxi, its decode) for the CP tensor to compress.",
+                stacklevel=3,
+            )
         self.steps_ = np.zeros(self.replicas, dtype=np.int64)
         self.epsilon_ = np.full(self.replicas, float(config.epsilon_start))
         self.engine_: Engine = make_engine(resolve_engine(config.engine, self.q_.factors), self)
 
     def _initial_factors(self, streams: Sequence[AgentRandom]) -> list[NDArray[np.float64]]:
         shape, rank, scale = self.problem.shape, self.config.rank, self.config.init_scale
+        low = -scale if self.config.init_symmetric else 0.0
         per_replica = [
-            [stream.init.uniform(0.0, scale, size=(size, rank)) for size in shape]
+            [stream.init.uniform(low, scale, size=(size, rank)) for size in shape]
             for stream in streams
         ]
         modes = range(len(shape))

@@ -104,7 +104,8 @@ class TrainConfig:
                 f"The 'reading' parameter {reading!r} conflicts with agent {self.agent!r}, "
                 f"which means reading {implied!r}."
             )
-        reading = reading or implied or readings.DEFAULT_READING
+        # issue 28: TEQL defaults to its stable reading where the paper gives no settings.
+        reading = reading or implied or readings.default_reading(agent, problem_name(self.env))
         if agent in AGENTS:  # an unknown agent is reported when it is looked up
             try:
                 readings.reading(agent, reading)
