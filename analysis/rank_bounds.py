@@ -44,7 +44,7 @@ from numpy.typing import NDArray
 from tensorly.cp_tensor import CPTensor
 
 from analysis._numpy import numpy_backend
-from analysis.spectral import Spectrum, _dense_spectrum, _factor_spectrum, _numpy_cp
+from analysis.spectral import Spectrum, dense_spectrum, factor_spectrum, numpy_cp
 
 __all__ = ["ROUNDING", "LowerBound", "b_r_lower", "mode_splits"]
 
@@ -126,18 +126,18 @@ def b_r_lower(tensor: NDArray | CPTensor, ranks: Iterable[int]) -> list[LowerBou
     (1936), Mirsky (1960) for the best low-rank matrix approximation.
     """
     if isinstance(tensor, CPTensor):
-        cp = _numpy_cp(tensor)
+        cp = numpy_cp(tensor)
         shape = tuple(int(f.shape[0]) for f in cp.factors)
 
         def spectrum(rows: tuple[int, ...]) -> Spectrum:
-            return _factor_spectrum(cp, rows)
+            return factor_spectrum(cp, rows)
 
     else:
         dense: Any = np.asarray(tensor, dtype=np.float64)
         shape = dense.shape
 
         def spectrum(rows: tuple[int, ...]) -> Spectrum:
-            return _dense_spectrum(dense, rows)
+            return dense_spectrum(dense, rows)
 
     spectra = [spectrum(rows) for rows in mode_splits(len(shape))]
     root = math.sqrt(math.prod(shape))

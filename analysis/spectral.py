@@ -209,7 +209,7 @@ class SpectralEnergy:
         return _smallest_k(self.weight_energy, share) if np.any(self.weights) else 0
 
 
-def _numpy_cp(cp: Any) -> CPTensor:
+def numpy_cp(cp: Any) -> CPTensor:
     """Return a CPTensor with float64 NumPy weights and factors."""
     weights, factors = cp
     factors = [as_numpy(f).astype(np.float64) for f in factors]
@@ -222,7 +222,7 @@ def _row_split(shape: tuple[int, ...], n_rows: int) -> tuple[int, int]:
     return math.prod(shape[:n_rows]), math.prod(shape[n_rows:])
 
 
-def _dense_spectrum(tensor: NDArray, row_modes: tuple[int, ...]) -> Spectrum:
+def dense_spectrum(tensor: NDArray, row_modes: tuple[int, ...]) -> Spectrum:
     """Spectrum of the matricization with ``row_modes`` (in order) along the rows."""
     others = tuple(m for m in range(tensor.ndim) if m not in row_modes)
     moved = np.transpose(tensor, row_modes + others)
@@ -253,7 +253,7 @@ def _khatri_rao_triangular(factors: Sequence[NDArray], rank: int) -> NDArray:
     return acc
 
 
-def _factor_spectrum(cp: CPTensor, row_modes: tuple[int, ...]) -> Spectrum:
+def factor_spectrum(cp: CPTensor, row_modes: tuple[int, ...]) -> Spectrum:
     """Spectrum of a CP tensor's matricization computed from its factors only."""
     weights, factors = cp
     rank = weights.shape[0]
@@ -327,7 +327,7 @@ def spectral_energy(
         )
     is_cp = isinstance(tensor, CPTensor)
     if is_cp:
-        cp = _numpy_cp(tensor)
+        cp = numpy_cp(tensor)
         shape = tuple(int(f.shape[0]) for f in cp.factors)
     else:
         if method == "factors":
@@ -368,7 +368,7 @@ def spectral_energy(
             dense = np.asarray(cp_to_tensor(cp), dtype=np.float64)
 
     def spectrum(row_modes: tuple[int, ...]) -> Spectrum:
-        return _factor_spectrum(cp, row_modes) if use_factors else _dense_spectrum(dense, row_modes)
+        return factor_spectrum(cp, row_modes) if use_factors else dense_spectrum(dense, row_modes)
 
     modes = tuple(spectrum((n,)) for n in range(order))
     matricization = None if n_state_modes is None else spectrum(tuple(range(n_state_modes)))

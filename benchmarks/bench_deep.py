@@ -54,11 +54,12 @@ def make_agent(agent: str, implementation: str, replicas: int, device: str):  # 
     """Build one agent with the CartPole preset and warm-up lowered to one mini-batch."""
     from benchmarks.looped_deep import LoopedDiscreteSAC, LoopedDQN
     from rl.agents import dqn, sac
+    from rl.agents.readings import reading
     from rl.seeding import replica_streams
 
     module, looped = (dqn, LoopedDQN) if agent == "dqn" else (sac, LoopedDiscreteSAC)
     config_type = module.SPEC.config_class
-    params = module.preset("cartpole")
+    params = reading(agent, "paper").agent_params("cartpole")
     params["learning_starts"] = config_type().batch_size
     if implementation == "batched":
         params["device"] = device

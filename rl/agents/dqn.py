@@ -35,7 +35,6 @@ from rl.agents import _torch_utils as tu
 from rl.agents._restore import saved_fraction
 from rl.agents._torch_agent import BatchedTorchAgent, gradient
 from rl.agents.base import Transitions
-from rl.agents.readings import reading
 from rl.agents.registry import AgentSpec
 from rl.problems import Problem
 from rl.seeding import AgentRandom
@@ -95,28 +94,6 @@ class DQNConfig:
         check_choice("epsilon_schedule", self.epsilon_schedule, SCHEDULES)
         check_choice("loss", self.loss, LOSSES)
         check_choice("input_scaling", self.input_scaling, tu.INPUT_SCALINGS)
-
-
-def preset(problem_name: str) -> dict[str, Any]:
-    """Return the paper's overrides for ``problem_name``: the formula-matched hidden width.
-
-    CartPole 46 (700 params), Pendulum 38 (504), Highway 246 (3,695); empty for
-    other problems.
-
-    References
-    ----------
-    The paper's appendix "Parameter Matching Methodology", Table tab:param_all.
-    """
-    return reading("dqn", "paper").agent_params(problem_name)
-
-
-def released_preset(problem_name: str) -> dict[str, Any]:
-    """Return overrides reproducing the authors' released DQN (see docs/baselines.md).
-
-    Raw index inputs, MSE loss, per-episode epsilon decay 0.999999 (epsilon
-    stays near 1), the released widths, and on Highway Adam 3e-4 with a 50k buffer.
-    """
-    return reading("dqn", "released").agent_params(problem_name)
 
 
 class DQN(BatchedTorchAgent):

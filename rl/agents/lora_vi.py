@@ -66,7 +66,6 @@ from rl.agents.cur import (
     leverage_scores,
     select_anchors,
 )
-from rl.agents.readings import reading
 from rl.agents.registry import AgentSpec
 from rl.problems import Problem
 from rl.seeding import AgentRandom
@@ -133,37 +132,6 @@ class LoRaVIConfig:
         check_real("initial_value", self.initial_value, -np.inf, np.inf)
         check_int("max_states", self.max_states, 1)
         check_int("max_joint_actions", self.max_joint_actions, 1)
-
-
-def preset(problem_name: str) -> dict[str, Any]:
-    """Return the paper's LoRa-VI config overrides for ``problem_name``.
-
-    CartPole: K = 9; Pendulum: K = 10. Both go with the coarse grids of
-    `problem_options` and the 10 action bins of the CP grid, giving 738 and
-    490 parameters. Highway has none: LoRa-VI is infeasible there and the
-    agent refuses its state space.
-
-    References
-    ----------
-    TEQL paper, Appendix "Parameter Matching Methodology", Table "Parameter
-    configurations for all environments and methods".
-    """
-    return reading("lora-vi", "paper").agent_params(problem_name)
-
-
-def problem_options(problem_name: str) -> dict[str, Any]:
-    """Return the ``make_problem`` options LoRa-VI needs: the paper's coarse state grid.
-
-    ``{"state_bins": (3, 3, 3, 3)}`` for CartPole, ``{"state_bins": (7, 7)}``
-    for Pendulum, ``{}`` otherwise. The runner merges them below the user's
-    ``env_options`` (see `rl.agents.readings`).
-
-    References
-    ----------
-    TEQL paper, Appendix "Parameter Matching Methodology" ("only 3 buckets per
-    state dimension" for CartPole, 7 for Pendulum).
-    """
-    return reading("lora-vi", "paper").problem_options(problem_name)
 
 
 class LoRaVI(Agent):

@@ -26,7 +26,6 @@ from numpy.typing import NDArray
 from rl.agents._explore import generator_states, set_generator_states
 from rl.agents._restore import check_generator_states, saved_array
 from rl.agents.base import Agent, Transitions
-from rl.agents.readings import reading
 from rl.agents.registry import AgentSpec
 from rl.problems import Problem
 from rl.seeding import AgentRandom
@@ -44,11 +43,6 @@ class RandomConfig:
             raise ValueError(
                 f"The 'gamma' parameter must be a float in [0, 1]. Got {self.gamma!r} instead."
             )
-
-
-def preset(problem_name: str) -> dict[str, Any]:
-    """Return no overrides: the random agent has no paper hyperparameters."""
-    return reading("random", "paper").agent_params(problem_name)
 
 
 def _mix(values: NDArray[np.uint64]) -> NDArray[np.uint64]:

@@ -32,7 +32,6 @@ from rl.agents import _torch_utils as tu
 from rl.agents._restore import saved_array
 from rl.agents._torch_agent import BatchedTorchAgent, gradient
 from rl.agents.base import Transitions
-from rl.agents.readings import reading
 from rl.agents.registry import AgentSpec
 from rl.problems import Problem
 from rl.seeding import AgentRandom
@@ -86,26 +85,6 @@ class DiscreteSACConfig:
             )
         check_real("target_entropy_scale", self.target_entropy_scale, 0.0, 1.0)
         check_choice("input_scaling", self.input_scaling, tu.INPUT_SCALINGS)
-
-
-def preset(problem_name: str) -> dict[str, Any]:
-    """Return the paper's overrides for ``problem_name``: the formula-matched hidden width.
-
-    With P_SAC = 3 (d_in h + h + h |A| + |A|) + 1: CartPole 15 (706 params),
-    Pendulum 12 (499), Highway 82 (3,706); empty for other problems. The
-    appendix table prints 38 and 31 for CartPole and Pendulum, which its own
-    formula contradicts (see docs/baselines.md).
-
-    References
-    ----------
-    The paper's appendix "Parameter Matching Methodology", Table tab:param_all.
-    """
-    return reading("sac", "paper").agent_params(problem_name)
-
-
-def released_preset(problem_name: str) -> dict[str, Any]:
-    """Return overrides reproducing the authors' released SAC: widths, raw index inputs."""
-    return reading("sac", "released").agent_params(problem_name)
 
 
 def soft_bellman_targets(

@@ -30,7 +30,6 @@ from rl.agents._explore import (
 )
 from rl.agents._restore import check_generator_states, saved_array
 from rl.agents.base import Agent, Transitions
-from rl.agents.readings import reading
 from rl.agents.registry import AgentSpec
 from rl.problems import Problem
 from rl.seeding import AgentRandom
@@ -78,17 +77,6 @@ class TabularQConfig:
         check_real("initial_value", self.initial_value, -np.inf, np.inf)
         check_int("max_entries", self.max_entries, 1)
         check_int("max_joint_actions", self.max_joint_actions, 1)
-
-
-def preset(problem_name: str) -> dict[str, Any]:
-    """Return the paper's hyperparameter overrides for ``problem_name``.
-
-    Tabular Q-learning is not one of the paper's baselines, so there are none:
-    the defaults already use the paper's gamma = 0.99 (Table "Hyperparameter
-    settings"). Note that CartPole's CP grid has 400,000 entries and fits the
-    default ``max_entries``; Highway's 20^9 x 5 does not.
-    """
-    return reading("tabular", "paper").agent_params(problem_name)
 
 
 class TabularQ(Agent):

@@ -47,7 +47,6 @@ from rl.agents._explore import argmax_random_ties
 from rl.agents.base import Transitions
 from rl.agents.engine import StepRule, UpdateStats
 from rl.agents.euge import euge_scores
-from rl.agents.readings import reading
 from rl.agents.registry import AgentSpec
 from rl.agents.tensor_agent import TensorAgent, TensorAgentConfig
 from rl.agents.visits import Storage, VisitTable, make_visit_table
@@ -103,26 +102,6 @@ class TEQLConfig(TensorAgentConfig):
         if self.update == "stable":
             check_real("alpha0", self.alpha0, 0.0, 2.0, low_open=True, high_open=True)
         check_choice("visit_storage", self.visit_storage, ("auto", "dense", "sparse"))
-
-
-def preset(problem_name: str) -> dict[str, Any]:
-    """Return the paper reading's overrides for ``problem_name`` (`rl.agents.readings.READINGS`).
-
-    References
-    ----------
-    Table "Hyperparameter settings for all environments" (tab:hyperparams).
-    """
-    return reading("teql", "paper").agent_params(problem_name)
-
-
-def released_preset(problem_name: str) -> dict[str, Any]:
-    """Return the released reading's overrides for ``problem_name`` (`rl.agents.readings.READINGS`).
-
-    Constant step size, no lambda, c = 1, gamma 0.9 (0.8 on Highway), an
-    epsilon-greedy layer with per-step decay, signed Delta Q, counts before
-    the update, the normalized Jacobi update and no clipping.
-    """
-    return reading("teql", "released").agent_params(problem_name)
 
 
 class UpdateRecord(NamedTuple):

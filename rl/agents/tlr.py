@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from rl.agents.base import Transitions
 from rl.agents.engine import StepRule, UpdateStats
-from rl.agents.readings import reading
 from rl.agents.registry import AgentSpec
 from rl.agents.tensor_agent import TensorAgent, TensorAgentConfig
 from rl.validation import check_real
@@ -43,15 +41,6 @@ class TLRConfig(TensorAgentConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         check_real("alpha", self.alpha, 0.0, math.inf, low_open=True)
-
-
-def preset(problem_name: str) -> dict[str, Any]:
-    """Return the settings of the released TLR runs behind the paper's curves.
-
-    The paper's table lists no TLR-specific values; its TLR baseline shares
-    rank, bins and step size with the released TEQL runs (`rl.agents.readings.READINGS`).
-    """
-    return reading("tlr", "paper").agent_params(problem_name)
 
 
 class TLR(TensorAgent):

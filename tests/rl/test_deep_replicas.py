@@ -12,6 +12,7 @@ pytest.importorskip("torch")
 
 from rl.agents import dqn, sac  # noqa: E402
 from rl.agents.base import Transitions  # noqa: E402
+from rl.agents.readings import reading
 from tests.rl.agent_drivers import (  # noqa: E402
     assert_tree_equal,
     make_problem,
@@ -184,7 +185,7 @@ def test_n_params_match_the_appendix_formulas(spec, env):
     state_dims, action_dims = {
         "cartpole": ((10,) * 4, (10,)), "pendulum": ((20, 20), (10,)), "highway": ((20,) * 9, (5,)),
     }[env]  # fmt: skip
-    hidden = module.preset(env)["hidden"]
+    hidden = reading(module.SPEC.name, "paper").agent_params(env)["hidden"]
     agent = agent_class(
         make_problem(state_dims, action_dims),
         dataclasses.replace(config, hidden=hidden),
@@ -202,4 +203,4 @@ def test_presets_agree_with_analysis_matcher(spec):
 
     widths = params.matched_widths()
     for env in ("cartpole", "pendulum", "highway"):
-        assert module.preset(env)["hidden"] == widths[env, name]
+        assert reading(module.SPEC.name, "paper").agent_params(env)["hidden"] == widths[env, name]

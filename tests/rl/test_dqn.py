@@ -6,7 +6,8 @@ import pytest
 
 pytest.importorskip("torch")
 
-from rl.agents.dqn import DQN, DQNConfig, preset, released_preset  # noqa: E402
+from rl.agents.dqn import DQN, DQNConfig  # noqa: E402
+from rl.agents.readings import reading
 from tests.rl.agent_drivers import (  # noqa: E402
     make_problem,
     random_drive,
@@ -41,12 +42,12 @@ def test_learns_chain_better_than_random():
 
 
 def test_presets_are_formula_nearest():
-    assert preset("cartpole")["hidden"] == 46
-    assert preset("pendulum")["hidden"] == 38
-    assert preset("highway")["hidden"] == 246
-    assert preset("unknown") == {}
-    assert released_preset("cartpole")["epsilon_schedule"] == "episode"
-    DQNConfig(**released_preset("highway"))
+    assert reading("dqn", "paper").agent_params("cartpole")["hidden"] == 46
+    assert reading("dqn", "paper").agent_params("pendulum")["hidden"] == 38
+    assert reading("dqn", "paper").agent_params("highway")["hidden"] == 246
+    assert reading("dqn", "paper").agent_params("unknown") == {}
+    assert reading("dqn", "released").agent_params("cartpole")["epsilon_schedule"] == "episode"
+    DQNConfig(**reading("dqn", "released").agent_params("highway"))
 
 
 @pytest.mark.parametrize(

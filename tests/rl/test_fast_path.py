@@ -10,10 +10,14 @@ import pytest
 from rl.agents import _visits_compiled, visits
 from rl.agents.base import Transitions
 from rl.agents.engine import resolve_engine
-from rl.agents.teql import TEQL, TEQLConfig, released_preset
+from rl.agents.readings import reading
+from rl.agents.teql import TEQL, TEQLConfig
 from rl.agents.tlr import TLR, TLRConfig
 from rl.problems import make_problem
 from rl.seeding import spawn_replicas
+
+RELEASED = reading("teql", "released").agent_params("cartpole")
+"""TEQL's released reading on CartPole."""
 
 STABLE = {"update": "stable", "count_before_update": True, "alpha0": 0.5, "max_inner": 1}
 TEQL_CASES = {
@@ -21,11 +25,21 @@ TEQL_CASES = {
     "paper-I5-bound": {"max_inner": 5, "alpha0": 0.05},
     "paper-I1-free": {"max_inner": 1, "bounded": False, "count_before_update": True},
     "paper-I5-free": {"max_inner": 5, "bounded": False, "count_before_update": True},
-    "released-I1": {**released_preset("cartpole"), "max_inner": 1},
-    "released-I5": released_preset("cartpole"),
-    "released-I5-bound": {**released_preset("cartpole"), "bounded": True, "lam": 1e-3},
-    "released-sparse": {**released_preset("cartpole"), "visit_storage": "sparse"},
-    "released-bin-centres": {**released_preset("cartpole"), "continuous_random_actions": False},
+    "released-I1": {**RELEASED, "max_inner": 1},
+    "released-I5": RELEASED,
+    "released-I5-bound": {
+        **RELEASED,
+        "bounded": True,
+        "lam": 1e-3,
+    },
+    "released-sparse": {
+        **RELEASED,
+        "visit_storage": "sparse",
+    },
+    "released-bin-centres": {
+        **RELEASED,
+        "continuous_random_actions": False,
+    },
     "stable-I1-bound": {**STABLE, "max_inner": 1},
     "stable-I5-bound": {**STABLE, "max_inner": 5, "alpha0": 0.3},
     "stable-I5-free": {**STABLE, "max_inner": 5, "alpha0": 0.3, "bounded": False},
@@ -192,7 +206,7 @@ def test_whole_trajectories_agree_without_resynchronizing():
     1e-9 and every action agrees (docs/agents.md).
     """
     problem = make_problem("cartpole")
-    reference, compiled = _pair(TEQL, TEQLConfig, problem, (0, 1, 2), **released_preset("cartpole"))
+    reference, compiled = _pair(TEQL, TEQLConfig, problem, (0, 1, 2), **RELEASED)
     rng = np.random.default_rng(3)
     states = rng.integers(0, problem.state_dims, size=(3, 4))
     active = np.ones(3, bool)
@@ -231,7 +245,7 @@ def _replica_run(cls, config_cls, problem, seeds, steps, **params):
     ("cls", "params"),
     [
         (TEQL, {}),
-        (TEQL, released_preset("cartpole")),
+        (TEQL, RELEASED),
         (TEQL, STABLE),
         (TLR, {}),
         (TLR, {"continuous_random_actions": True}),
@@ -263,7 +277,7 @@ def test_a_seeds_trajectory_does_not_depend_on_the_other_replicas(cls, params):
 
 def test_checkpoint_round_trip_continues_bitwise():
     problem = make_problem("cartpole")
-    params = {**released_preset("cartpole"), "visit_storage": "sparse"}
+    params = {**RELEASED, "visit_storage": "sparse"}
     agent = _replica_run(TEQL, TEQLConfig, problem, (1, 2), 100, **params)
     state = agent.state_dict()
     for value in (*state["factors"], state["steps"], state["epsilon"], *state["visits"].values()):

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from rl.agents.base import Transitions
-from rl.agents.lora_vi import LoRaVI, LoRaVIConfig, preset, problem_options
+from rl.agents.lora_vi import LoRaVI, LoRaVIConfig
+from rl.agents.readings import reading
 from rl.problems import Problem
 from rl.seeding import replica_streams
 
@@ -204,15 +205,19 @@ def test_refuses_highway_and_oversized_anchors():
 
 
 def test_presets_carry_the_papers_grids():
-    assert preset("cartpole") == {"anchors": 9}
-    assert preset("pendulum") == {"anchors": 10}
-    assert preset("highway") == {}
-    assert problem_options("cartpole") == {"state_bins": (3, 3, 3, 3)}
-    assert problem_options("pendulum") == {"state_bins": (7, 7)}
-    assert problem_options("highway") == {}
+    assert reading("lora-vi", "paper").agent_params("cartpole") == {"anchors": 9}
+    assert reading("lora-vi", "paper").agent_params("pendulum") == {"anchors": 10}
+    assert reading("lora-vi", "paper").agent_params("highway") == {}
+    assert reading("lora-vi", "paper").problem_options("cartpole") == {"state_bins": (3, 3, 3, 3)}
+    assert reading("lora-vi", "paper").problem_options("pendulum") == {"state_bins": (7, 7)}
+    assert reading("lora-vi", "paper").problem_options("highway") == {}
     for name, n_params in (("cartpole", 738), ("pendulum", 490)):
-        grid = problem(problem_options(name)["state_bins"], (10,))
-        agent = LoRaVI(grid, LoRaVIConfig(**preset(name)), [replica_streams(0).agent])
+        grid = problem(reading("lora-vi", "paper").problem_options(name)["state_bins"], (10,))
+        agent = LoRaVI(
+            grid,
+            LoRaVIConfig(**reading("lora-vi", "paper").agent_params(name)),
+            [replica_streams(0).agent],
+        )
         assert agent.n_params == n_params
 
 

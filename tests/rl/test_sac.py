@@ -6,12 +6,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from rl.agents.readings import reading  # noqa: E402
 from rl.agents.sac import (  # noqa: E402
     DiscreteSAC,
     DiscreteSACConfig,
     policy_loss,
-    preset,
-    released_preset,
     soft_bellman_targets,
     temperature_loss,
 )
@@ -47,12 +46,12 @@ def test_learns_chain_better_than_random():
 
 
 def test_presets_are_formula_nearest():
-    assert preset("cartpole")["hidden"] == 15
-    assert preset("pendulum")["hidden"] == 12
-    assert preset("highway")["hidden"] == 82
-    assert preset("unknown") == {}
-    assert released_preset("pendulum")["hidden"] == 13
-    DiscreteSACConfig(**released_preset("highway"))
+    assert reading("sac", "paper").agent_params("cartpole")["hidden"] == 15
+    assert reading("sac", "paper").agent_params("pendulum")["hidden"] == 12
+    assert reading("sac", "paper").agent_params("highway")["hidden"] == 82
+    assert reading("sac", "paper").agent_params("unknown") == {}
+    assert reading("sac", "released").agent_params("pendulum")["hidden"] == 13
+    DiscreteSACConfig(**reading("sac", "released").agent_params("highway"))
 
 
 @pytest.mark.parametrize(

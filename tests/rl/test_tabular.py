@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from rl.agents.base import Transitions
-from rl.agents.tabular import TabularQ, TabularQConfig, preset
+from rl.agents.readings import reading
+from rl.agents.tabular import TabularQ, TabularQConfig
 from rl.problems import Problem
 from rl.seeding import replica_streams
 
@@ -191,4 +192,4 @@ def test_config_is_frozen_and_preset_is_empty():
     with pytest.raises(dataclasses.FrozenInstanceError):
         TabularQConfig().gamma = 0.5  # type: ignore[misc]
     for name in ("cartpole", "pendulum", "highway"):
-        assert preset(name) == {}
+        assert reading("tabular", "paper").agent_params(name) == {}

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from rl.agents.base import Transitions
-from rl.agents.teql import TEQL, TEQLConfig, preset, released_preset
+from rl.agents.readings import reading
+from rl.agents.teql import TEQL, TEQLConfig
 from rl.agents.visits import DenseVisits, SparseVisits
 from rl.envs import greedy_policy, policy_value, value_iteration
 from rl.problems import Problem, make_problem
@@ -66,7 +67,9 @@ def test_observe_follows_algorithm_3_order(engine):
 @pytest.mark.parametrize("engine", ["reference", "compiled"])
 def test_released_reading_counts_first_and_signs_delta(engine):
     problem = make_problem("lowrank")
-    agent, _ = _agent(problem, **released_preset("lowrank"), gamma=0.9, engine=engine)
+    agent, _ = _agent(
+        problem, **reading("teql", "released").agent_params("lowrank"), gamma=0.9, engine=engine
+    )
     batch = _transition(agent, [[0, 0, 0]], [[1, 1]], [1.0], [[0, 0, 1]])
     before = agent.q_.entries(np.array([[0, 0, 0, 1, 1]]))
     agent.observe(batch)
@@ -153,7 +156,9 @@ def test_highway_sized_agent_fits_in_memory():
         action_dims=(5,), reward_bound=1.0, encode=np.asarray, decode=np.asarray,
     )  # fmt: skip
     tracemalloc.start()
-    agent, _ = _agent(problem, seeds=(0, 1, 2, 3), **preset("highway"))
+    agent, _ = _agent(
+        problem, seeds=(0, 1, 2, 3), **reading("teql", "paper").agent_params("highway")
+    )
     assert isinstance(agent.visits_, SparseVisits)
     rng = np.random.default_rng(0)
     states = rng.integers(20, size=(4, 9))
