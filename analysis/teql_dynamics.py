@@ -37,8 +37,8 @@ import numpy as np
 from rl.agents.base import Agent, Transitions
 from rl.agents.readings import reading
 from rl.agents.tabular import TabularQ, TabularQConfig
-from rl.agents.teql import TEQL, TEQLConfig
-from rl.agents.tlr import TLR, TLRConfig
+from rl.agents.teql import TEQLAgent, TEQLConfig
+from rl.agents.tlr import TLRAgent, TLRConfig
 from rl.problems import Problem, make_problem
 from rl.seeding import spawn_replicas
 
@@ -66,7 +66,7 @@ def _episode(agent: Agent, problem: Problem, env: gymnasium.Env, seed: int, trai
 
 
 def _q_matrix(agent: Agent) -> np.ndarray:
-    if isinstance(agent, TEQL):
+    if isinstance(agent, TEQLAgent):
         states, actions = (factor[0] for factor in agent.q_.factors)
         return states @ actions.T
     return np.asarray(agent.q_table_[0])
@@ -84,7 +84,7 @@ def measure(agent: Agent, n_states: int) -> dict[str, Any]:
         "q_range": (round(float(q.min()), 1), round(float(q.max()), 1)),
         "gap": round(float(np.median(spread[:, -1] - spread[:, -2])), 3),
     }
-    if isinstance(agent, TEQL):
+    if isinstance(agent, TEQLAgent):
         actions = agent.q_.factors[-1][0]
         norms = np.linalg.norm(actions, axis=1)
         cosines = actions @ actions.T / np.outer(norms, norms)
@@ -136,10 +136,10 @@ def run(
     agent: Agent
     if agent_name == "teql":
         params = {**reading("teql", "stable").agent_params(problem.name), **overrides}
-        agent = TEQL(problem, TEQLConfig(**params), streams)
+        agent = TEQLAgent(problem, TEQLConfig(**params), streams)
     elif agent_name == "tlr":
         params = {**reading("tlr", "paper").agent_params(problem.name), **overrides}
-        agent = TLR(problem, TLRConfig(**params), streams)
+        agent = TLRAgent(problem, TLRConfig(**params), streams)
     elif agent_name == "tabular":
         agent = TabularQ(problem, TabularQConfig(**overrides), streams)
     else:
@@ -153,7 +153,7 @@ def run(
             ]
             row = {"episode": episode + 1, "train": round(float(np.mean(returns[-every:])), 1),
                    "greedy": round(float(np.mean(greedy)), 2)}  # fmt: skip
-            if len(problem.state_dims) == 1 and not isinstance(agent, TLR):
+            if len(problem.state_dims) == 1 and not isinstance(agent, TLRAgent):
                 row.update(measure(agent, problem.state_dims[0]))
             rows.append(row)
     return rows

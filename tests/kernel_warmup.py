@@ -14,7 +14,7 @@ import numpy as np
 def warm_agents() -> None:
     """The compiled tensor-agent step, through the agents' own calls (dense and sparse tables)."""
     from rl.agents.base import Transitions
-    from rl.agents.teql import TEQL, TEQLConfig
+    from rl.agents.teql import TEQLAgent, TEQLConfig
     from rl.problems import make_problem
     from rl.seeding import spawn_replicas
 
@@ -25,7 +25,7 @@ def warm_agents() -> None:
             engine="compiled", visit_storage=storage, epsilon_start=0.5,
             continuous_random_actions=continuous,
         )  # fmt: skip
-        agent = TEQL(problem, config, streams)
+        agent = TEQLAgent(problem, config, streams)
         states = np.zeros((2, len(problem.state_dims)), dtype=np.int64)
         active = np.ones(2, dtype=bool)
         actions = agent.act(states, active, ~active)

@@ -1,30 +1,32 @@
 """Agents: TEQL, TLR, LoRa-VI, tabular Q-learning, DQN and discrete SAC.
 
 Every agent implements `rl.agents.base.Agent` and works on integer index
-vectors of a `rl.problems.Problem`. ``DQN`` and ``DiscreteSAC`` need the
+vectors of a `rl.problems.Problem`; each class holds B replicas. ``DQNAgent`` and
+``DiscreteSAC`` need the
 ``torch`` extra and are imported on first access, so that importing this
-package never imports PyTorch.
+package never imports PyTorch. The learners users train with (`rl.TEQL`,
+`rl.DQN`, ...) are built on these classes (`rl.learners`).
 """
 
 from typing import Any
 
 from rl.agents.base import Agent, Transitions
-from rl.agents.lora_vi import LoRaVI
+from rl.agents.lora_vi import LoRaVIAgent
 from rl.agents.random_agent import RandomAgent
 from rl.agents.tabular import TabularQ
-from rl.agents.teql import TEQL
-from rl.agents.tlr import TLR
+from rl.agents.teql import TEQLAgent
+from rl.agents.tlr import TLRAgent
 
-_TORCH_AGENTS = {"DQN": "rl.agents.dqn", "DiscreteSAC": "rl.agents.sac"}
+_TORCH_AGENTS = {"DQNAgent": "rl.agents.dqn", "DiscreteSAC": "rl.agents.sac"}
 
 __all__ = [
-    "DQN",
+    "DQNAgent",
     "Agent",
     "DiscreteSAC",
-    "LoRaVI",
+    "LoRaVIAgent",
     "RandomAgent",
-    "TEQL",
-    "TLR",
+    "TEQLAgent",
+    "TLRAgent",
     "TabularQ",
     "Transitions",
 ]

@@ -96,7 +96,7 @@ class DQNConfig:
         check_choice("input_scaling", self.input_scaling, tu.INPUT_SCALINGS)
 
 
-class DQN(BatchedTorchAgent):
+class DQNAgent(BatchedTorchAgent):
     """Deep Q-learning with experience replay and a target network, B replicas computed together.
 
     Parameters
@@ -256,5 +256,5 @@ class DQN(BatchedTorchAgent):
         return {"loss": self.loss.copy(), "epsilon": self.epsilon.copy()}
 
 
-SPEC = AgentSpec("dqn", DQN, DQNConfig)
+SPEC = AgentSpec("dqn", DQNAgent, DQNConfig)
 """What the runner needs of DQN; its readings are `rl.agents.readings.READINGS["dqn"]`."""

@@ -134,7 +134,7 @@ class LoRaVIConfig:
         check_int("max_joint_actions", self.max_joint_actions, 1)
 
 
-class LoRaVI(Agent):
+class LoRaVIAgent(Agent):
     """Matrix low-rank Q-learning with a CUR skeleton and leverage-score anchors.
 
     Parameters
@@ -361,5 +361,5 @@ class LoRaVI(Agent):
         self._index_anchors()
 
 
-SPEC = AgentSpec("lora-vi", LoRaVI, LoRaVIConfig)
+SPEC = AgentSpec("lora-vi", LoRaVIAgent, LoRaVIConfig)
 """What the runner needs of LoRa-VI; its readings (coarse grids too) are in `rl.agents.readings`."""

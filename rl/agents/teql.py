@@ -136,7 +136,7 @@ class UpdateRecord(NamedTuple):
     active: NDArray[np.bool_]
 
 
-class TEQL(TensorAgent):
+class TEQLAgent(TensorAgent):
     """TEQL agent (Algorithm 3) holding B independent replicas.
 
     Parameters
@@ -275,5 +275,5 @@ class TEQL(TensorAgent):
         self.visits_.load_state_dict(state["visits"])
 
 
-SPEC = AgentSpec("teql", TEQL, TEQLConfig)
+SPEC = AgentSpec("teql", TEQLAgent, TEQLConfig)
 """What the runner needs of TEQL; its readings are `rl.agents.readings.READINGS["teql"]`."""

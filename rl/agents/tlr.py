@@ -43,7 +43,7 @@ class TLRConfig(TensorAgentConfig):
         check_real("alpha", self.alpha, 0.0, math.inf, low_open=True)
 
 
-class TLR(TensorAgent):
+class TLRAgent(TensorAgent):
     """TLR agent holding B independent replicas.
 
     Parameters
@@ -86,5 +86,5 @@ class TLR(TensorAgent):
         return UpdateStats(targets, result.before, result.after, np.zeros(self.replicas), step_size)
 
 
-SPEC = AgentSpec("tlr", TLR, TLRConfig)
+SPEC = AgentSpec("tlr", TLRAgent, TLRConfig)
 """What the runner needs of TLR; its readings are `rl.agents.readings.READINGS["tlr"]`."""

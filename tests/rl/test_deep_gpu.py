@@ -27,7 +27,7 @@ pytestmark = [
 
 SPECS = {
     "dqn": (
-        dqn.DQN,
+        dqn.DQNAgent,
         dqn.DQNConfig(hidden=16, learning_starts=20, batch_size=8, target_update_every=10),
     ),
     "sac": (sac.DiscreteSAC, sac.DiscreteSACConfig(hidden=16, learning_starts=20, batch_size=8)),
@@ -80,7 +80,7 @@ def test_one_update_on_cuda_matches_the_cpu_to_rounding(spec):
     batch = Transitions(states, actions, rng.normal(size=7), states, np.zeros(7, bool), active)
     for agent in (cpu, gpu):
         agent.observe(batch)
-    first = "q" if agent_class is dqn.DQN else "actor"
+    first = "q" if agent_class is dqn.DQNAgent else "actor"
     worst = 0.0
     for a, b in zip(cpu.state_dict()["replicas"], gpu.state_dict()["replicas"], strict=True):
         for key, value in a[first].items():
@@ -98,7 +98,7 @@ def test_a_seed_alone_and_among_seven_on_cuda_agree_to_rounding(spec):
     alone = agent_class(problem, device, streams(13))
     random_drive(among, 40, seed=4)
     random_drive_single(alone, 40, seed=4, replica=3, mask=lambda t: np.ones(7, bool), replicas=7)
-    first = "q" if agent_class is dqn.DQN else "actor"
+    first = "q" if agent_class is dqn.DQNAgent else "actor"
     a = among.state_dict()["replicas"][3][first]
     b = alone.state_dict()["replicas"][0][first]
     worst = max(float(np.abs(a[key] - b[key]).max()) for key in a)

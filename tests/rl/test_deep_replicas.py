@@ -25,7 +25,7 @@ from tests.rl.agent_drivers import (  # noqa: E402
 SPECS = {
     "dqn": (
         dqn,
-        dqn.DQN,
+        dqn.DQNAgent,
         dqn.DQNConfig(
             hidden=16, learning_starts=20, batch_size=8, target_update_every=10, epsilon_decay=0.99
         ),

@@ -6,7 +6,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from rl.agents import _stacked as st  # noqa: E402
-from rl.agents.dqn import DQN, DQNConfig  # noqa: E402
+from rl.agents.dqn import DQNAgent, DQNConfig  # noqa: E402
 from rl.agents.sac import DiscreteSACConfig  # noqa: E402
 from tests.rl.agent_drivers import make_problem, streams  # noqa: E402
 
@@ -50,4 +50,4 @@ def test_bad_device_names_field(config_type, device):
 def test_missing_cuda_device_is_refused():
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     with pytest.raises(ValueError, match=f"this machine has {count} CUDA device"):
-        DQN(make_problem((3,), (2,)), DQNConfig(device=f"cuda:{count}"), streams(0))
+        DQNAgent(make_problem((3,), (2,)), DQNConfig(device=f"cuda:{count}"), streams(0))

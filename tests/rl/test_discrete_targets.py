@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from analysis.teql_dynamics import run
-from rl.agents.teql import TEQL, TEQLConfig
+from rl.agents.teql import TEQLAgent, TEQLConfig
 from rl.problems import make_problem
 from rl.runs.config import TrainConfig
 from rl.seeding import spawn_replicas
@@ -44,5 +44,5 @@ def test_more_parameters_than_a_table_warns_and_suggests_factoring():
     problem = make_problem("Taxi-v4")
     streams = [s.agent for s in spawn_replicas([0])]
     with pytest.warns(UserWarning, match=r"5060 parameters .* table of Q \(3000\).*factor"):
-        agent = TEQL(problem, TEQLConfig(), streams)
+        agent = TEQLAgent(problem, TEQLConfig(), streams)
     assert agent.n_params == 5060 and np.prod(problem.shape) == 3000

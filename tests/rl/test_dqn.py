@@ -6,7 +6,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from rl.agents.dqn import DQN, DQNConfig  # noqa: E402
+from rl.agents.dqn import DQNAgent, DQNConfig  # noqa: E402
 from rl.agents.readings import reading
 from tests.rl.agent_drivers import (  # noqa: E402
     make_problem,
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.usefixtures("torch_one_thread")
 def test_learns_chain_better_than_random():
     """After 1,500 steps the greedy policy walks right from every state (random: 1/32 chance)."""
     length = 6
-    agent = DQN(
+    agent = DQNAgent(
         make_problem((length,), (2,)),
         DQNConfig(hidden=32, learning_starts=100, epsilon_decay=0.995, epsilon_min=0.1, gamma=0.9),
         streams(0),
@@ -74,7 +74,7 @@ def test_bad_config_message_format():
 
 
 def test_episode_schedule_decays_per_episode_only():
-    agent = DQN(
+    agent = DQNAgent(
         make_problem((3, 4), (3,)),
         DQNConfig(**{**SMALL, "epsilon_schedule": "episode", "epsilon_decay": 0.5}),
         streams(0),
@@ -85,8 +85,8 @@ def test_episode_schedule_decays_per_episode_only():
 
 def test_input_scaling():
     problem = make_problem((3, 5, 1), (2,))
-    unit = DQN(problem, DQNConfig(), streams(0)).codec.features(np.array([[2, 2, 0]]))
-    raw = DQN(problem, DQNConfig(input_scaling="raw"), streams(0)).codec.features(
+    unit = DQNAgent(problem, DQNConfig(), streams(0)).codec.features(np.array([[2, 2, 0]]))
+    raw = DQNAgent(problem, DQNConfig(input_scaling="raw"), streams(0)).codec.features(
         np.array([[2, 2, 0]])
     )
     np.testing.assert_allclose(unit, [[1.0, 0.5, 0.0]])

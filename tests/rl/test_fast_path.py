@@ -11,8 +11,8 @@ from rl.agents import _visits_compiled, visits
 from rl.agents.base import Transitions
 from rl.agents.engine import resolve_engine
 from rl.agents.readings import reading
-from rl.agents.teql import TEQL, TEQLConfig
-from rl.agents.tlr import TLR, TLRConfig
+from rl.agents.teql import TEQLAgent, TEQLConfig
+from rl.agents.tlr import TLRAgent, TLRConfig
 from rl.problems import make_problem
 from rl.seeding import spawn_replicas
 
@@ -78,7 +78,7 @@ def _step_by_step(reference, compiled, problem, steps, seed=0):
     replicas = reference.replicas
     records = []
     compiled.on_update = reference.on_update = None
-    if isinstance(reference, TEQL):
+    if isinstance(reference, TEQLAgent):
         reference.on_update = lambda record: records.append(("reference", record))
         compiled.on_update = lambda record: records.append(("compiled", record))
     states = rng.integers(0, problem.state_dims, size=(replicas, len(problem.state_dims)))
@@ -106,7 +106,7 @@ def _step_by_step(reference, compiled, problem, steps, seed=0):
             np.testing.assert_array_equal(compiled.epsilon_, reference.epsilon_)
             states = batch.next_states
         _assert_same_generators(reference, compiled)
-        if isinstance(reference, TEQL):
+        if isinstance(reference, TEQLAgent):
             _assert_same_visits(reference, compiled, states)
             _assert_same_records(records, learning)
             records.clear()
@@ -151,7 +151,7 @@ def _assert_same_records(records, learning):
 @pytest.mark.parametrize("case", list(TEQL_CASES))
 def test_teql_compiled_equals_reference_step_by_step(case):
     problem = make_problem("cartpole")
-    reference, compiled = _pair(TEQL, TEQLConfig, problem, (0, 1, 2), **TEQL_CASES[case])
+    reference, compiled = _pair(TEQLAgent, TEQLConfig, problem, (0, 1, 2), **TEQL_CASES[case])
     assert (reference.engine_.name, compiled.engine_.name) == ("reference", "compiled")
     _step_by_step(reference, compiled, problem, steps=150)
 
@@ -161,7 +161,7 @@ def test_teql_compiled_equals_reference_step_by_step(case):
 def test_tlr_compiled_equals_reference_step_by_step(env, continuous):
     problem = make_problem(env)
     params = {"epsilon_start": 0.5, "continuous_random_actions": continuous}
-    reference, compiled = _pair(TLR, TLRConfig, problem, (0, 1, 2), **params)
+    reference, compiled = _pair(TLRAgent, TLRConfig, problem, (0, 1, 2), **params)
     _step_by_step(reference, compiled, problem, steps=150)
 
 
@@ -169,7 +169,7 @@ def test_continuous_random_actions_are_credited_by_endpoint_rounding():
     """A drawn action a in [low, high) is credited to rint((a - low) / (high - low) (n - 1))."""
     problem = make_problem("pendulum")
     for engine in ("reference", "compiled"):
-        agent = _agent(TLR, TLRConfig, problem, range(64), engine, epsilon_start=1.0,
+        agent = _agent(TLRAgent, TLRConfig, problem, range(64), engine, epsilon_start=1.0,
                        continuous_random_actions=True)  # fmt: skip
         states = np.zeros((64, 2), dtype=np.int64)
         actions = agent.act(states, np.ones(64, bool))
@@ -184,15 +184,15 @@ def test_continuous_random_actions_are_credited_by_endpoint_rounding():
 
 def test_continuous_random_actions_need_an_action_interval():
     with pytest.raises(ValueError, match="continuous action interval"):
-        _agent(TLR, TLRConfig, make_problem("lowrank"), (0,), "auto",
+        _agent(TLRAgent, TLRConfig, make_problem("lowrank"), (0,), "auto",
                continuous_random_actions=True)  # fmt: skip
 
 
-@pytest.mark.parametrize("cls", [TEQL, TLR])
+@pytest.mark.parametrize("cls", [TEQLAgent, TLRAgent])
 def test_joint_actions_compiled_equals_reference(cls):
     """Inventory with two locations: 9 joint actions over two action modes."""
     problem = make_problem("inventory", env_kwargs={"n_locations": 2, "max_order": 2})
-    config_cls = TEQLConfig if cls is TEQL else TLRConfig
+    config_cls = TEQLConfig if cls is TEQLAgent else TLRConfig
     params = {"epsilon_start": 0.3, "gamma": 0.9}
     reference, compiled = _pair(cls, config_cls, problem, (5, 6), **params)
     _step_by_step(reference, compiled, problem, steps=100)
@@ -206,7 +206,7 @@ def test_whole_trajectories_agree_without_resynchronizing():
     1e-9 and every action agrees (docs/agents.md).
     """
     problem = make_problem("cartpole")
-    reference, compiled = _pair(TEQL, TEQLConfig, problem, (0, 1, 2), **RELEASED)
+    reference, compiled = _pair(TEQLAgent, TEQLConfig, problem, (0, 1, 2), **RELEASED)
     rng = np.random.default_rng(3)
     states = rng.integers(0, problem.state_dims, size=(3, 4))
     active = np.ones(3, bool)
@@ -244,18 +244,18 @@ def _replica_run(cls, config_cls, problem, seeds, steps, **params):
 @pytest.mark.parametrize(
     ("cls", "params"),
     [
-        (TEQL, {}),
-        (TEQL, RELEASED),
-        (TEQL, STABLE),
-        (TLR, {}),
-        (TLR, {"continuous_random_actions": True}),
+        (TEQLAgent, {}),
+        (TEQLAgent, RELEASED),
+        (TEQLAgent, STABLE),
+        (TLRAgent, {}),
+        (TLRAgent, {"continuous_random_actions": True}),
     ],
     ids=["teql-paper", "teql-released", "teql-stable", "tlr", "tlr-continuous"],
 )
 def test_a_seeds_trajectory_does_not_depend_on_the_other_replicas(cls, params):
     problem = make_problem("cartpole")
-    config_cls = TEQLConfig if cls is TEQL else TLRConfig
-    if cls is TEQL:
+    config_cls = TEQLConfig if cls is TEQLAgent else TLRConfig
+    if cls is TEQLAgent:
         params = {**params, "visit_storage": "sparse"}
     alone = _replica_run(cls, config_cls, problem, (7,), 300, **params)
     among = _replica_run(cls, config_cls, problem, (3, 7, 11, 12), 300, **params)
@@ -266,7 +266,7 @@ def test_a_seeds_trajectory_does_not_depend_on_the_other_replicas(cls, params):
         assert np.array_equal(f_alone[0], f_among[1])
         assert np.array_equal(f_alone, f_again)
     assert alone.epsilon_[0] == among.epsilon_[1] and alone.steps_[0] == among.steps_[1]
-    if cls is TEQL:  # the same rows, in the same order of first visit
+    if cls is TEQLAgent:  # the same rows, in the same order of first visit
         state_alone, state_among = alone.visits_.state_dict(), among.visits_.state_dict()
         mine = state_among["keys"] // alone.n_states == 1
         keys = state_among["keys"][mine] - among.n_states
@@ -278,12 +278,12 @@ def test_a_seeds_trajectory_does_not_depend_on_the_other_replicas(cls, params):
 def test_checkpoint_round_trip_continues_bitwise():
     problem = make_problem("cartpole")
     params = {**RELEASED, "visit_storage": "sparse"}
-    agent = _replica_run(TEQL, TEQLConfig, problem, (1, 2), 100, **params)
+    agent = _replica_run(TEQLAgent, TEQLConfig, problem, (1, 2), 100, **params)
     state = agent.state_dict()
     for value in (*state["factors"], state["steps"], state["epsilon"], *state["visits"].values()):
         assert isinstance(value, np.ndarray)
     assert all(isinstance(s, dict) for s in state["rngs"])
-    restored = _agent(TEQL, TEQLConfig, problem, (1, 2), "compiled", **params)
+    restored = _agent(TEQLAgent, TEQLConfig, problem, (1, 2), "compiled", **params)
     restored.load_state_dict(state)
     for key, saved in state["visits"].items():
         np.testing.assert_array_equal(restored.visits_.state_dict()[key], saved)
@@ -299,10 +299,10 @@ def test_checkpoint_round_trip_continues_bitwise():
         assert np.array_equal(ours, theirs)
 
 
-@pytest.mark.parametrize("cls", [TEQL, TLR])
+@pytest.mark.parametrize("cls", [TEQLAgent, TLRAgent])
 def test_divergence_raises_the_reference_error_and_changes_nothing(cls):
     problem = make_problem("lowrank")
-    config_cls = TEQLConfig if cls is TEQL else TLRConfig
+    config_cls = TEQLConfig if cls is TEQLAgent else TLRConfig
     messages = []
     for engine in ("reference", "compiled"):
         agent = _agent(cls, config_cls, problem, (0, 1), engine, gamma=0.9)
@@ -318,15 +318,15 @@ def test_divergence_raises_the_reference_error_and_changes_nothing(cls):
         for new, before in zip(agent.q_.factors, old, strict=True):
             np.testing.assert_array_equal(new, before)
     assert messages[0] == messages[1]
-    if cls is TEQL:  # bounded by default, so only the remedies it does not use yet
+    if cls is TEQLAgent:  # bounded by default, so only the remedies it does not use yet
         assert "'alpha0'" in messages[0] and "stable" in messages[0]
         assert "bounded" not in messages[0]
 
 
 def test_engine_choice():
     problem = make_problem("lowrank")
-    assert _agent(TEQL, TEQLConfig, problem, (0,), "auto").engine_.name == "compiled"
-    assert _agent(TLR, TLRConfig, problem, (0,), "reference").engine_.name == "reference"
+    assert _agent(TEQLAgent, TEQLConfig, problem, (0,), "auto").engine_.name == "compiled"
+    assert _agent(TLRAgent, TLRConfig, problem, (0,), "reference").engine_.name == "reference"
     with pytest.raises(ValueError, match="'engine'"):
         TEQLConfig(engine="fast")
     with pytest.raises(ValueError, match="'engine'"):
@@ -366,13 +366,13 @@ def test_the_reference_engine_imports_no_compiled_code():
         import tensorq
         assert "numba" not in sys.modules
         from rl.agents.base import Transitions
-        from rl.agents.teql import TEQL, TEQLConfig
+        from rl.agents.teql import TEQLAgent, TEQLConfig
         from rl.problems import make_problem
         from rl.seeding import spawn_replicas
 
         problem = make_problem("cartpole")
         config = TEQLConfig(engine="reference", visit_storage="sparse")
-        agent = TEQL(problem, config, [s.agent for s in spawn_replicas([0, 1])])
+        agent = TEQLAgent(problem, config, [s.agent for s in spawn_replicas([0, 1])])
         states, active = np.zeros((2, 4), dtype=np.int64), np.ones(2, dtype=bool)
         actions = agent.act(states, active)
         agent.observe(Transitions(states, actions, np.ones(2), states, ~active, active))

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from rl.agents.base import Transitions
-from rl.agents.lora_vi import LoRaVI, LoRaVIConfig
+from rl.agents.lora_vi import LoRaVIAgent, LoRaVIConfig
 from rl.agents.readings import reading
 from rl.problems import Problem
 from rl.seeding import replica_streams
@@ -74,7 +74,7 @@ def test_learns_on_a_low_rank_problem():
     r = reward_matrix()
     optimal, random = r.max(axis=1).mean(), r.mean()
     assert optimal == pytest.approx(0.501, abs=1e-3) and abs(random) < 0.01
-    agent = LoRaVI(problem(), config(), [replica_streams(s).agent for s in range(4)])
+    agent = LoRaVIAgent(problem(), config(), [replica_streams(s).agent for s in range(4)])
     assert agent.n_params == 3 * (12 + 6 - 3)  # 45 < 72 table entries
     drive(agent, episodes=60)
     # 1,200 steps per replica (seeds 0-3): each greedy policy gets over half of the
@@ -84,7 +84,7 @@ def test_learns_on_a_low_rank_problem():
 
 
 def test_skeleton_overlap_stays_shared_and_anchors_move_after_warmup():
-    agent = LoRaVI(problem(), config(), [replica_streams(2).agent])
+    agent = LoRaVIAgent(problem(), config(), [replica_streams(2).agent])
     initial = agent.row_anchors_.copy(), agent.col_anchors_.copy()
     drive(agent, episodes=8)
     rows, cols = agent.row_anchors_[0], agent.col_anchors_[0]
@@ -99,7 +99,7 @@ def test_skeleton_overlap_stays_shared_and_anchors_move_after_warmup():
 
 def test_reproduces_an_exact_low_rank_q_when_the_skeleton_is_exact():
     # With exact skeleton values of a rank-2 matrix, the completion is exact.
-    agent = LoRaVI(problem(), config(clip_values=False), [replica_streams(3).agent])
+    agent = LoRaVIAgent(problem(), config(clip_values=False), [replica_streams(3).agent])
     q = reward_matrix() + 0.3
     rows, cols = agent.row_anchors_[0], agent.col_anchors_[0]
     assert np.linalg.matrix_rank(q[np.ix_(rows, cols)]) == 2  # seed 3's anchors: a full core
@@ -109,7 +109,7 @@ def test_reproduces_an_exact_low_rank_q_when_the_skeleton_is_exact():
 
 
 def test_observe_touches_only_skeleton_entries_and_inactive_replicas_are_untouched():
-    agent = LoRaVI(problem(), config(), [replica_streams(s).agent for s in (4, 5)])
+    agent = LoRaVIAgent(problem(), config(), [replica_streams(s).agent for s in (4, 5)])
     before = agent.state_dict()
     row = agent.row_anchors_[0, 0]
     s = state_vectors(np.array([row, row]))
@@ -128,8 +128,8 @@ def test_observe_touches_only_skeleton_entries_and_inactive_replicas_are_untouch
 
 def test_two_replicas_give_the_same_numbers_as_each_run_alone():
     seeds = (6, 7)
-    pair = LoRaVI(problem(), config(), [replica_streams(s).agent for s in seeds])
-    singles = [LoRaVI(problem(), config(), [replica_streams(s).agent]) for s in seeds]
+    pair = LoRaVIAgent(problem(), config(), [replica_streams(s).agent for s in seeds])
+    singles = [LoRaVIAgent(problem(), config(), [replica_streams(s).agent]) for s in seeds]
     r = reward_matrix()
     env = np.random.default_rng(8)
     s = env.integers(N_S, size=2)
@@ -160,13 +160,13 @@ def test_two_replicas_give_the_same_numbers_as_each_run_alone():
 
 
 def test_same_streams_same_actions_and_state_dict_round_trip():
-    first = LoRaVI(problem(), config(anchor_rule="sample"), [replica_streams(9).agent])
-    second = LoRaVI(problem(), config(anchor_rule="sample"), [replica_streams(9).agent])
+    first = LoRaVIAgent(problem(), config(anchor_rule="sample"), [replica_streams(9).agent])
+    second = LoRaVIAgent(problem(), config(anchor_rule="sample"), [replica_streams(9).agent])
     drive(first, 7, seed=1)
     drive(second, 7, seed=1)
     np.testing.assert_array_equal(first.q_hat_, second.q_hat_)
     saved = first.state_dict()
-    restored = LoRaVI(problem(), config(anchor_rule="sample"), [replica_streams(99).agent])
+    restored = LoRaVIAgent(problem(), config(anchor_rule="sample"), [replica_streams(99).agent])
     restored.load_state_dict(saved)
     drive(first, 3, seed=2)
     drive(restored, 3, seed=2)
@@ -179,7 +179,7 @@ def test_same_streams_same_actions_and_state_dict_round_trip():
 
 def test_different_seeds_choose_different_anchors():
     anchors = {
-        tuple(LoRaVI(problem(), config(), [replica_streams(s).agent]).row_anchors_[0])
+        tuple(LoRaVIAgent(problem(), config(), [replica_streams(s).agent]).row_anchors_[0])
         for s in range(6)
     }
     assert len(anchors) > 1
@@ -190,7 +190,7 @@ def test_different_seeds_choose_different_anchors():
     [((3, 3, 3, 3), (10,), 9, 738), ((7, 7), (10,), 10, 490), ((3, 4), (2, 3), 3, 45)],
 )
 def test_n_params(state_dims, action_dims, anchors, expected):
-    agent = LoRaVI(
+    agent = LoRaVIAgent(
         problem(state_dims, action_dims), LoRaVIConfig(anchors=anchors), [replica_streams(0).agent]
     )
     assert agent.n_params == expected
@@ -199,9 +199,9 @@ def test_n_params(state_dims, action_dims, anchors, expected):
 def test_refuses_highway_and_oversized_anchors():
     highway = problem((20,) * 9, (5,))
     with pytest.raises(ValueError, match="max_states"):
-        LoRaVI(highway, LoRaVIConfig(anchors=5), [replica_streams(0).agent])
+        LoRaVIAgent(highway, LoRaVIConfig(anchors=5), [replica_streams(0).agent])
     with pytest.raises(ValueError, match=r"'anchors' parameter must be an int in \[1, 6\]"):
-        LoRaVI(problem(), LoRaVIConfig(anchors=7), [replica_streams(0).agent])
+        LoRaVIAgent(problem(), LoRaVIConfig(anchors=7), [replica_streams(0).agent])
 
 
 def test_presets_carry_the_papers_grids():
@@ -213,7 +213,7 @@ def test_presets_carry_the_papers_grids():
     assert reading("lora-vi", "paper").problem_options("highway") == {}
     for name, n_params in (("cartpole", 738), ("pendulum", 490)):
         grid = problem(reading("lora-vi", "paper").problem_options(name)["state_bins"], (10,))
-        agent = LoRaVI(
+        agent = LoRaVIAgent(
             grid,
             LoRaVIConfig(**reading("lora-vi", "paper").agent_params(name)),
             [replica_streams(0).agent],

@@ -12,7 +12,7 @@ from analysis.bounds import prop2_bound, v_max
 from rl.agents.base import Transitions
 from rl.agents.random_agent import RandomAgent, RandomConfig
 from rl.agents.readings import reading
-from rl.agents.teql import TEQL, TEQLConfig
+from rl.agents.teql import TEQLAgent, TEQLConfig
 from rl.loop.runner import Runner
 from rl.problems import make_problem
 from rl.seeding import spawn_replicas
@@ -24,7 +24,7 @@ def _stable(problem_name, **overrides):
 
 def _teql(problem, config, seeds):
     streams = spawn_replicas(list(seeds))
-    return TEQL(problem, config, [s.agent for s in streams]), streams
+    return TEQLAgent(problem, config, [s.agent for s in streams]), streams
 
 
 @pytest.mark.parametrize("engine", ["reference", "compiled"])

@@ -7,7 +7,7 @@ import pytest
 
 from rl.agents.base import Transitions
 from rl.agents.readings import reading
-from rl.agents.teql import TEQL, TEQLConfig
+from rl.agents.teql import TEQLAgent, TEQLConfig
 from rl.agents.visits import DenseVisits, SparseVisits
 from rl.envs import greedy_policy, policy_value, value_iteration
 from rl.problems import Problem, make_problem
@@ -19,7 +19,7 @@ from tensorq import OnlineCP, bcd_update
 
 def _agent(problem, seeds=(0,), **params):
     streams = spawn_replicas(list(seeds))
-    return TEQL(problem, TEQLConfig(**params), [s.agent for s in streams]), streams
+    return TEQLAgent(problem, TEQLConfig(**params), [s.agent for s in streams]), streams
 
 
 def _transition(agent, states, actions, rewards, next_states, terminated=None):
@@ -86,7 +86,7 @@ def test_bound_holds_everywhere_under_the_paper_reading():
     """The paper's loss is concave at first visits (lam / eps = 10): clipping keeps |Q| <= V_max."""
     problem = make_problem("lowrank")
     streams = spawn_replicas([0, 1])
-    agent = TEQL(problem, TEQLConfig(gamma=0.9, alpha0=0.5), [s.agent for s in streams])
+    agent = TEQLAgent(problem, TEQLConfig(gamma=0.9, alpha0=0.5), [s.agent for s in streams])
     Runner(problem, agent, streams, eval_every=0).episode(1)
     v_max = problem.reward_bound / (1 - 0.9)
     for replica in range(2):

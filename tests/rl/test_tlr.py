@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from rl.agents.base import Transitions
-from rl.agents.tlr import TLR, TLRConfig
+from rl.agents.tlr import TLRAgent, TLRConfig
 from rl.problems import make_problem
 from rl.seeding import spawn_replicas
 from tensorq import OnlineCP, normalized_step
@@ -11,7 +11,7 @@ from tests.rl.test_teql import _greedy_window, _train_cartpole
 
 def _agent(problem, seeds=(0,), **params):
     streams = spawn_replicas(list(seeds))
-    return TLR(problem, TLRConfig(**params), [s.agent for s in streams])
+    return TLRAgent(problem, TLRConfig(**params), [s.agent for s in streams])
 
 
 def test_observe_is_one_normalized_step_with_the_td_target():
@@ -66,7 +66,7 @@ def test_divergence_is_reported_clearly():
         np.zeros((1, 3), np.int64), np.zeros((1, 2), np.int64), np.zeros(1),
         np.zeros((1, 3), np.int64), np.array([False]), np.array([True]),
     )  # fmt: skip
-    with pytest.raises(ValueError, match="TLR diverged: the TD target of replica 0") as error:
+    with pytest.raises(ValueError, match="TLRAgent diverged: the TD target of replica 0") as error:
         agent.observe(batch)
     message = str(error.value)  # only remedies TLR has: no bounded iterates, no readings
     assert "'alpha'" in message and "'gamma'" in message and "bounded" not in message
