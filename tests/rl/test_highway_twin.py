@@ -1,0 +1,91 @@
+"""The compiled Highway twin against highway-env itself, step by step, to 1e-9."""
+
+import numpy as np
+import pytest
+
+pytest.importorskip("highway_env")
+
+from rl.envs.highway import Highway  # noqa: E402
+from rl.envs.highway_twin import HighwayTwin, HighwayTwinVector  # noqa: E402
+
+POLICIES = {
+    "random": lambda rng: int(rng.integers(5)),
+    "idle": lambda rng: 1,
+    "faster": lambda rng: 3,
+}
+
+
+def compare(policy, seeds, episodes, normalization="paper"):
+    """Play ``episodes`` episodes per copy in both simulators; return the steps compared.
+
+    The twin is a NEXT_STEP vector environment, so its later episodes come from
+    each copy's continued stream, as ``Highway.reset()`` without a seed does.
+    """
+    copies = len(seeds)
+    twin = HighwayTwinVector(copies, normalization)
+    references = [Highway(normalization) for _ in seeds]
+    obs, _ = twin.reset(seed=list(seeds))
+    for i, seed in enumerate(seeds):
+        ref_obs, _ = references[i].reset(seed=seed)
+        np.testing.assert_allclose(obs[i], ref_obs, rtol=0, atol=1e-9)
+    rngs = [np.random.default_rng(seed + 10_000) for seed in seeds]
+    done = np.zeros(copies, dtype=bool)
+    played = np.zeros(copies, dtype=int)
+    compared = 0
+    while (played < episodes).any():
+        actions = np.array([POLICIES[policy](rng) for rng in rngs])
+        obs, rewards, terminated, truncated, _ = twin.step(actions)
+        for i, ref in enumerate(references):
+            if played[i] >= episodes:
+                continue
+            if done[i]:  # the twin auto-reset this copy; the reference continues its stream
+                ref_obs, _ = ref.reset()
+                ref_reward, ref_terminated, ref_truncated = 0.0, False, False
+                done[i] = False
+            else:
+                ref_obs, ref_reward, ref_terminated, ref_truncated, _ = ref.step(actions[i])
+                compared += 1
+                if ref_terminated or ref_truncated:
+                    done[i] = True
+                    played[i] += 1
+            np.testing.assert_allclose(obs[i], ref_obs, rtol=0, atol=1e-9)
+            assert abs(rewards[i] - ref_reward) <= 1e-9
+            assert (terminated[i], truncated[i]) == (ref_terminated, ref_truncated)
+    return compared
+
+
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+def test_twin_equals_highway_env(policy):
+    assert compare(policy, seeds=[3, 11], episodes=2) > 10
+
+
+def test_twin_equals_highway_env_informative():
+    assert compare("random", seeds=[5], episodes=1, normalization="informative") > 1
+
+
+def test_single_twin_is_a_copy_of_the_vector():
+    single = HighwayTwin()
+    vector = HighwayTwinVector(2, autoreset_mode="Disabled")
+    obs, _ = single.reset(seed=8)
+    vector_obs, _ = vector.reset(seed=7)
+    np.testing.assert_array_equal(obs, vector_obs[1])
+    for action in [3, 0, 1, 2, 4]:
+        obs, reward, terminated, truncated, _ = single.step(action)
+        vector_obs, rewards, *_ = vector.step(np.array([1, action]))
+        np.testing.assert_array_equal(obs, vector_obs[1])
+        assert reward == rewards[1]
+
+
+def test_bad_input_is_rejected():
+    with pytest.raises(ValueError, match="normalization"):
+        HighwayTwinVector(1, "raw")
+    twin = HighwayTwinVector(1)
+    twin.reset(seed=0)
+    with pytest.raises(ValueError, match="actions"):
+        twin.step(np.array([5]))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+def test_twin_equals_highway_env_many_episodes(policy):
+    assert compare(policy, seeds=list(range(100, 120)), episodes=50) > 1000
