@@ -26,6 +26,7 @@ MODULES = {
     "step": "bench_step",
     "analysis": "bench_analysis",
     "paper_scale": "bench_paper_scale",
+    "highway": "bench_highway",
 }
 QUICK = {
     "tensorq": ["--number", "20"],
@@ -35,6 +36,7 @@ QUICK = {
     "step": ["--seconds", "0.05", "--replicas", "1", "4", "--agents", "teql-released", "--inline"],
     "analysis": ["--quick"],
     "paper_scale": ["--seeds", "4", "--episodes", "3"],
+    "highway": ["--batches", "1", "2", "--reference-steps", "2", "--seconds", "0.01"],
 }
 WRITES_JSON = ("step",)
 

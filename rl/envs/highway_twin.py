@@ -124,6 +124,8 @@ class HighwayTwinVector(VectorEnv):
         Accepted so that `rl.problems.make_problem`'s ``env_kwargs`` pass through.
     """
 
+    steps_active_only = True  # honours step(actions, active=mask) (rl.replicas.ReplicaEnvs)
+
     def __init__(
         self,
         num_envs: int = 1,
