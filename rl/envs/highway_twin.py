@@ -288,6 +288,7 @@ class HighwayTwin(gym.Env[NDArray[np.float32], np.int64]):
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[NDArray[np.float32], dict[str, Any]]:
         """Draw a new scene; ``seed`` seeds the copy's generator (else its stream continues)."""
+        super().reset(seed=seed)  # Gymnasium's np_random, unused: the copy draws from its own
         obs, _ = self._vector.reset(seed=[seed])
         return obs[0], {}
 

@@ -17,6 +17,37 @@ POLICIES = {
 }
 
 
+def trained_teql_policy(episodes, replicas=2):
+    """Train TEQL (the Highway preset) on the twin; return its greedy policy of replica 0."""
+    from rl.agents.base import Transitions
+    from rl.agents.teql import TEQL, TEQLConfig, preset
+    from rl.seeding import spawn_replicas
+
+    problem = make_problem("highway", env_kwargs={"engine": "twin"})
+    streams = [s.agent for s in spawn_replicas(list(range(replicas)))]
+    agent = TEQL(problem, TEQLConfig(**preset("highway")), streams)
+    envs = HighwayTwinVector(replicas, autoreset_mode="Disabled")
+    for episode in range(episodes):
+        states = problem.encode(envs.reset(seed=[1000 * episode + r for r in range(replicas)])[0])
+        ended = np.zeros(replicas, dtype=bool)
+        while not ended.all():
+            actions = agent.act(states, ~ended)
+            obs, rewards, terminated, truncated, _ = envs.step(actions[:, 0], active=~ended)
+            next_states = problem.encode(obs)
+            agent.observe(Transitions(states, actions, rewards, next_states, terminated, ~ended))
+            agent.end_episode((terminated | truncated) & ~ended)
+            ended |= terminated | truncated
+            states = next_states
+
+    def policy(observations):
+        states = problem.encode(observations)
+        return np.array(
+            [agent.greedy(np.repeat(state[None], replicas, axis=0))[0, 0] for state in states]
+        )
+
+    return policy
+
+
 def compare(policy, seeds, episodes, normalization="paper"):
     """Play ``episodes`` episodes per copy in both simulators; return the steps compared.
 
@@ -31,11 +62,15 @@ def compare(policy, seeds, episodes, normalization="paper"):
         ref_obs, _ = references[i].reset(seed=seed)
         np.testing.assert_allclose(obs[i], ref_obs, rtol=0, atol=1e-9)
     rngs = [np.random.default_rng(seed + 10_000) for seed in seeds]
+    if callable(policy):  # a function of the observations, shape (B, 9) -> (B,)
+        choose = policy
+    else:
+        choose = lambda obs: np.array([POLICIES[policy](rng) for rng in rngs])  # noqa: E731
     done = np.zeros(copies, dtype=bool)
     played = np.zeros(copies, dtype=int)
     compared = 0
     while (played < episodes).any():
-        actions = np.array([POLICIES[policy](rng) for rng in rngs])
+        actions = choose(obs)
         obs, rewards, terminated, truncated, _ = twin.step(actions)
         for i, ref in enumerate(references):
             if played[i] >= episodes:
@@ -114,6 +149,12 @@ def test_engine_option_is_checked():
         make_problem("highway", env_kwargs={"engine": "twin", "config": {"lanes_count": 4}})
 
 
+def test_single_twin_passes_gymnasium_check_env():
+    from gymnasium.utils.env_checker import check_env
+
+    check_env(HighwayTwin(), skip_render_check=True)
+
+
 def test_bad_input_is_rejected():
     with pytest.raises(ValueError, match="normalization"):
         HighwayTwinVector(1, "raw")
@@ -121,6 +162,11 @@ def test_bad_input_is_rejected():
     twin.reset(seed=0)
     with pytest.raises(ValueError, match="actions"):
         twin.step(np.array([5]))
+
+
+@pytest.mark.slow
+def test_twin_equals_highway_env_trained_teql_policy():
+    assert compare(trained_teql_policy(300), seeds=list(range(200, 220)), episodes=50) > 1000
 
 
 @pytest.mark.slow
