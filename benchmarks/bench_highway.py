@@ -5,7 +5,9 @@ configuration) is B separate environments stepped in a Python loop, and the
 twin is one `rl.envs.highway_twin.HighwayTwinVector` of B copies (NEXT_STEP
 autoreset); both play uniformly random meta-actions from seeds 0..B-1, and
 ended episodes start again. The twin's kernels are compiled (and the
-highway-env copies built and reset) before the clock starts. Run with
+highway-env copies built and reset) before the clock starts. The clock is
+this process's CPU time (`time.process_time`; both simulators run on one
+thread), so that other load on a shared machine does not count. Run with
 
     python -m benchmarks highway [--batches 1 10 100 1000] [--reference-steps N]
 """
@@ -29,13 +31,13 @@ def reference_us(batch: int, env_steps: int) -> float:
         env.reset(seed=seed)
     rounds = max(1, math.ceil(env_steps / batch))
     actions = np.random.default_rng(0).integers(5, size=(rounds, batch))
-    start = time.perf_counter()
+    start = time.process_time()
     for row in actions:
         for env, action in zip(envs, row, strict=True):
             _, _, terminated, truncated, _ = env.step(action)
             if terminated or truncated:
                 env.reset()
-    elapsed = time.perf_counter() - start
+    elapsed = time.process_time() - start
     for env in envs:
         env.close()
     return 1e6 * elapsed / (rounds * batch)
@@ -53,10 +55,10 @@ def twin_us(batch: int, min_seconds: float) -> float:
     block = max(1, 20_000 // batch)
     while elapsed < min_seconds:
         actions = rng.integers(5, size=(block, batch))
-        start = time.perf_counter()
+        start = time.process_time()
         for row in actions:
             twin.step(row)
-        elapsed += time.perf_counter() - start
+        elapsed += time.process_time() - start
         rounds += block
     return 1e6 * elapsed / (rounds * batch)
 

@@ -87,7 +87,8 @@ F_LANE, F_TARGET_LANE, F_TARGET_SPEED = 4, 5, 6
 F_DELTA, F_TIMER, F_CRASHED = 7, 8, 9
 F_IMPACT, F_IMPACT_X, F_IMPACT_Y = 10, 11, 12
 F_STEERING, F_ACCELERATION, F_SPEED_INDEX = 13, 14, 15
-N_FIELDS = 16
+F_COS, F_SIN = 16, 17  # cos and sin of the heading, kept with it (computed once per step)
+N_FIELDS = 18
 
 _NONE = -1  # "no vehicle"
 
@@ -178,6 +179,7 @@ def reset_scene(
         row[F_X] = x0
         row[F_Y] = LANE_WIDTH * lane
         row[F_HEADING] = 0.0
+        row[F_COS], row[F_SIN] = np.cos(0.0), np.sin(0.0)
         row[F_SPEED] = speed
         row[F_LANE] = closest_lane(x0, row[F_Y], 0.0)
         row[F_TARGET_LANE] = row[F_LANE]
@@ -215,7 +217,7 @@ def neighbours(vehicles: NDArray[np.float64], i: int, lane: int) -> tuple[int, i
 @njit(cache=True)
 def _velocity(row: NDArray[np.float64]) -> tuple[float, float]:
     """``RoadObject.velocity``: speed times (cos, sin) of the heading."""
-    return row[F_SPEED] * np.cos(row[F_HEADING]), row[F_SPEED] * np.sin(row[F_HEADING])
+    return row[F_SPEED] * row[F_COS], row[F_SPEED] * row[F_SIN]
 
 
 @njit(cache=True)
@@ -224,7 +226,7 @@ def desired_gap(vehicles: NDArray[np.float64], ego: int, front: int) -> float:
     e, f = vehicles[ego], vehicles[front]
     ex, ey = _velocity(e)
     fx, fy = _velocity(f)
-    dv = (ex - fx) * np.cos(e[F_HEADING]) + (ey - fy) * np.sin(e[F_HEADING])
+    dv = (ex - fx) * e[F_COS] + (ey - fy) * e[F_SIN]
     ab = -COMFORT_ACC_MAX * COMFORT_ACC_MIN
     speed = e[F_SPEED]
     return DISTANCE_WANTED + speed * TIME_WANTED + speed * dv / (2 * np.sqrt(ab))
@@ -386,6 +388,7 @@ def _vehicle_step(row: NDArray[np.float64], dt: float) -> None:
         row[F_CRASHED] = 1.0
         row[F_IMPACT] = 0.0
     row[F_HEADING] = heading + speed * np.sin(beta) / (LENGTH / 2) * dt
+    row[F_COS], row[F_SIN] = np.cos(row[F_HEADING]), np.sin(row[F_HEADING])
     row[F_SPEED] = speed + acceleration * dt
     row[F_LANE] = closest_lane(row[F_X], row[F_Y], row[F_HEADING])
 
@@ -393,7 +396,7 @@ def _vehicle_step(row: NDArray[np.float64], dt: float) -> None:
 @njit(cache=True)
 def _polygon(row: NDArray[np.float64], out: NDArray[np.float64]) -> None:
     """``RoadObject.polygon``: the 4 corners and the first again, shape (5, 2)."""
-    c, s = np.cos(row[F_HEADING]), np.sin(row[F_HEADING])
+    c, s = row[F_COS], row[F_SIN]
     half_length, half_width = LENGTH / 2, WIDTH / 2
     corners = ((-half_length, -half_width), (-half_length, half_width))
     corners2 = ((half_length, half_width), (half_length, -half_width))
@@ -535,7 +538,7 @@ def observe(vehicles: NDArray[np.float64], informative: bool, out: NDArray[np.fl
     """
     ego = vehicles[0]
     ex, ey = ego[F_X], ego[F_Y]
-    evx = ego[F_SPEED] * np.cos(ego[F_HEADING])
+    evx = ego[F_SPEED] * ego[F_COS]
     first, second = _NONE, _NONE
     first_d, second_d = 0.0, 0.0
     for j in range(1, N_VEHICLES):
@@ -556,7 +559,7 @@ def observe(vehicles: NDArray[np.float64], informative: bool, out: NDArray[np.fl
             row = vehicles[j]
             raw[n_rows, 0] = row[F_X] - ex
             raw[n_rows, 1] = row[F_Y] - ey
-            raw[n_rows, 2] = row[F_SPEED] * np.cos(row[F_HEADING]) - evx
+            raw[n_rows, 2] = row[F_SPEED] * row[F_COS] - evx
             n_rows += 1
     if informative:
         bounds = (5.0 * MAX_SPEED, LANE_WIDTH * LANES, 2 * MAX_SPEED)
@@ -578,7 +581,7 @@ def observe(vehicles: NDArray[np.float64], informative: bool, out: NDArray[np.fl
 def reward(vehicles: NDArray[np.float64]) -> float:
     """``HighwayEnv._reward`` with the paper's weights (collision -1, high speed 0.4)."""
     ego = vehicles[0]
-    forward_speed = ego[F_SPEED] * np.cos(ego[F_HEADING])
+    forward_speed = ego[F_SPEED] * ego[F_COS]
     scaled = 0 + (forward_speed - 10) * 1 / 20
     crashed = ego[F_CRASHED]
     total = 0 + -1 * crashed + 0 * (ego[F_TARGET_LANE] / 2) + 0.4 * _clip(scaled, 0.0, 1.0)
