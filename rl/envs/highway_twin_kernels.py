@@ -223,12 +223,12 @@ def _velocity(row: NDArray[np.float64]) -> tuple[float, float]:
 @njit(cache=True)
 def desired_gap(vehicles: NDArray[np.float64], ego: int, front: int) -> float:
     """``IDMVehicle.desired_gap`` (projected)."""
-    e, f = vehicles[ego], vehicles[front]
-    ex, ey = _velocity(e)
-    fx, fy = _velocity(f)
-    dv = (ex - fx) * e[F_COS] + (ey - fy) * e[F_SIN]
+    speed, cos, sin = vehicles[ego, F_SPEED], vehicles[ego, F_COS], vehicles[ego, F_SIN]
+    ex, ey = speed * cos, speed * sin
+    front_speed = vehicles[front, F_SPEED]
+    fx, fy = front_speed * vehicles[front, F_COS], front_speed * vehicles[front, F_SIN]
+    dv = (ex - fx) * cos + (ey - fy) * sin
     ab = -COMFORT_ACC_MAX * COMFORT_ACC_MIN
-    speed = e[F_SPEED]
     return DISTANCE_WANTED + speed * TIME_WANTED + speed * dv / (2 * np.sqrt(ab))
 
 
@@ -237,12 +237,11 @@ def idm_acceleration(vehicles: NDArray[np.float64], delta: float, ego: int, fron
     """``IDMVehicle.acceleration(ego, front)`` with the calling vehicle's exponent ``delta``."""
     if ego == _NONE:
         return 0.0
-    e = vehicles[ego]
-    target = _clip(e[F_TARGET_SPEED], 0.0, SPEED_LIMIT)
-    ratio = max(e[F_SPEED], 0.0) / abs(_not_zero(target))
+    target = _clip(vehicles[ego, F_TARGET_SPEED], 0.0, SPEED_LIMIT)
+    ratio = max(vehicles[ego, F_SPEED], 0.0) / abs(_not_zero(target))
     acceleration = COMFORT_ACC_MAX * (1 - ratio**delta)
     if front != _NONE:
-        d = vehicles[front, F_X] - e[F_X]
+        d = vehicles[front, F_X] - vehicles[ego, F_X]
         gap = desired_gap(vehicles, ego, front) / _not_zero(d)
         acceleration -= COMFORT_ACC_MAX * (gap * gap)
     return acceleration
@@ -278,9 +277,12 @@ def _change_lane_policy(vehicles: NDArray[np.float64], i: int) -> None:
     lane, target = int(row[F_LANE]), int(row[F_TARGET_LANE])
     if lane != target:
         for j in range(N_VEHICLES):
-            other = vehicles[j]
-            if j != i and int(other[F_LANE]) != target and int(other[F_TARGET_LANE]) == target:
-                d = other[F_X] - row[F_X]
+            if (
+                j != i
+                and int(vehicles[j, F_LANE]) != target
+                and int(vehicles[j, F_TARGET_LANE]) == target
+            ):
+                d = vehicles[j, F_X] - row[F_X]
                 d_star = desired_gap(vehicles, i, j)
                 if 0 < d < d_star:
                     row[F_TARGET_LANE] = lane
@@ -475,11 +477,8 @@ def polygons_intersecting(
 def _handle_collision(
     vehicles: NDArray[np.float64], i: int, j: int, dt: float, polygons: NDArray[np.float64]
 ) -> None:
-    """``RoadObject.handle_collisions(other=j)`` of vehicle i (both solid vehicles)."""
+    """``RoadObject.handle_collisions(other=j)`` of vehicle i past the distance test."""
     a, b = vehicles[i], vehicles[j]
-    dx, dy = b[F_X] - a[F_X], b[F_Y] - a[F_Y]
-    if np.sqrt(dx * dx + dy * dy) > (DIAGONAL + DIAGONAL) / 2 + a[F_SPEED] * dt:
-        return
     _polygon(a, polygons[0])
     _polygon(b, polygons[1])
     avx, avy = _velocity(a)
@@ -517,7 +516,11 @@ def simulate_step(vehicles: NDArray[np.float64], action: int) -> None:
             _vehicle_step(vehicles[i], DT)
         for i in range(N_VEHICLES):
             for j in range(i + 1, N_VEHICLES):
-                _handle_collision(vehicles, i, j, DT, polygons)
+                # RoadObject._is_colliding's distance test, inline (a call costs refcounts)
+                dx, dy = vehicles[j, F_X] - vehicles[i, F_X], vehicles[j, F_Y] - vehicles[i, F_Y]
+                reach = (DIAGONAL + DIAGONAL) / 2 + vehicles[i, F_SPEED] * DT
+                if not np.sqrt(dx * dx + dy * dy) > reach:
+                    _handle_collision(vehicles, i, j, DT, polygons)
 
 
 # ------------------------------------------------- observation and reward
