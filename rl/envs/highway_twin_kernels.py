@@ -273,8 +273,7 @@ def _mobil(vehicles: NDArray[np.float64], i: int, lane: int) -> bool:
 @njit(cache=True)
 def _change_lane_policy(vehicles: NDArray[np.float64], i: int) -> None:
     """``IDMVehicle.change_lane_policy``."""
-    row = vehicles[i]
-    lane, target = int(row[F_LANE]), int(row[F_TARGET_LANE])
+    lane, target = int(vehicles[i, F_LANE]), int(vehicles[i, F_TARGET_LANE])
     if lane != target:
         for j in range(N_VEHICLES):
             if (
@@ -282,38 +281,38 @@ def _change_lane_policy(vehicles: NDArray[np.float64], i: int) -> None:
                 and int(vehicles[j, F_LANE]) != target
                 and int(vehicles[j, F_TARGET_LANE]) == target
             ):
-                d = vehicles[j, F_X] - row[F_X]
+                d = vehicles[j, F_X] - vehicles[i, F_X]
                 d_star = desired_gap(vehicles, i, j)
                 if 0 < d < d_star:
-                    row[F_TARGET_LANE] = lane
+                    vehicles[i, F_TARGET_LANE] = lane
                     break
         return
-    if not LANE_CHANGE_DELAY < row[F_TIMER]:
+    if not LANE_CHANGE_DELAY < vehicles[i, F_TIMER]:
         return
-    row[F_TIMER] = 0.0
+    vehicles[i, F_TIMER] = 0.0
     for side in (lane - 1, lane + 1):
         if side < 0 or side >= LANES:
             continue
-        if not _reachable(row[F_X], row[F_Y], side):
+        if not _reachable(vehicles[i, F_X], vehicles[i, F_Y], side):
             continue
-        if abs(row[F_SPEED]) < 1:
+        if abs(vehicles[i, F_SPEED]) < 1:
             continue
         if _mobil(vehicles, i, side):
-            row[F_TARGET_LANE] = side
+            vehicles[i, F_TARGET_LANE] = side
 
 
 # ---------------------------------------------------------------- control
 
 
 @njit(cache=True)
-def steering_control(row: NDArray[np.float64]) -> float:
+def steering_control(vehicles: NDArray[np.float64], i: int) -> float:
     """``ControlledVehicle.steering_control`` toward the target lane's centre."""
-    lateral = row[F_Y] - LANE_WIDTH * row[F_TARGET_LANE]
-    speed = row[F_SPEED]
+    lateral = vehicles[i, F_Y] - LANE_WIDTH * vehicles[i, F_TARGET_LANE]
+    speed = vehicles[i, F_SPEED]
     lateral_speed_command = -KP_LATERAL * lateral
     heading_command = np.arcsin(_clip(lateral_speed_command / _not_zero(speed), -1.0, 1.0))
     heading_ref = 0.0 + _clip(heading_command, -np.pi / 4, np.pi / 4)
-    heading_rate_command = KP_HEADING * _wrap_to_pi(heading_ref - row[F_HEADING])
+    heading_rate_command = KP_HEADING * _wrap_to_pi(heading_ref - vehicles[i, F_HEADING])
     slip_angle = np.arcsin(_clip(LENGTH / 2 / _not_zero(speed) * heading_rate_command, -1.0, 1.0))
     steering = np.arctan(2 * np.tan(slip_angle))
     return _clip(steering, -MAX_STEERING_ANGLE, MAX_STEERING_ANGLE)
@@ -342,57 +341,63 @@ def ego_meta_action(row: NDArray[np.float64], action: int) -> None:
 
 
 @njit(cache=True)
-def _ego_control(row: NDArray[np.float64]) -> None:
+def _ego_control(vehicles: NDArray[np.float64], i: int) -> None:
     """``ControlledVehicle.act()``: steering and speed control."""
-    row[F_STEERING] = steering_control(row)
-    row[F_ACCELERATION] = KP_A * (row[F_TARGET_SPEED] - row[F_SPEED])
+    vehicles[i, F_STEERING] = steering_control(vehicles, i)
+    vehicles[i, F_ACCELERATION] = KP_A * (vehicles[i, F_TARGET_SPEED] - vehicles[i, F_SPEED])
 
 
 @njit(cache=True)
 def _idm_act(vehicles: NDArray[np.float64], i: int) -> None:
     """``IDMVehicle.act()``."""
-    row = vehicles[i]
-    if row[F_CRASHED] != 0.0:
+    if vehicles[i, F_CRASHED] != 0.0:
         return
     _change_lane_policy(vehicles, i)
-    row[F_STEERING] = steering_control(row)
-    delta = row[F_DELTA]
-    front, _ = neighbours(vehicles, i, int(row[F_LANE]))
+    vehicles[i, F_STEERING] = steering_control(vehicles, i)
+    delta = vehicles[i, F_DELTA]
+    front, _ = neighbours(vehicles, i, int(vehicles[i, F_LANE]))
     acceleration = idm_acceleration(vehicles, delta, i, front)
-    if row[F_LANE] != row[F_TARGET_LANE]:
-        front, _ = neighbours(vehicles, i, int(row[F_TARGET_LANE]))
+    if vehicles[i, F_LANE] != vehicles[i, F_TARGET_LANE]:
+        front, _ = neighbours(vehicles, i, int(vehicles[i, F_TARGET_LANE]))
         acceleration = min(acceleration, idm_acceleration(vehicles, delta, i, front))
-    row[F_ACCELERATION] = _clip(acceleration, -ACC_MAX, ACC_MAX)
+    vehicles[i, F_ACCELERATION] = _clip(acceleration, -ACC_MAX, ACC_MAX)
 
 
 # --------------------------------------------------------------- dynamics
 
 
 @njit(cache=True)
-def _vehicle_step(row: NDArray[np.float64], dt: float) -> None:
+def _vehicle_step(vehicles: NDArray[np.float64], i: int, dt: float) -> None:
     """``Vehicle.step(dt)``: clip the action, integrate the bicycle model, update the lane."""
-    steering, acceleration, speed = row[F_STEERING], row[F_ACCELERATION], row[F_SPEED]
-    if row[F_CRASHED] != 0.0:
+    steering, acceleration, speed = (
+        vehicles[i, F_STEERING],
+        vehicles[i, F_ACCELERATION],
+        vehicles[i, F_SPEED],
+    )
+    if vehicles[i, F_CRASHED] != 0.0:
         steering = 0.0
         acceleration = -1.0 * speed
     if speed > MAX_SPEED:
         acceleration = min(acceleration, 1.0 * (MAX_SPEED - speed))
     elif speed < MIN_SPEED:
         acceleration = max(acceleration, 1.0 * (MIN_SPEED - speed))
-    row[F_STEERING], row[F_ACCELERATION] = steering, acceleration
+    vehicles[i, F_STEERING], vehicles[i, F_ACCELERATION] = steering, acceleration
     beta = np.arctan(1 / 2 * np.tan(steering))
-    heading = row[F_HEADING]
-    row[F_X] += speed * np.cos(heading + beta) * dt
-    row[F_Y] += speed * np.sin(heading + beta) * dt
-    if row[F_IMPACT] != 0.0:
-        row[F_X] += row[F_IMPACT_X]
-        row[F_Y] += row[F_IMPACT_Y]
-        row[F_CRASHED] = 1.0
-        row[F_IMPACT] = 0.0
-    row[F_HEADING] = heading + speed * np.sin(beta) / (LENGTH / 2) * dt
-    row[F_COS], row[F_SIN] = np.cos(row[F_HEADING]), np.sin(row[F_HEADING])
-    row[F_SPEED] = speed + acceleration * dt
-    row[F_LANE] = closest_lane(row[F_X], row[F_Y], row[F_HEADING])
+    heading = vehicles[i, F_HEADING]
+    vehicles[i, F_X] += speed * np.cos(heading + beta) * dt
+    vehicles[i, F_Y] += speed * np.sin(heading + beta) * dt
+    if vehicles[i, F_IMPACT] != 0.0:
+        vehicles[i, F_X] += vehicles[i, F_IMPACT_X]
+        vehicles[i, F_Y] += vehicles[i, F_IMPACT_Y]
+        vehicles[i, F_CRASHED] = 1.0
+        vehicles[i, F_IMPACT] = 0.0
+    vehicles[i, F_HEADING] = heading + speed * np.sin(beta) / (LENGTH / 2) * dt
+    vehicles[i, F_COS], vehicles[i, F_SIN] = (
+        np.cos(vehicles[i, F_HEADING]),
+        np.sin(vehicles[i, F_HEADING]),
+    )
+    vehicles[i, F_SPEED] = speed + acceleration * dt
+    vehicles[i, F_LANE] = closest_lane(vehicles[i, F_X], vehicles[i, F_Y], vehicles[i, F_HEADING])
 
 
 @njit(cache=True)
@@ -507,13 +512,13 @@ def simulate_step(vehicles: NDArray[np.float64], action: int) -> None:
     for frame in range(FRAMES):
         if frame == 0:
             ego_meta_action(vehicles[0], action)
-        _ego_control(vehicles[0])
+        _ego_control(vehicles, 0)
         for i in range(1, N_VEHICLES):
             _idm_act(vehicles, i)
         for i in range(N_VEHICLES):
             if i > 0:
                 vehicles[i, F_TIMER] += DT
-            _vehicle_step(vehicles[i], DT)
+            _vehicle_step(vehicles, i, DT)
         for i in range(N_VEHICLES):
             for j in range(i + 1, N_VEHICLES):
                 # RoadObject._is_colliding's distance test, inline (a call costs refcounts)
