@@ -33,13 +33,31 @@ from numba import njit
 from numpy.typing import NDArray
 
 from rl.envs import highway_twin_kernels as kernels
+from rl.envs import seeding_kernels
 from rl.envs.highway import NORMALIZATIONS, reward_bound
 from rl.envs.seeding_kernels import seed_pcg64
 from rl.envs.vector import _check_autoreset_mode
+from rl.numba_cache import drop_stale
 from rl.validation import check_int
+
+drop_stale(__file__, [kernels.__file__, seeding_kernels.__file__])
 
 OBS_DIM = 9
 N_ACTIONS = 5
+
+
+@njit(cache=True)
+def reward(vehicles: NDArray[np.float64]) -> float:
+    """``HighwayEnv._reward`` with the paper's weights (collision -1, high speed 0.4)."""
+    forward_speed = vehicles[0, kernels.F_SPEED] * vehicles[0, kernels.F_COS]
+    scaled = 0 + (forward_speed - 10) * 1 / 20
+    crashed = vehicles[0, kernels.F_CRASHED]
+    right_lane = vehicles[0, kernels.F_TARGET_LANE] / 2
+    total = 0 + -1 * crashed + 0 * right_lane + 0.4 * kernels._clip(scaled, 0.0, 1.0)
+    total = total + 0.0  # on_road_reward, weight 0
+    x, y = vehicles[0, kernels.F_X], vehicles[0, kernels.F_Y]
+    on_road = 1.0 if kernels.on_lane(x, y, int(vehicles[0, kernels.F_LANE]), 0.0) else 0.0
+    return total * on_road
 
 
 @njit(cache=True)
@@ -92,7 +110,7 @@ def _step_copies(
         kernels.simulate_step(vehicles[b], actions[b])
         steps[b] += 1
         kernels.observe(vehicles[b], informative, obs[b])
-        rewards[b] = kernels.reward(vehicles[b])
+        rewards[b] = reward(vehicles[b])
         terminated[b] = vehicles[b, 0, kernels.F_CRASHED] != 0.0
         truncated[b] = 1.0 * steps[b] >= kernels.DURATION
 

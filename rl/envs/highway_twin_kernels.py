@@ -37,7 +37,11 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
+from rl.envs import seeding_kernels
 from rl.envs.seeding_kernels import bounded_uint32, next_double
+from rl.numba_cache import drop_stale
+
+drop_stale(__file__, [seeding_kernels.__file__])
 
 LANES = 3
 N_OTHERS = 10
@@ -583,16 +587,3 @@ def observe(vehicles: NDArray[np.float64], informative: bool, out: NDArray[np.fl
             if not informative:
                 value = min(max(value / scale, np.float32(-1.0)), np.float32(1.0))
             out[3 * r + f] = value
-
-
-@njit(cache=True)
-def reward(vehicles: NDArray[np.float64]) -> float:
-    """``HighwayEnv._reward`` with the paper's weights (collision -1, high speed 0.4)."""
-    ego = vehicles[0]
-    forward_speed = ego[F_SPEED] * ego[F_COS]
-    scaled = 0 + (forward_speed - 10) * 1 / 20
-    crashed = ego[F_CRASHED]
-    total = 0 + -1 * crashed + 0 * (ego[F_TARGET_LANE] / 2) + 0.4 * _clip(scaled, 0.0, 1.0)
-    total = total + 0.0
-    on_road = 1.0 if on_lane(ego[F_X], ego[F_Y], int(ego[F_LANE]), 0.0) else 0.0
-    return total * on_road
