@@ -173,3 +173,35 @@ def test_twin_equals_highway_env_trained_teql_policy():
 @pytest.mark.parametrize("policy", sorted(POLICIES))
 def test_twin_equals_highway_env_many_episodes(policy):
     assert compare(policy, seeds=list(range(100, 120)), episodes=50) > 1000
+
+
+@pytest.mark.slow
+def test_training_through_the_runner_is_the_same_with_either_engine(tmp_path):
+    import csv
+
+    from rl.config import TrainConfig
+    from rl.runner import train
+
+    runs = {}
+    for engine in ("twin", "reference"):
+        config = TrainConfig(
+            env="highway",
+            agent="teql",
+            out=str(tmp_path / engine),
+            seeds=2,
+            episodes=6,
+            eval_every=3,
+            env_options={"env_kwargs": {"engine": engine}},
+        )
+        train(config)
+        with open(tmp_path / engine / "metrics.csv") as file:
+            rows = [row for row in csv.DictReader(file)]
+        for row in rows:
+            del row["wall_time"]
+        checkpoint = np.load(tmp_path / engine / "checkpoint.npz")
+        runs[engine] = rows, {key: checkpoint[key] for key in checkpoint.files}
+    (twin_rows, twin_arrays), (reference_rows, reference_arrays) = runs["twin"], runs["reference"]
+    assert twin_rows == reference_rows and len(twin_rows) == 12
+    for key, value in reference_arrays.items():
+        if value.dtype.kind in "fiub":
+            np.testing.assert_array_equal(twin_arrays[key], value, err_msg=key)
