@@ -27,6 +27,7 @@ MODULES = {
     "analysis": "bench_analysis",
     "paper_scale": "bench_paper_scale",
     "classics": "bench_classics",
+    "highway": "bench_highway",
 }
 QUICK = {
     "tensorq": ["--number", "20", "--replicas", "4"],
@@ -37,6 +38,7 @@ QUICK = {
     "analysis": ["--quick"],
     "paper_scale": ["--seeds", "4", "--episodes", "3"],
     "classics": ["--seeds", "1", "--scale", "0.005", "--envs", "FrozenLake-v1"],
+    "highway": ["--batches", "1", "2", "--reference-steps", "2", "--seconds", "0.01"],
 }
 WRITES_JSON = ("step",)
 

@@ -334,3 +334,66 @@ def uniform_into(
     span = high - low
     for i in range(out.shape[0]):
         out[i] = low + span * next_double(state)
+
+
+@njit(cache=True)
+def next_uint32(state: NDArray[np.uint64], buffer: NDArray[np.uint64]) -> np.uint64:
+    """Return PCG64's next uint32, buffering the upper half of a uint64 as NumPy does.
+
+    Parameters
+    ----------
+    state : ndarray of uint64, shape (4,)
+        ``(state_hi, state_lo, inc_hi, inc_lo)``, from `seed_pcg64`.
+    buffer : ndarray of uint64, shape (2,)
+        ``(has_uint32, uinteger)`` of ``PCG64().state``: a pending upper half
+        is returned (and the flag cleared) before a new uint64 is drawn.
+
+    Returns
+    -------
+    numpy.uint64
+        The 32-bit word, held in a uint64.
+
+    References
+    ----------
+    ``pcg64_next32`` in ``numpy/random/src/pcg64/pcg64.h``.
+    """
+    if buffer[0] != _U0:
+        buffer[0] = _U0
+        return buffer[1]
+    value = next_uint64(state)
+    buffer[0] = _U1
+    buffer[1] = value >> _SHIFT32
+    return value & MASK32
+
+
+@njit(cache=True)
+def bounded_uint32(state: NDArray[np.uint64], buffer: NDArray[np.uint64], n: int) -> int:
+    """Draw an int in [0, n) as ``Generator.integers(n)`` and ``Generator.choice(n)`` do.
+
+    Lemire's multiply-and-reject on 32-bit words (NumPy uses it whenever
+    ``n - 1 < 2**32 - 1``), drawing through `next_uint32`.
+
+    Parameters
+    ----------
+    state, buffer : ndarray of uint64
+        The generator's state and its uint32 buffer (see `next_uint32`).
+    n : int
+        Number of values, 2 <= n < 2**32 (n = 1 draws nothing in NumPy).
+
+    Returns
+    -------
+    int
+
+    References
+    ----------
+    ``buffered_bounded_lemire_uint32`` in ``numpy/random/src/distributions/distributions.c``.
+    """
+    bound = np.uint64(n)
+    product = next_uint32(state, buffer) * bound
+    leftover = product & MASK32
+    if leftover < bound:
+        threshold = (MASK32 - (bound - _U1)) % bound
+        while leftover < threshold:
+            product = next_uint32(state, buffer) * bound
+            leftover = product & MASK32
+    return np.int64(product >> _SHIFT32)

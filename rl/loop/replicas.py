@@ -118,7 +118,9 @@ class ReplicaEnvs:
         self._envs: list[gymnasium.Env] = []
         if problem.vectorized:
             self._vector = _make_vector(problem, copies)
-        self._steps_active_only = isinstance(self._vector, NumpyVectorEnv)
+        self._steps_active_only = isinstance(self._vector, NumpyVectorEnv) or getattr(
+            self._vector, "steps_active_only", False
+        )  # True: honours step(actions, active=mask) as rl.envs.vector does
         if self._vector is None:
             self._envs = [problem.make_env() for _ in range(copies)]
         self._last: NDArray | None = None

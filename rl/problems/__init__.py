@@ -24,6 +24,10 @@ name           env id                        state dims ; action dims        ste
 ``lowrank``    ``rl/LowRankMDP-v0``          (4, 4, 4) ; (3, 3) by default   100    no
 =============  ============================  ==============================  =====  ======
 
+``highway`` takes ``env_kwargs={"engine": "twin"}`` for its compiled twin
+(`rl.envs.highway_twin`, id ``rl/HighwayTwin-v0``, vectorized); the default
+``"reference"`` is highway-env itself.
+
 The continuous problems use the paper's grids (`rl.problems.discretize.PRESETS`). The
 ``index_rule`` option changes how observations are binned; actions always
 execute bin centres (as the authors' greedy and EUGE actions do), so that with

@@ -10,6 +10,7 @@ configuration and the tests all read it; nothing else lists the environments.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -137,7 +138,25 @@ def _highway_problem(entry: BundledEnv, env_kwargs: dict, options: dict[str, Any
             f"The 'normalization' option must be one of {highway.NORMALIZATIONS}. "
             f"Got {env_kwargs['normalization']!r} instead."
         )
-    return _grid_problem(entry, env_kwargs, options, highway.reward_bound(env_kwargs.get("config")))
+    engine = env_kwargs.get("engine", "reference")
+    if engine not in HIGHWAY_ENGINES:
+        raise ValueError(
+            f"The 'engine' option of 'highway' must be one of {HIGHWAY_ENGINES}. "
+            f"Got {engine!r} instead."
+        )
+    if engine == "reference":
+        env_kwargs = {key: value for key, value in env_kwargs.items() if key != "engine"}
+    elif uncovered := sorted(set(env_kwargs) - {"engine", "normalization"}):
+        raise ValueError(
+            "The Highway twin (engine 'twin') covers the paper's configuration only; use "
+            f"engine 'reference' (highway-env) for the options {uncovered}."
+        )
+    problem = _grid_problem(
+        entry, env_kwargs, options, highway.reward_bound(env_kwargs.get("config"))
+    )
+    if engine == "twin":
+        return dataclasses.replace(problem, env_id=HIGHWAY_TWIN_ID, vectorized=True)
+    return problem
 
 
 def _exact_problem(entry: BundledEnv, env_kwargs: dict, options: dict[str, Any]) -> Problem:
@@ -205,8 +224,24 @@ ENVIRONMENTS: dict[str, BundledEnv] = {
 _BY_ID = {entry.env_id: entry for entry in ENVIRONMENTS.values()}
 
 
+#: Highway's simulators (``env_kwargs={"engine": ...}``): highway-env itself, or the
+#: compiled twin of `rl.envs.highway_twin` (the paper's configuration only).
+HIGHWAY_ENGINES = ("reference", "twin")
+HIGHWAY_TWIN_ID = "rl/HighwayTwin-v0"
+
+
 def register_envs() -> None:
-    """Register every environment of `ENVIRONMENTS` with Gymnasium (idempotent)."""
+    """Register every environment of `ENVIRONMENTS` with Gymnasium (idempotent).
+
+    Also registers `HIGHWAY_TWIN_ID`, the ``highway`` problem's compiled engine.
+    """
+    if HIGHWAY_TWIN_ID not in gymnasium.registry:
+        gymnasium.register(
+            id=HIGHWAY_TWIN_ID,
+            entry_point="rl.envs.highway_twin:HighwayTwin",
+            vector_entry_point="rl.envs.highway_twin:HighwayTwinVector",
+            max_episode_steps=ENVIRONMENTS["highway"].max_episode_steps,
+        )
     for entry in ENVIRONMENTS.values():
         if entry.env_id in gymnasium.registry:
             continue

@@ -12,6 +12,7 @@ from rl.envs.seeding_kernels import (
     MULT_B,
     POOL_SIZE,
     _hashmix,
+    bounded_uint32,
     episode_seed_kernel,
     generate_state_uint64,
     int_to_uint32_words,
@@ -213,3 +214,21 @@ def test_compiled_reset_equals_gymnasium_reset_draws(base, k):
         indices = (episode,) if k < 0 else (episode, k)
         rng = seeding.np_random(episode_seed(base, *indices))[0]
         assert (out[episode] == rng.uniform(*CARTPOLE_BOUNDS, size=(4,))).all()
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=seeds, sizes=st.lists(st.integers(1, 2**31), min_size=1, max_size=12))
+def test_bounded_uint32_interleaved_with_doubles_is_numpys_choice(seed, sizes):
+    """``Generator.choice(n)`` (32-bit Lemire, buffered half-words) then ``random()``, in turn."""
+    rng = np.random.default_rng(seed)
+    state, buffer = seeded_state(seed), np.zeros(2, dtype=np.uint64)
+    for n in sizes:
+        expected = rng.choice(n) if n > 1 else 0  # choice(1) draws nothing
+        got = bounded_uint32(state, buffer, n) if n > 1 else 0
+        assert got == expected
+        assert next_double(state) == rng.random()
+    numpy_state = rng.bit_generator.state
+    assert as_int128(state[0], state[1]) == numpy_state["state"]["state"]
+    assert int(buffer[0]) == numpy_state["has_uint32"]
+    if buffer[0]:
+        assert int(buffer[1]) == numpy_state["uinteger"]
