@@ -20,12 +20,15 @@ POLICIES = {
 def trained_teql_policy(episodes, replicas=2):
     """Train TEQL (the Highway preset) on the twin; return its greedy policy of replica 0."""
     from rl.agents.base import Transitions
-    from rl.agents.teql import TEQLAgent, TEQLConfig, preset
+    from rl.agents.readings import reading
+    from rl.agents.teql import TEQLAgent, TEQLConfig
     from rl.seeding import spawn_replicas
 
     problem = make_problem("highway", env_kwargs={"engine": "twin"})
     streams = [s.agent for s in spawn_replicas(list(range(replicas)))]
-    agent = TEQLAgent(problem, TEQLConfig(**preset("highway")), streams)
+    agent = TEQLAgent(
+        problem, TEQLConfig(**reading("teql", "paper").agent_params("highway")), streams
+    )
     envs = HighwayTwinVector(replicas, autoreset_mode="Disabled")
     for episode in range(episodes):
         states = problem.encode(envs.reset(seed=[1000 * episode + r for r in range(replicas)])[0])
