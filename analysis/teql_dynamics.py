@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -159,26 +160,48 @@ def run(
     return rows
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    """Command line: print one JSON line of diagnostics per checkpoint."""
-    parser = argparse.ArgumentParser(prog="python -m analysis.teql_dynamics", description=__doc__)
-    parser.add_argument("--env", default="Taxi-v4")
-    parser.add_argument("--agent", default="teql", choices=("teql", "tlr", "tabular"))
-    parser.add_argument("--episodes", type=int, default=1000)
-    parser.add_argument("--every", type=int, default=250)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--cap", type=int, default=200)
-    parser.add_argument("--eval-episodes", type=int, default=100)
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    args = parser.parse_args(argv)
-    overrides = {}
-    for item in args.set:
-        key, _, value = item.partition("=")
-        overrides[key] = json.loads(value)
-    for row in run(args.env, args.agent, overrides, args.episodes, args.every, args.seed,
-                   args.cap, args.eval_episodes):  # fmt: skip
+def build_parser() -> argparse.ArgumentParser:
+    """Return the argument parser of ``python -m analysis.teql_dynamics``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m analysis.teql_dynamics",
+        description="Train one replica and print, every --every episodes, one JSON line of "
+        "diagnostics: greedy return, step size, action-factor rows, singular values of Q.",
+    )
+    parser.add_argument("--env", default="Taxi-v4", help="a Gymnasium id (default Taxi-v4)")
+    parser.add_argument(
+        "--agent", default="teql", choices=("teql", "tlr", "tabular"), help="default teql"
+    )
+    parser.add_argument("--episodes", type=int, default=1000, help="training episodes")
+    parser.add_argument("--every", type=int, default=250, help="episodes between rows")
+    parser.add_argument("--seed", type=int, default=0, help="the replica's seed")
+    parser.add_argument("--cap", type=int, default=200, help="steps per episode at most")
+    parser.add_argument("--eval-episodes", type=int, default=100, help="greedy episodes per row")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an agent parameter (VALUE as JSON), as python -m rl.train --set",
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line: print one JSON line of diagnostics per checkpoint; returns the exit code."""
+    from rl.runs.config import ConfigError, parse_assignment
+
+    args = build_parser().parse_args(argv)
+    try:
+        overrides = dict(parse_assignment(item) for item in args.set)
+        rows = run(args.env, args.agent, overrides, args.episodes, args.every, args.seed,
+                   args.cap, args.eval_episodes)  # fmt: skip
+    except (ConfigError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    for row in rows:
         print(json.dumps(row), flush=True)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -45,6 +45,11 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("python -m analysis.rank", "analysis.rank.cli", "CP rank profile and spectral energy"),
     ("python -m analysis.bounds", "analysis.bounds.cli", "the paper's bounds, alone or vs runs"),
     ("python -m analysis.params", "analysis.params", "the appendix's parameter table"),
+    (
+        "python -m analysis.teql_dynamics",
+        "analysis.teql_dynamics",
+        "TEQL's learning dynamics on one replica",
+    ),
     ("python -m benchmarks", "benchmarks.__main__", "speed benchmarks"),
 )
 

@@ -279,6 +279,7 @@ def record_bound_run(
     config = TrainConfig(
         env=env,
         agent="teql",
+        reading="paper",  # the propositions are about the paper's algorithm
         out="unused",
         seeds=seeds,
         seed=seed,

@@ -111,7 +111,13 @@ def test_no_model_for_highway_and_unknown_names():
 def _run(tmp_path, agent, name):
     out = tmp_path / name
     config = TrainConfig(
-        env="lowrank", agent=agent, out=str(out), seeds=2, episodes=2, eval_every=0
+        env="lowrank",
+        agent=agent,
+        reading="paper" if agent == "teql" else None,
+        out=str(out),
+        seeds=2,
+        episodes=2,
+        eval_every=0,
     )
     train(config)
     return out
