@@ -56,6 +56,7 @@ def _config(run_dir):
     return config
 
 
+@pytest.mark.slow  # Ray's start-up; the ray-sweep tutorial runs Ray in the default run
 def test_grid_runs_identically_on_local_pool_and_ray(tmp_path, ray_two_cpus, capsys):
     grid = _grid(tmp_path)
     local, remote = tmp_path / "local", tmp_path / "ray"
