@@ -36,7 +36,7 @@ from rl.envs import highway_twin_kernels as kernels
 from rl.envs import seeding_kernels
 from rl.envs.highway import NORMALIZATIONS, reward_bound
 from rl.envs.seeding_kernels import seed_pcg64
-from rl.envs.vector import _check_autoreset_mode
+from rl.envs.vector import check_autoreset_mode, copy_seeds, reset_mask
 from rl.numba_cache import drop_stale
 from rl.validation import check_int
 
@@ -159,7 +159,7 @@ class HighwayTwinVector(VectorEnv):
                 f"HighwayTwinVector is highway-v0 with the paper's 50-step episodes (engine "
                 f"'twin'). Got max_episode_steps={max_episode_steps!r}, engine={engine!r}."
             )
-        self.autoreset_mode = _check_autoreset_mode(autoreset_mode)
+        self.autoreset_mode = check_autoreset_mode(autoreset_mode)
         self.metadata = {"autoreset_mode": self.autoreset_mode, "render_modes": []}
         self.render_mode = None
         self.reward_bound = reward_bound()
@@ -179,19 +179,6 @@ class HighwayTwinVector(VectorEnv):
         self._rewards = np.zeros(b, dtype=np.float64)
         self._all_active = np.ones(b, dtype=np.bool_)
 
-    def _seeds(self, seed: int | Sequence[int | None] | None) -> list[int | None]:
-        if seed is None:
-            return [None] * self.num_envs
-        if isinstance(seed, (int, np.integer)):
-            return [int(seed) + i for i in range(self.num_envs)]
-        seeds = list(seed)
-        if len(seeds) != self.num_envs:
-            raise ValueError(
-                f"The 'seed' parameter must have one entry per copy ({self.num_envs}). "
-                f"Got {len(seeds)} instead."
-            )
-        return seeds
-
     def reset(
         self,
         *,
@@ -199,15 +186,7 @@ class HighwayTwinVector(VectorEnv):
         options: dict[str, Any] | None = None,
     ) -> tuple[NDArray[np.float32], dict[str, Any]]:
         """Reset all copies, or those in ``options["reset_mask"]`` (see `rl.envs.vector`)."""
-        seeds = self._seeds(seed)
-        mask = np.ones(self.num_envs, dtype=np.bool_)
-        if options is not None and options.get("reset_mask") is not None:
-            mask = np.asarray(options["reset_mask"], dtype=np.bool_)
-            if mask.shape != (self.num_envs,):
-                raise ValueError(
-                    f"The 'reset_mask' option must have shape ({self.num_envs},). "
-                    f"Got {mask.shape} instead."
-                )
+        seeds, mask = copy_seeds(seed, self.num_envs), reset_mask(options, self.num_envs)
         seeded = np.array([s is not None for s in seeds], dtype=np.bool_) | ~self._has_rng
         for i in np.flatnonzero(mask & seeded):
             if seeds[i] is None:  # a first reset without a seed: fresh entropy, as Gymnasium

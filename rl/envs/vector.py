@@ -51,7 +51,8 @@ from rl.validation import check_int
 _SUPPORTED_MODES = (AutoresetMode.NEXT_STEP, AutoresetMode.DISABLED)
 
 
-def _check_autoreset_mode(mode: AutoresetMode | str) -> AutoresetMode:
+def check_autoreset_mode(mode: AutoresetMode | str) -> AutoresetMode:
+    """Return ``mode`` as an `AutoresetMode`; refuse a mode the vector environments lack."""
     try:
         mode = AutoresetMode(mode)
     except ValueError:
@@ -62,6 +63,33 @@ def _check_autoreset_mode(mode: AutoresetMode | str) -> AutoresetMode:
             f"AutoresetMode.DISABLED. Got {mode!r} instead."
         )
     return mode
+
+
+def copy_seeds(seed: int | Sequence[int | None] | None, num_envs: int) -> list[int | None]:
+    """Return one seed (or None) per copy: ``seed + i`` for an int, the sequence as given."""
+    if seed is None:
+        return [None] * num_envs
+    if isinstance(seed, (int, np.integer)):
+        return [int(seed) + i for i in range(num_envs)]
+    seeds = list(seed)
+    if len(seeds) != num_envs:
+        raise ValueError(
+            f"The 'seed' parameter must have one entry per copy ({num_envs}). "
+            f"Got {len(seeds)} instead."
+        )
+    return seeds
+
+
+def reset_mask(options: dict[str, Any] | None, num_envs: int) -> NDArray[np.bool_]:
+    """Return the copies a ``reset`` resets: ``options["reset_mask"]``, or all of them."""
+    if options is None or options.get("reset_mask") is None:
+        return np.ones(num_envs, dtype=np.bool_)
+    mask = np.asarray(options["reset_mask"], dtype=np.bool_)
+    if mask.shape != (num_envs,):
+        raise ValueError(
+            f"The 'reset_mask' option must have shape ({num_envs},). Got {mask.shape} instead."
+        )
+    return mask
 
 
 @njit(cache=True)
@@ -130,7 +158,7 @@ class NumpyVectorEnv(VectorEnv, abc.ABC):
         if max_episode_steps is not None:
             max_episode_steps = check_int("max_episode_steps", max_episode_steps, 1)
         self.max_episode_steps = max_episode_steps
-        self.autoreset_mode = _check_autoreset_mode(autoreset_mode)
+        self.autoreset_mode = check_autoreset_mode(autoreset_mode)
         self.metadata = {"autoreset_mode": self.autoreset_mode, "render_modes": []}
         self.render_mode = None
         self.single_observation_space = single_observation_space
@@ -156,19 +184,6 @@ class NumpyVectorEnv(VectorEnv, abc.ABC):
         """Batched dynamics: (next_state, reward, terminated) for every row."""
 
     # ---------------------------------------------------------------- seeding
-    def _seeds(self, seed: int | Sequence[int | None] | None) -> list[int | None]:
-        if seed is None:
-            return [None] * self.num_envs
-        if isinstance(seed, (int, np.integer)):
-            return [int(seed) + i for i in range(self.num_envs)]
-        seeds = list(seed)
-        if len(seeds) != self.num_envs:
-            raise ValueError(
-                f"The 'seed' parameter must have one entry per copy ({self.num_envs}). "
-                f"Got {len(seeds)} instead."
-            )
-        return seeds
-
     def _reset_copy(self, i: int, seed: int | None) -> None:
         if seed is not None or self._rngs[i] is None:
             self._rngs[i], _ = seeding.np_random(seed)
@@ -201,15 +216,7 @@ class NumpyVectorEnv(VectorEnv, abc.ABC):
         infos : dict
             Empty.
         """
-        seeds = self._seeds(seed)
-        mask = np.ones(self.num_envs, dtype=np.bool_)
-        if options is not None and options.get("reset_mask") is not None:
-            mask = np.asarray(options["reset_mask"], dtype=np.bool_)
-            if mask.shape != (self.num_envs,):
-                raise ValueError(
-                    f"The 'reset_mask' option must have shape ({self.num_envs},). "
-                    f"Got {mask.shape} instead."
-                )
+        seeds, mask = copy_seeds(seed, self.num_envs), reset_mask(options, self.num_envs)
         for i in np.flatnonzero(mask):
             self._reset_copy(int(i), seeds[i])
         return self.state.copy(), {}
