@@ -21,7 +21,7 @@ PACKAGES = ("tensorq", "rl", "analysis")
 #: Layers, lowest first; a module belongs to the longest prefix that names it.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("tensorq",),
-    ("rl.validation", "rl.seeding", "rl.numba_cache"),
+    ("rl.validation", "rl.seeding", "rl.jit"),
     ("rl.envs",),
     ("rl.problems",),
     ("rl.agents",),

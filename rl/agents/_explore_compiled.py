@@ -20,7 +20,7 @@ from numba.typed import List
 
 from rl.agents import _visit_layout, _visits_compiled, visits
 from rl.agents._visits_compiled import visit_row
-from rl.numba_cache import drop_stale
+from rl.jit import drop_stale
 
 drop_stale(__file__, [_visits_compiled.__file__, _visit_layout.__file__, visits.__file__])
 

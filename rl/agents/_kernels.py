@@ -44,14 +44,14 @@ from rl.agents._explore_compiled import (
 from rl.agents._visits_compiled import visit_row
 from rl.agents.base import Transitions
 from rl.agents.visits import VisitArrays
-from rl.numba_cache import drop_stale
+from rl.jit import drop_stale
 from tensorq._compiled import RuleSettings, apply_rule, cp_entry
 
 DEPENDENCIES = [
     m.__file__
     for m in (tensorq._compiled, _explore_compiled, _visits_compiled, _visit_layout, visits, base)
 ]
-"""Source files whose compiled code or types these kernels compile in (`rl.numba_cache`)."""
+"""Source files whose compiled code or types these kernels compile in (`rl.jit`)."""
 drop_stale(__file__, DEPENDENCIES)
 
 # Values of `Settings.explore`.

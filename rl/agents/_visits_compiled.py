@@ -16,7 +16,7 @@ from numba import njit
 
 from rl.agents import _visit_layout
 from rl.agents._visit_layout import EMPTY
-from rl.numba_cache import drop_stale
+from rl.jit import drop_stale
 
 drop_stale(__file__, [_visit_layout.__file__])
 

@@ -36,10 +36,10 @@ import math
 
 import numpy as np
 from gymnasium import spaces
-from numba import njit
 from numpy.typing import NDArray
 
 from rl.envs.physics import PhysicsEnv, PhysicsVectorEnv
+from rl.jit import kernel
 
 GRAVITY = 9.8
 MASS_CART = 1.0
@@ -68,7 +68,7 @@ REWARD_BOUND = max(
 _OBS_HIGH = np.array([2 * X_THRESHOLD, np.inf, 2 * THETA_THRESHOLD, np.inf])
 
 
-@njit(cache=True)
+@kernel
 def cartpole_row(state: NDArray[np.float64], a: float, out: NDArray[np.float64]) -> tuple:
     """Advance one cart-pole by one Euler step: ``out`` gets the next state.
 
@@ -115,7 +115,7 @@ def cartpole_row(state: NDArray[np.float64], a: float, out: NDArray[np.float64])
     return 1.0 - theta_sq - theta_dot_sq - effort, done
 
 
-@njit(cache=True)
+@kernel
 def cartpole_step(
     state: NDArray[np.float64], action: NDArray[np.float64]
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.bool_]]:

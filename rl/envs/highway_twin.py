@@ -37,7 +37,7 @@ from rl.envs import seeding_kernels
 from rl.envs.highway import NORMALIZATIONS, reward_bound
 from rl.envs.seeding_kernels import seed_pcg64
 from rl.envs.vector import check_autoreset_mode, copy_seeds, reset_mask
-from rl.numba_cache import drop_stale
+from rl.jit import drop_stale
 from rl.validation import check_int
 
 drop_stale(__file__, [kernels.__file__, seeding_kernels.__file__])

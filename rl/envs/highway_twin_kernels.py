@@ -39,7 +39,7 @@ from numpy.typing import NDArray
 
 from rl.envs import seeding_kernels
 from rl.envs.seeding_kernels import bounded_uint32, next_double
-from rl.numba_cache import drop_stale
+from rl.jit import drop_stale
 
 drop_stale(__file__, [seeding_kernels.__file__])
 

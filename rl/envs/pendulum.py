@@ -29,10 +29,10 @@ import math
 
 import numpy as np
 from gymnasium import spaces
-from numba import njit
 from numpy.typing import NDArray
 
 from rl.envs.physics import PhysicsEnv, PhysicsVectorEnv
+from rl.jit import kernel
 
 GRAVITY = 10.0
 MASS = 1.0
@@ -51,13 +51,13 @@ REWARD_BOUND = THETA_THRESHOLD**2 + 0.1 * MAX_SPEED**2 + 0.1 * MAX_TORQUE**2 - 1
 _OBS_HIGH = np.array([math.pi, MAX_SPEED])
 
 
-@njit(cache=True)
+@kernel
 def angle_normalize(theta: float) -> float:
     """Wrap an angle to [-pi, pi)."""
     return ((theta + math.pi) % (2.0 * math.pi)) - math.pi
 
 
-@njit(cache=True)
+@kernel
 def pendulum_row(state: NDArray[np.float64], u: float, out: NDArray[np.float64]) -> tuple:
     """Advance one bounded pendulum by one step: ``out`` gets the next state.
 
@@ -95,7 +95,7 @@ def pendulum_row(state: NDArray[np.float64], u: float, out: NDArray[np.float64])
     return reward, abs(new_theta) > THETA_THRESHOLD
 
 
-@njit(cache=True)
+@kernel
 def pendulum_step(
     state: NDArray[np.float64], action: NDArray[np.float64]
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.bool_]]:

@@ -16,7 +16,7 @@ from numba import njit
 from rl.envs import cartpole, pendulum
 from rl.envs.cartpole import cartpole_row
 from rl.envs.pendulum import pendulum_row
-from rl.numba_cache import drop_stale
+from rl.jit import drop_stale
 
 drop_stale(__file__, [cartpole.__file__, pendulum.__file__])
 

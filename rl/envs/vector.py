@@ -43,9 +43,9 @@ from gymnasium import spaces
 from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
-from numba import njit
 from numpy.typing import NDArray
 
+from rl.jit import kernel
 from rl.validation import check_int
 
 _SUPPORTED_MODES = (AutoresetMode.NEXT_STEP, AutoresetMode.DISABLED)
@@ -92,7 +92,7 @@ def reset_mask(options: dict[str, Any] | None, num_envs: int) -> NDArray[np.bool
     return mask
 
 
-@njit(cache=True)
+@kernel
 def _commit_step(
     state: NDArray[np.float64],
     elapsed_steps: NDArray[np.int64],

@@ -36,10 +36,10 @@ from rl.agents.base import Agent, Transitions
 from rl.envs import cartpole, pendulum, physics_rows, seeding_kernels
 from rl.envs.physics_rows import physics_row, row_kind
 from rl.envs.seeding_kernels import episode_seed_kernel, seed_pcg64, uniform_into
+from rl.jit import drop_stale
 from rl.loop import slots
 from rl.loop.replicas import non_finite_error
 from rl.loop.slots import EPISODE, EVAL_INDEX, LENGTH, RETURN, end_episode
-from rl.numba_cache import drop_stale
 from rl.problems import discretize
 from rl.problems.discretize import GridArrays, UniformGrid, bin_index, bin_value
 

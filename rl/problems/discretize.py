@@ -38,8 +38,9 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 from numpy.typing import ArrayLike, NDArray
+
+from rl.jit import kernel
 
 RULES = ("centre", "endpoint")
 
@@ -67,7 +68,7 @@ class GridArrays(NamedTuple):
     centre: bool
 
 
-@njit(cache=True)
+@kernel
 def bin_index(x: float, low: float, scale: float, last: int, centre: bool) -> int:
     """Bin index of one coordinate: ``(x - low) scale`` floored (centre) or rounded (endpoint).
 
@@ -83,7 +84,7 @@ def bin_index(x: float, low: float, scale: float, last: int, centre: bool) -> in
     return int(raw)
 
 
-@njit(cache=True)
+@kernel
 def bin_value(k: int, low: float, high: float, width: float, last: int, centre: bool) -> float:
     """Point of bin ``k`` (in range): its centre, or its grid point (endpoint rule).
 
@@ -97,7 +98,7 @@ def bin_value(k: int, low: float, high: float, width: float, last: int, centre: 
     return min(low + k * width, high)
 
 
-@njit(cache=True)
+@kernel
 def uniform_index(
     x: NDArray[np.float64],
     low: NDArray[np.float64],
@@ -114,7 +115,7 @@ def uniform_index(
     return out
 
 
-@njit(cache=True)
+@kernel
 def uniform_value(
     index: NDArray[np.int64],
     low: NDArray[np.float64],

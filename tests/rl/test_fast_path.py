@@ -355,10 +355,10 @@ def test_hash_table_kernels_find_what_they_insert(kernels):
 
 
 def test_the_reference_engine_imports_no_compiled_code():
-    """tensorq alone imports no Numba; a reference TEQL (sparse table) loads no compiled module.
+    """tensorq, ``import rl`` and a reference TEQL that acts and learns import no Numba.
 
-    ``import rl`` itself still imports Numba through the environment layer
-    (`rl.problems.discretize`, `rl.envs`), so the check is on the agent's modules.
+    The environments' and the grid's kernels are `rl.jit.kernel`s: they load
+    Numba the first time they run, and constructing a problem runs none.
     """
     script = textwrap.dedent("""
         import sys
@@ -377,6 +377,7 @@ def test_the_reference_engine_imports_no_compiled_code():
         actions = agent.act(states, active)
         agent.observe(Transitions(states, actions, np.ones(2), states, ~active, active))
         assert agent.visits_.visited == 2
+        assert "numba" not in sys.modules
         compiled = ("tensorq._compiled", "rl.agents._kernels", "rl.agents._fast_path",
                     "rl.agents._explore_compiled", "rl.agents._visits_compiled", "rl.loop.fused")
         print(sorted(name for name in compiled if name in sys.modules))
