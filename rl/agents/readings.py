@@ -236,7 +236,7 @@ AGENT_STEPS: Mapping[str, Any] = MappingProxyType({
 #: Q-learning learns"): the step of mode n's row is rho_n eta_0 / (1 + kappa N_t(s, a)),
 #: rho_n = (d_n / max_m d_m)^2, from orthogonal initial joint action rows.
 TABULAR_LIKE_STEPS: Mapping[str, Any] = MappingProxyType({
-    "step_count": "entry", "kappa": 0.01, "footprint_power": 2.0, "init_actions": "identity",
+    "step_count": "entry", "kappa": 0.05, "footprint_power": 2.0, "init_actions": "identity",
 })  # fmt: skip
 
 #: agent -> reading name -> `Reading`. Add a reading here (see the module docstring).
