@@ -45,6 +45,9 @@ class RuleSettings(NamedTuple):
         The factor bound F_max of Assumption 2 (read only when ``bounded``).
     bounded : bool
         Clip every factor entry to [-f_max, f_max].
+    mode_scale : ndarray of float64, shape (N,)
+        rho_n, the share of the step that mode n's row step takes (`stable_rule`
+        only; ones: the plain stable rule).
     """
 
     rule: int
@@ -52,6 +55,7 @@ class RuleSettings(NamedTuple):
     max_inner: int
     f_max: float
     bounded: bool
+    mode_scale: np.ndarray
 
 
 # ---------------------------------------------------------------- update rules
@@ -117,6 +121,7 @@ def _gauss_seidel(rows, before, target, weight, step, settings, scratch, normali
             coefficient = slope * entry - offset
             if normalized:
                 coefficient = coefficient * inverse
+                coefficient = coefficient * settings.mode_scale[n]
             entry = 0.0
             for r in range(rank):
                 value = _clip(rows[n, r] - coefficient * direction[r], f_max, bounded)
@@ -211,7 +216,7 @@ def stable_rule(rows, before, target, weight, step, settings, scratch):
     """Algorithm 1 with normalized-LMS row steps on the gathered rows (N, R), in place.
 
     Mode n (in order, Gauss-Seidel) steps
-    row_n <- clip(row_n - eta ((1 - 2 w) Q - target) g_n / ||g_n||^2) up to
+    row_n <- clip(row_n - rho_n eta ((1 - 2 w) Q - target) g_n / ||g_n||^2) up to
     ``max_inner`` times, stopping once Q moves less than ``tol``; rows with
     ||g_n|| = 0 do not move (`tensorq.update.stable_sweep`). Returns the row
     steps taken.

@@ -91,6 +91,7 @@ def _gauss_seidel(
     clip: Clip,
     ops: ArrayOps,
     normalized: bool,
+    mode_scale: tuple[float, ...] | None = None,
 ) -> tuple[list[Array], Array]:
     """Algorithm 1's loop over modes: `paper_sweep`, or `stable_sweep` when ``normalized``."""
     suffix = suffix_products(rows)
@@ -107,13 +108,20 @@ def _gauss_seidel(
         if normalized:  # 1 / ||g_n||^2, and no step where g_n = 0
             squares = ops.rowdot(direction, direction)
             inverse = ops.where(squares > 0, 1.0 / ops.where(squares > 0, squares, 1.0), 0.0)
+        share = None if mode_scale is None else mode_scale[n]
 
         def step(
-            rows: list[Array], entry: Array, direction: Array = direction, inverse: Any = inverse
+            rows: list[Array],
+            entry: Array,
+            direction: Array = direction,
+            inverse: Any = inverse,
+            share: float | None = share,
         ) -> tuple[list[Array], Array]:
             scale = slope * entry - offset
             if inverse is not None:
                 scale = scale * inverse
+            if share is not None:
+                scale = scale * share
             stepped = rows[0] - scale[:, None] * direction
             if clip is not None:
                 stepped = clip(stepped)
@@ -250,6 +258,7 @@ def stable_sweep(
     max_inner: int,
     clip: Clip,
     ops: ArrayOps,
+    mode_scale: tuple[float, ...] | None = None,
 ) -> tuple[list[Array], Array]:
     """Run Algorithm 1's loop over modes with normalized-LMS row steps (the stable variant).
 
@@ -259,9 +268,10 @@ def stable_sweep(
     (Gauss-Seidel), up to ``max_inner`` times::
 
         g_n = prod_{m != n} F_m(i_m, :)             (eq. (gradient)'s direction)
-        F_n(i_n, :) <- clip(F_n(i_n, :) - eta_t / ||g_n||^2 * dL/dQ * g_n)
+        F_n(i_n, :) <- clip(F_n(i_n, :) - rho_n eta_t / ||g_n||^2 * dL/dQ * g_n)
 
-    with dL/dQ = (1 - 2 w) Q - y. Without clipping the entry moves to
+    with rho_n = ``mode_scale[n]`` (1 when None) and dL/dQ = (1 - 2 w) Q - y.
+    Without clipping (rho_n = 1) the entry moves to
     Q - eta_t dL/dQ, so Q - Q* shrinks by the factor 1 - eta_t (1 - 2 w): the
     loss decreases for every eta_t in (0, 2 / (1 - 2 w)), which contains (0, 2).
     With clipping the step is a projected gradient step of step size
@@ -279,6 +289,10 @@ def stable_sweep(
     step_size : array of shape (B,)
         Dimensionless step eta_t in (0, 2): the fraction of the distance to
         Q* closed by one row step.
+    mode_scale : tuple of N floats in (0, 1], optional
+        rho_n, the share of eta_t that mode n's row step takes (footprint
+        steps, docs/agents.md "Where tabular Q-learning learns"); rho_n eta_t
+        stays in (0, 2), so every row step is still a descent step.
 
     Returns
     -------
@@ -293,7 +307,7 @@ def stable_sweep(
     proof's ||g_n||^2 <= R F_max^(2(N-1)) is replaced by 1).
     """
     return _gauss_seidel(
-        rows, before, target, weight, step_size, tol, max_inner, clip, ops, normalized=True
+        rows, before, target, weight, step_size, tol, max_inner, clip, ops, True, mode_scale
     )
 
 
@@ -311,6 +325,7 @@ def bcd_update(
     bound: FactorBound | None = None,
     mask: Any = None,
     variant: str = "paper",
+    mode_scale: tuple[float, ...] | None = None,
 ) -> UpdateResult:
     """Update one entry per replica in place by block coordinate descent.
 
@@ -363,6 +378,9 @@ def bcd_update(
     variant : {"paper", "released", "stable"}, default="paper"
         Algorithm 1 as written, the authors' released update, or Algorithm 1
         with normalized-LMS row steps.
+    mode_scale : tuple of N floats, optional
+        ``variant="stable"`` only: mode n's row step is scaled by
+        ``mode_scale[n]`` (footprint steps; see :func:`stable_sweep`).
 
     Returns
     -------
@@ -401,7 +419,15 @@ def bcd_update(
     idx, keep = index_array(q, index), keep_mask(q, mask)
     vectors = (target, per_replica(q, "visits", visits), per_replica(q, "step_size", step_size))
     f_max = None if bound is None else bound.f_max
-    setting = ("bcd", variant, float(lam), float(eps), float(tol), int(max_inner), f_max)
+    if mode_scale is not None:
+        if variant != "stable" or len(mode_scale) != len(q.factors):
+            raise ValueError(
+                f"The 'mode_scale' parameter needs variant 'stable' and {len(q.factors)} values. "
+                f"Got {mode_scale!r} with variant {variant!r} instead."
+            )
+        mode_scale = tuple(float(share) for share in mode_scale)
+    setting = ("bcd", variant, float(lam), float(eps), float(tol), int(max_inner), f_max,
+               mode_scale)  # fmt: skip
     return _update_rows(q, idx, keep, vectors, setting)
 
 
@@ -460,7 +486,7 @@ def normalized_step(
 def _runner(setting: tuple[Any, ...], ops: ArrayOps) -> Callable[..., tuple[list[Array], Array]]:
     """Return ``run(rows, before, *vectors) -> (new_rows, iterations)`` for an update setting.
 
-    ``setting`` is ``("bcd", variant, lam, eps, tol, max_inner, f_max)`` for
+    ``setting`` is ``("bcd", variant, lam, eps, tol, max_inner, f_max, mode_scale)`` for
     :func:`bcd_update` (vectors: target, visits, step size) or
     ``("normalized", jacobi)`` for :func:`normalized_step` (vectors: target,
     step size); hashable, so that JAX compiles once per setting.
@@ -485,12 +511,15 @@ def _runner(setting: tuple[Any, ...], ops: ArrayOps) -> Callable[..., tuple[list
 
         return normalized
 
-    _, variant, lam, eps, tol, max_inner, f_max = setting
+    _, variant, lam, eps, tol, max_inner, f_max, mode_scale = setting
     sweep = _VARIANT_SWEEPS[variant]
     clip = None if f_max is None else (lambda x: ops.clip(x, -f_max, f_max))
 
     def run(rows: list[Array], before: Array, target: Array, visits: Array, step: Array) -> Any:
         weight = frequency_weight(visits, lam, eps)
+        if mode_scale is not None:
+            return stable_sweep(rows, before, target, weight, step, tol, max_inner, clip, ops,
+                                mode_scale)  # fmt: skip
         return sweep(rows, before, target, weight, step, tol, max_inner, clip, ops)
 
     return run

@@ -109,6 +109,7 @@ class CompiledEngine:
             count_before_update=bool(rule.count_before_update),
             signed_delta=bool(rule.signed_delta),
             visits=agent.visits_ is not None,
+            entry_steps=rule.step_count == "entry",
         )
         f_max = rule.f_max
         rule_settings = RuleSettings(
@@ -117,6 +118,7 @@ class CompiledEngine:
             max_inner=int(rule.max_inner),
             f_max=0.0 if f_max is None else float(f_max),
             bounded=f_max is not None,
+            mode_scale=np.ones(len(dims)) if rule.mode_scale is None else np.array(rule.mode_scale),
         )
         return settings, rule_settings
 

@@ -120,6 +120,9 @@ class Settings(NamedTuple):
         Increment N before the update; store Delta Q signed.
     visits : bool
         Whether the agent keeps a visit table.
+    entry_steps : bool
+        Count t of alpha_t = alpha0 / (1 + kappa t) in visits of the entry, N(s, a),
+        instead of agent steps.
     """
 
     offsets: NDArray[np.int64]
@@ -141,6 +144,7 @@ class Settings(NamedTuple):
     count_before_update: bool
     signed_delta: bool
     visits: bool
+    entry_steps: bool
 
 
 # ---------------------------------------------------------------- reading the tensor
@@ -320,7 +324,8 @@ def observe(agent, settings, rule, table, batch):
     """Learn from one transition per active replica of ``batch``; fill the record of ``agent``.
 
     For each active replica: the TD target; N(s, a) (incremented first when
-    ``settings.count_before_update``); alpha_t = alpha_0 / (1 + kappa t); the
+    ``settings.count_before_update``); alpha_t = alpha_0 / (1 + kappa t), t the
+    agent's steps or, with ``settings.entry_steps``, that count; the
     rule's update of the entry's rows; Delta Q (signed or absolute) and the
     count (when ``settings.visits``); then t += 1 and, after a non-terminal
     step, epsilon = max(epsilon * decay, epsilon_min). Returns -1, or the first
@@ -353,7 +358,8 @@ def observe(agent, settings, rule, table, batch):
                 table.counts[row, action] += 1
             if row >= 0:
                 count = table.counts[row, action]
-        step = settings.alpha0 / (1.0 + settings.kappa * (agent.steps[b] + 1))
+        clock = count if settings.entry_steps else agent.steps[b] + 1
+        step = settings.alpha0 / (1.0 + settings.kappa * clock)
         weight = settings.lam / (count + settings.eps)
         for n in range(n_modes):
             for r in range(rank):

@@ -71,6 +71,10 @@ class StepRule(NamedTuple):
         The factor bound F_max of Assumption 2 (None: unbounded).
     count_before_update, signed_delta : bool
         The released reading's counting and sign of Delta Q.
+    step_count : {"agent", "entry"}
+        t of alpha_t: the agent's steps, or the visit count N(s, a) of the updated entry.
+    mode_scale : tuple of float or None
+        rho_n of the stable rule's row steps (`tensorq.update.stable_sweep`); None: ones.
     """
 
     exploration: Literal["epsilon", "euge", "euge-epsilon"]
@@ -85,6 +89,8 @@ class StepRule(NamedTuple):
     f_max: float | None = None
     count_before_update: bool = False
     signed_delta: bool = False
+    step_count: Literal["agent", "entry"] = "agent"
+    mode_scale: tuple[float, ...] | None = None
 
 
 class Engine(Protocol):

@@ -226,6 +226,19 @@ def default_reading(agent: str, problem: str) -> str:
     return DEFAULT_READING
 
 
+#: The stable reading's steps on the paper's problems (CartPole, Pendulum, Highway): one
+#: step size for every entry, decaying in agent steps, eta_t = eta_0 / (1 + kappa t).
+AGENT_STEPS: Mapping[str, Any] = MappingProxyType({
+    "step_count": "agent", "kappa": 0.001, "footprint_power": 0.0, "init_actions": "uniform",
+})  # fmt: skip
+
+#: The stable reading's steps everywhere else (issue 28; docs/agents.md, "Where tabular
+#: Q-learning learns"): the step of mode n's row is rho_n eta_0 / (1 + kappa N_t(s, a)),
+#: rho_n = (d_n / max_m d_m)^2, from orthogonal initial joint action rows.
+TABULAR_LIKE_STEPS: Mapping[str, Any] = MappingProxyType({
+    "step_count": "entry", "kappa": 0.05, "footprint_power": 2.0, "init_actions": "identity",
+})  # fmt: skip
+
 #: agent -> reading name -> `Reading`. Add a reading here (see the module docstring).
 READINGS: dict[str, dict[str, Reading]] = {
     "teql": {
@@ -236,22 +249,24 @@ READINGS: dict[str, dict[str, Reading]] = {
         # (0, 2)), one inner step, and the factor bound from V_max always on.
         "stable": Reading(
             "the paper's loss, EUGE and Algorithm 1, with normalized-LMS row steps, the "
-            "post-visit count and the factor bound: a descent step with bounded iterates",
+            "post-visit count and the factor bound: a descent step with bounded iterates; "
+            "off the paper's problems, tabular-like steps (orthogonal action rows, "
+            "footprint and per-entry steps)",
             common={
                 "update": "stable",
                 "count_before_update": True,
                 "bounded": True,
                 "alpha0": 0.5,
-                "kappa": 0.001,
                 "max_inner": 1,
                 "tol": 0.01,
                 "lam": 1e-3,
                 "eps": 1e-4,
                 "epsilon_start": 0.0,
                 "c": 1.0,  # where the paper's table gives no c: the released code's value
+                **TABULAR_LIKE_STEPS,
             },
             per_problem={
-                p: {"rank": col["rank"], "c": col["c"], "gamma": col["gamma"]}
+                p: {"rank": col["rank"], "c": col["c"], "gamma": col["gamma"], **AGENT_STEPS}
                 for p, col in PAPER_TABLE.items()
             },
         ),

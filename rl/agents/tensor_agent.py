@@ -15,7 +15,7 @@ import math
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -70,6 +70,11 @@ class TensorAgentConfig:
     """Draw the initial factors uniform in [-init_scale, init_scale) instead: zero-mean
     rows, so that two rows of a mode start nearly orthogonal (docs/agents.md, "Where
     tabular Q-learning learns")."""
+    init_actions: Literal["uniform", "identity"] = "uniform"
+    """``"identity"``: where |A| <= R, the action modes start so that the joint action
+    rows (their elementwise products) are orthogonal, R // |A| components for each action
+    (`identity_action_factors`), so a state row's step moves only the visited action's
+    entry; ``"uniform"`` (or |A| > R): as the other modes."""
     max_joint_actions: int = MAX_JOINT_ACTIONS
     """Largest joint action count |A| = prod(action modes) that is enumerated exactly."""
     epsilon_start: float = 0.0
@@ -95,6 +100,7 @@ class TensorAgentConfig:
         check_int("max_joint_actions", self.max_joint_actions, 1)
         check_epsilon_schedule(self.epsilon_start, self.epsilon_decay, self.epsilon_min)
         check_choice("engine", self.engine, ("auto", "compiled", "reference"))
+        check_choice("init_actions", self.init_actions, ("uniform", "identity"))
         if not isinstance(self.init_symmetric, bool):
             raise ValueError(
                 "The 'init_symmetric' parameter must be a bool. "
@@ -105,6 +111,32 @@ class TensorAgentConfig:
                 "The 'continuous_random_actions' parameter must be a bool. "
                 f"Got {self.continuous_random_actions!r} instead."
             )
+
+
+def identity_action_factors(
+    action_dims: Sequence[int], rank: int, scale: float
+) -> list[NDArray[np.float64]]:
+    """Return action factors whose joint action rows are orthogonal and of equal norm.
+
+    With |A| = prod(action_dims) and m = R // |A|, component r < m |A| belongs
+    to the joint action ``np.unravel_index(r % |A|, action_dims)``:
+    A_k(i, r) = 1 where that action's k-th index is i (``scale`` on the first
+    mode), 0 elsewhere; the other R - m |A| components are 0. So the joint row
+    prod_k A_k(a_k, :) is ``scale`` on the m components of a and 0 elsewhere:
+    two joint rows are orthogonal, and every action starts alike. Needs
+    |A| <= ``rank``.
+    """
+    joint = math.prod(action_dims)
+    if joint > rank:
+        raise ValueError(f"An identity start needs |A| <= rank. Got |A| = {joint} > {rank}.")
+    used = np.arange(rank // joint * joint)
+    digits = np.unravel_index(used % joint, tuple(action_dims))
+    factors = []
+    for mode, size in enumerate(action_dims):
+        rows = np.zeros((size, rank))
+        rows[digits[mode], used] = scale if mode == 0 else 1.0
+        factors.append(rows)
+    return factors
 
 
 class TensorAgent(Agent):
@@ -187,6 +219,10 @@ class TensorAgent(Agent):
         ]
         modes = range(len(shape))
         stacked = [np.stack([factors[mode] for factors in per_replica]) for mode in modes]
+        if self.config.init_actions == "identity" and self.n_actions <= rank:
+            first = len(self.problem.state_dims)
+            for mode, rows in enumerate(identity_action_factors(shape[first:], rank, scale)):
+                stacked[first + mode][:] = rows
         return pack_factors(stacked)  # views of one array, which the compiled kernels read
 
     @property

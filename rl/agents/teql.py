@@ -31,6 +31,13 @@ three things, each the smallest that restores what the proofs assume:
 - the factor bound F_max = (V_max / R)^(1/N), V_max = R_max / (1 - gamma), is
   always on, so |Q| <= V_max (Assumption 2) and Proposition 2 holds with the
   proof's ||g_n||^2 <= R F_max^(2(N-1)) replaced by 1.
+
+Where the paper gives no settings the stable reading also takes tabular-like
+steps (docs/agents.md, "Where tabular Q-learning learns"): the action factors
+start with orthogonal joint rows (``init_actions="identity"``), the action
+modes' row steps are scaled by rho = min(1, |A| / |S|)^2
+(``footprint_power=2``), and eta = eta_0 / (1 + kappa N_t(s, a)) decays with the
+entry's own visits (``step_count="entry"``).
 """
 
 from __future__ import annotations
@@ -88,6 +95,16 @@ class TEQLConfig(TensorAgentConfig):
     """Increment N(s, a) before the update and pass the new count (released code)."""
     visit_storage: Storage = "auto"
     """Visit-table storage: dense arrays, sparse rows per visited state, or chosen by size."""
+    step_count: Literal["agent", "entry"] = "agent"
+    """The t of alpha_t = alpha_0 / (1 + kappa t): the agent's steps (Algorithm 3), or
+    ``"entry"``: the visit count N_t(s_t, a_t) passed to the loss, so that each entry's
+    step decays with its own visits, as tabular Q-learning's (docs/agents.md, "Where
+    tabular Q-learning learns")."""
+    footprint_power: float = 0.0
+    """p of the footprint steps: the stable update's action-mode row steps are scaled by
+    rho = min(1, |A| / |S|)^p (0: every mode takes the whole step), so the action rows,
+    which every state shares, move less (docs/agents.md, "Where tabular Q-learning
+    learns")."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -102,6 +119,13 @@ class TEQLConfig(TensorAgentConfig):
         if self.update == "stable":
             check_real("alpha0", self.alpha0, 0.0, 2.0, low_open=True, high_open=True)
         check_choice("visit_storage", self.visit_storage, ("auto", "dense", "sparse"))
+        check_choice("step_count", self.step_count, ("agent", "entry"))
+        check_real("footprint_power", self.footprint_power, 0.0, math.inf)
+        if self.footprint_power > 0 and self.update != "stable":
+            raise ValueError(
+                "The 'footprint_power' parameter needs the stable update (update 'stable'). "
+                f"Got update {self.update!r} instead."
+            )
 
 
 class UpdateRecord(NamedTuple):
@@ -195,7 +219,22 @@ class TEQLAgent(TensorAgent):
             eps=config.eps, c=config.c, tol=config.tol, max_inner=config.max_inner,
             f_max=None if self.bound is None else self.bound.f_max,
             count_before_update=config.count_before_update, signed_delta=config.signed_delta,
+            step_count=config.step_count, mode_scale=self.mode_scale,
         )  # fmt: skip
+
+    @property
+    def mode_scale(self) -> tuple[float, ...] | None:
+        """rho_n of the footprint steps, or None when p = 0.
+
+        rho_n = (|A| / |S|)^p on the action modes (|A| joint actions, |S| joint
+        states; capped at 1), 1 on the state modes.
+        """
+        power = self.config.footprint_power
+        if power == 0:
+            return None
+        share = min(1.0, self.n_actions / self.n_states) ** power
+        first = len(self.problem.state_dims)
+        return tuple(1.0 if mode < first else share for mode in range(len(self.problem.shape)))
 
     def choose_actions(
         self, states: NDArray[np.int64], active: NDArray[np.bool_]
@@ -223,7 +262,7 @@ class TEQLAgent(TensorAgent):
         if config.count_before_update:
             self.visits_.increment(states, actions, active)
         visits = self.visits_.counts(states, actions)
-        step_size = self.schedule(self.steps_ + 1)
+        step_size = self.schedule(visits if config.step_count == "entry" else self.steps_ + 1)
         result = bcd_update(
             self.q_,
             np.concatenate([batch.states, batch.actions], axis=1),
@@ -237,6 +276,7 @@ class TEQLAgent(TensorAgent):
             bound=self.bound,
             mask=~active,
             variant=config.update,
+            mode_scale=self.mode_scale,
         )
         change = result.before - result.after
         delta = change if config.signed_delta else np.abs(change)

@@ -45,6 +45,13 @@ TEQL_CASES = {
     "stable-I5-free": {**STABLE, "max_inner": 5, "alpha0": 0.3, "bounded": False},
     "stable-I1-pre-visit": {**STABLE, "count_before_update": False, "lam": 1e-5},
     "stable-sparse": {**STABLE, "visit_storage": "sparse", "kappa": 0.0},
+    "stable-entry-steps": {
+        **STABLE,
+        "step_count": "entry",
+        "kappa": 0.01,
+        "footprint_power": 2.0,
+        "init_actions": "identity",
+    },
 }
 
 
@@ -195,6 +202,15 @@ def test_joint_actions_compiled_equals_reference(cls):
     config_cls = TEQLConfig if cls is TEQLAgent else TLRConfig
     params = {"epsilon_start": 0.3, "gamma": 0.9}
     reference, compiled = _pair(cls, config_cls, problem, (5, 6), **params)
+    _step_by_step(reference, compiled, problem, steps=100)
+
+
+def test_stable_reading_on_joint_actions_compiled_equals_reference():
+    """Inventory's stable reading: identity start over two action modes, footprint shares."""
+    problem = make_problem("inventory", env_kwargs={"n_locations": 2, "max_order": 2})
+    params = reading("teql", "stable").agent_params("inventory")
+    reference, compiled = _pair(TEQLAgent, TEQLConfig, problem, (5, 6), **params)
+    assert reference.mode_scale == (1.0, 1.0, 1.0, (9 / 50) ** 2, (9 / 50) ** 2)
     _step_by_step(reference, compiled, problem, steps=100)
 
 

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from rl import train as train_cli
+from rl.agents.readings import AGENT_STEPS
 from rl.runs import training as runner
 from rl.runs.checkpoint import load_checkpoint
 from rl.runs.metrics import COLUMNS, read_metrics
@@ -290,7 +291,11 @@ def test_second_run_on_a_live_run_directory_is_refused(tmp_path):
     assert _cli(*FAST[-2:], "--resume", out, "--episodes", trained).returncode == 0  # unlocked
 
 
-CLIFF = ["--env", "CliffWalking-v1", "--agent", "teql", "--reading", "stable", "--seeds", 1]
+CLIFF = [
+    "--env", "CliffWalking-v1", "--agent", "teql", "--reading", "stable", "--seeds", 1,
+    # the stable reading's steps of the paper's problems, with which it never reaches the goal
+    *[arg for key, value in AGENT_STEPS.items() for arg in ("--set", f"{key}={json.dumps(value)}")],
+]  # fmt: skip
 LONG_EPISODES = ["--env-option", "max_episode_steps=40000", "--checkpoint-every", 1]
 
 

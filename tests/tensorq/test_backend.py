@@ -124,6 +124,14 @@ def _check_bcd_update(backend, variant, tol, max_inner):
     assert all(backend_name_of(f) == backend for f in q.factors)
 
 
+def test_pytorch_footprint_steps_agree_in_float64():
+    """The stable rule with per-mode shares rho_n (footprint steps) on PyTorch equals NumPy."""
+    q_np, q = make("numpy"), make("pytorch")
+    settings = {"lam": 1e-2, "eps": 1.0, "tol": 0.0, "max_inner": 1, "variant": "stable"}
+    settings |= {"bound": FactorBound(1.5), "mode_scale": (1.0, 0.36, 0.25, 0.01)}
+    assert _updates("pytorch", q_np, q, bcd_update, **settings) <= 1e-10
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("sweep", ["jacobi", "gauss-seidel"])
 def test_normalized_step_agrees_in_float64(backend, sweep):

@@ -189,6 +189,44 @@ def test_stable_exact_step_reaches_the_minimizer_in_one_row_step():
     np.testing.assert_allclose(res.after, target / slope, rtol=1e-12)
 
 
+def test_mode_scale_closes_rho_n_eta_of_the_gap_per_mode():
+    """Footprint steps: mode n's row step moves Q by rho_n eta of the way to Q* (no bound).
+
+    The row step changes the entry by -rho_n eta dL/dQ = -rho_n eta (1 - 2 w) (Q - Q*),
+    so after the modes in turn Q - Q* = (Q_0 - Q*) prod_n (1 - rho_n eta (1 - 2 w)).
+    """
+    q = OnlineCP.random((5, 2, 3), 3, replicas=2, rng=4)
+    index = np.array([[0, 1, 2], [4, 0, 1]])
+    target, visits, lam, step = np.array([3.0, -2.0]), np.array([2.0, 7.0]), 0.1, 0.8
+    shares = (1.0, 0.16, 0.36)
+    slope = 1 - 2 * lam / (visits + 1e-4)
+    minimizer = target / slope
+    res = bcd_update(
+        q, index, target, visits, step_size=step, lam=lam, eps=1e-4, tol=0.0, max_inner=1,
+        variant="stable", mode_scale=shares,
+    )  # fmt: skip
+    shrink = np.prod([1 - share * step * slope for share in shares], axis=0)
+    np.testing.assert_allclose(res.after - minimizer, (res.before - minimizer) * shrink, rtol=1e-10)
+
+
+def test_mode_scale_of_ones_is_the_stable_rule_bitwise():
+    plain, ones = (OnlineCP.random((4, 3, 2), 2, replicas=3, rng=1) for _ in range(2))
+    index = np.array([[0, 1, 1], [3, 2, 0], [1, 0, 1]])
+    options = {"step_size": 0.5, "tol": 0.0, "max_inner": 2, "variant": "stable", **SETTINGS}
+    bcd_update(plain, index, 2.0, 3.0, **options)
+    bcd_update(ones, index, 2.0, 3.0, mode_scale=(1.0, 1.0, 1.0), **options)
+    for a, b in zip(plain.factors, ones.factors, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize(("variant", "shares"), [("paper", (1.0, 1.0)), ("stable", (1.0,))])
+def test_mode_scale_needs_the_stable_rule_and_one_share_per_mode(variant, shares):
+    q = OnlineCP.random((3, 2), 2, replicas=1, rng=0)
+    with pytest.raises(ValueError, match="'mode_scale' parameter needs variant 'stable' and 2"):
+        bcd_update(q, [[0, 1]], 1.0, 1.0, step_size=0.5, tol=0.0, max_inner=1, variant=variant,
+                   mode_scale=shares, **SETTINGS)  # fmt: skip
+
+
 def test_stable_skips_rows_with_zero_direction():
     q = OnlineCP.random((3, 4, 5), 2, replicas=1, rng=0)
     index = np.array([[1, 2, 3]])
