@@ -8,6 +8,7 @@ episodes) with the slow tests, as do the JAX cases (compiling takes seconds).
 
 import dataclasses
 import importlib.util
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -173,6 +174,7 @@ def test_long(case, backend):
 
 
 @pytest.mark.gpu
+@pytest.mark.skipif(not Path("/dev/nvidiactl").exists(), reason="no NVIDIA device")
 @pytest.mark.parametrize("backend", ["pytorch", "jax"])
 def test_cuda_run_equals_the_compiled_engine(backend):
     """TEQL released on a CUDA device: factors, visits and updates there, returns as on the CPU."""
