@@ -157,8 +157,9 @@ def test_train_config_resolves_backend_and_device():
 
 
 def _first_difference(a, b):
-    where = np.argwhere(a != b)
-    return None if len(where) == 0 else tuple(where[0])
+    """First (episode, replica) where ``a`` and ``b`` differ (NaN equals NaN), or None."""
+    where = np.argwhere((a != b) & ~(np.isnan(a) & np.isnan(b)))
+    return None if len(where) == 0 else tuple(where[0].tolist())
 
 
 @pytest.mark.slow
@@ -170,7 +171,11 @@ def test_long(case, backend):
     expected, got = (_cartpole(*CARTPOLE[case], b, seeds=range(4)) for b in (None, backend))
     for a, b in zip(_play(expected, 200), _play(got, 200), strict=True):
         assert _first_difference(a, b) is None
-    _assert_close_states(expected.agent, got.agent)
+    gap = max(
+        np.abs(x - y).max() / np.abs(x).max()
+        for x, y in zip(_factors(expected.agent), _factors(got.agent), strict=True)
+    )
+    assert gap < 1e-9, f"factors part by {gap:.1e} (relative) after 200 episodes"
 
 
 @pytest.mark.gpu
