@@ -28,6 +28,7 @@ MODULES = {
     "paper_scale": "bench_paper_scale",
     "classics": "bench_classics",
     "highway": "bench_highway",
+    "backends": "bench_backends",
 }
 QUICK = {
     "tensorq": ["--number", "20", "--replicas", "4"],
@@ -39,6 +40,7 @@ QUICK = {
     "paper_scale": ["--seeds", "4", "--episodes", "3"],
     "classics": ["--seeds", "1", "--scale", "0.005", "--envs", "FrozenLake-v1"],
     "highway": ["--batches", "1", "2", "--reference-steps", "2", "--seconds", "0.01"],
+    "backends": ["--replicas", "1", "4", "--seconds", "0.2", "--engines", "compiled", "pytorch"],
 }
 WRITES_JSON = ("step",)
 

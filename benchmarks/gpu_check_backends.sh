@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The GPU checks of tensorq's backends (issue 22), for a machine with a CUDA device; < 2 minutes.
+# The GPU checks of tensorq's backends and the agents' array engine (issue 22), for a machine
+# with a CUDA device; about 5 minutes.
 #
 #   bash benchmarks/gpu_check_backends.sh         (PYTHON=... to pick the interpreter)
 #
@@ -33,3 +34,8 @@ PY
 # --noconftest: the tensorq tests need neither rl nor its compiled kernels.
 "$python" -m pytest -q -p no:cacheprovider --noconftest -m gpu -rs tests/tensorq/test_backend.py
 "$python" -m benchmarks tensorq --batched-only --device cuda --replicas 100 10000 100000 --number 200
+# 3. The agents on the GPU (issue 22): TEQL released on "cuda" through the array engine,
+#    returns equal to the compiled CPU engine; then the end-to-end table of
+#    `python -m benchmarks backends` with the array engine on cuda beside the compiled CPU engine.
+"$python" -m pytest -q -p no:cacheprovider -m gpu -rs tests/rl/test_array_engine.py
+"$python" -m benchmarks backends --device cuda --replicas 1000 10000 100000 --seconds 3

@@ -61,6 +61,8 @@ _FLAGS = {  # command-line flag (argparse dest) -> TrainConfig field
     "eval_every": "eval_every",
     "eval_episodes": "eval_episodes",
     "checkpoint_every": "checkpoint_every",
+    "backend": "backend",
+    "device": "device",
 }
 
 
@@ -128,6 +130,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--checkpoint-every",
         type=int,
         help=f"checkpoint every n episodes {_default('checkpoint_every')}",
+    )
+    parser.add_argument(
+        "--backend",
+        metavar="{numpy,pytorch,jax}",
+        help="array backend of teql and tlr: factors, visit counts and updates run there "
+        "(pytorch and jax on the array engine; default numpy)",
+    )
+    parser.add_argument(
+        "--device",
+        metavar="{cpu,cuda,cuda:N}",
+        help="device of the agent (teql and tlr: with --backend pytorch or jax; default cpu)",
     )
     parser.add_argument(
         "--out", help="run directory (required unless --resume or --config sets it)"

@@ -23,7 +23,7 @@ from rl.agents import _kernels
 from rl.agents._explore_compiled import typed_generators
 from rl.agents._kernels import EXPLORATION, AgentArrays, Settings
 from rl.agents.base import Transitions
-from rl.agents.engine import UpdateStats, packed_factors
+from rl.agents.engine import UpdateStats, copy_factors, packed_factors
 from rl.agents.visits import VisitArrays
 from tensorq._compiled import RULES, RuleSettings
 
@@ -200,6 +200,13 @@ class CompiledEngine:
         if bad >= 0:
             raise self.divergence(bad)
         return self.stats
+
+    def sync(self) -> None:
+        """Nothing to do: the kernels write the agent's own arrays."""
+
+    def reload(self, factors: list[NDArray[np.float64]]) -> None:
+        """Copy ``factors`` into the agent's (packed) factors in place."""
+        copy_factors(self.agent, factors)
 
     def divergence(self, replica: int) -> ValueError:
         """Return the error of replica ``replica``'s non-finite TD target."""

@@ -10,6 +10,9 @@ and ``observe`` through it:
   imports no Numba.
 - `rl.agents._fast_path.CompiledEngine` runs the same step in compiled kernels,
   from what the agent declares in its `StepRule`; it is imported only when chosen.
+- `rl.agents._array_engine.ArrayEngine` runs the same step as array operations
+  on the config's ``backend`` (NumPy, PyTorch, JAX) and ``device``; chosen by
+  ``engine="array"`` or any backend but NumPy, imported only then.
 
 Both give the same numbers to 1e-12 (``tests/rl/test_fast_path.py``).
 """
@@ -27,7 +30,7 @@ from rl.agents.base import Transitions
 if TYPE_CHECKING:
     from rl.agents.tensor_agent import TensorAgent
 
-EngineName = Literal["auto", "compiled", "reference"]
+EngineName = Literal["auto", "compiled", "reference", "array"]
 
 
 class UpdateStats(NamedTuple):
@@ -97,7 +100,7 @@ class Engine(Protocol):
     """What a tensor agent asks of its engine (see `Agent.act`, `Agent.greedy`, `Agent.observe`)."""
 
     name: str
-    """``"reference"`` or ``"compiled"``."""
+    """``"reference"``, ``"compiled"`` or ``"array"``."""
 
     def act(
         self,
@@ -112,6 +115,12 @@ class Engine(Protocol):
 
     def observe(self, batch: Transitions) -> UpdateStats:
         """Learn from one transition per active replica (some replica is active)."""
+
+    def sync(self) -> None:
+        """Bring the agent's host copies (counters, visits, generators) up to date."""
+
+    def reload(self, factors: list[NDArray[np.float64]]) -> None:
+        """Take the factors and the agent's host copies as restored from a checkpoint."""
 
 
 def resolve_engine(engine: EngineName, factors: Sequence[Any]) -> str:
@@ -198,3 +207,16 @@ class ReferenceEngine:
     def observe(self, batch: Transitions) -> UpdateStats:
         """Run the agent's reference update (`TensorAgent.learn`)."""
         return self.agent.learn(batch)
+
+    def sync(self) -> None:
+        """Nothing to do: the agent's arrays are the engine's."""
+
+    def reload(self, factors: list[NDArray[np.float64]]) -> None:
+        """Copy ``factors`` into the agent's factors (in place)."""
+        copy_factors(self.agent, factors)
+
+
+def copy_factors(agent: TensorAgent, factors: list[NDArray[np.float64]]) -> None:
+    """Copy ``factors`` into ``agent.q_.factors`` in place (NumPy factors)."""
+    for factor, values in zip(agent.q_.factors, factors, strict=True):
+        factor[...] = values

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
+from rl.agents._array_backend import Backend, check_backend, to_numpy
 from rl.agents._explore import (
     decay_epsilon,
     epsilon_greedy,
@@ -91,7 +92,15 @@ class TensorAgentConfig:
     engine: EngineName = "auto"
     """``"compiled"``: the Numba kernels (`rl.agents._fast_path.CompiledEngine`);
     ``"reference"``: the NumPy/TensorLy mathematics (`rl.agents.engine.ReferenceEngine`);
-    ``"auto"``: compiled wherever it applies (NumPy float64 factors)."""
+    ``"array"``: array operations on ``backend`` (`rl.agents._array_engine.ArrayEngine`);
+    ``"auto"``: the array engine for a backend other than NumPy, else compiled wherever
+    it applies (NumPy float64 factors)."""
+    backend: Backend = "numpy"
+    """Array backend of the factors, visit counts, scores and updates: ``numpy``,
+    ``pytorch`` (the ``torch`` extra) or ``jax`` (the ``jax`` extra); the last two run
+    on the array engine (docs/tutorials/backends.md)."""
+    device: str = "cpu"
+    """Device of the array engine: ``cpu``, ``cuda`` or ``cuda:N`` (NumPy: ``cpu``)."""
 
     def __post_init__(self) -> None:
         check_int("rank", self.rank, 1, MAX_RANK)
@@ -99,7 +108,8 @@ class TensorAgentConfig:
         check_real("init_scale", self.init_scale, 0.0, math.inf, low_open=True)
         check_int("max_joint_actions", self.max_joint_actions, 1)
         check_epsilon_schedule(self.epsilon_start, self.epsilon_decay, self.epsilon_min)
-        check_choice("engine", self.engine, ("auto", "compiled", "reference"))
+        check_choice("engine", self.engine, ("auto", "compiled", "reference", "array"))
+        check_backend(self.backend, self.device, self.engine)
         check_choice("init_actions", self.init_actions, ("uniform", "identity"))
         if not isinstance(self.init_symmetric, bool):
             raise ValueError(
@@ -208,7 +218,9 @@ class TensorAgent(Agent):
             )
         self.steps_ = np.zeros(self.replicas, dtype=np.int64)
         self.epsilon_ = np.full(self.replicas, float(config.epsilon_start))
-        self.engine_: Engine = make_engine(resolve_engine(config.engine, self.q_.factors), self)
+        array = config.engine == "array" or config.backend != "numpy"
+        name = "array" if array else resolve_engine(config.engine, self.q_.factors)
+        self.engine_: Engine = make_engine(name, self)
 
     def _initial_factors(self, streams: Sequence[AgentRandom]) -> list[NDArray[np.float64]]:
         shape, rank, scale = self.problem.shape, self.config.rank, self.config.init_scale
@@ -350,9 +362,10 @@ class TensorAgent(Agent):
         decay_epsilon(self.epsilon_, mask, config.epsilon_decay, config.epsilon_min)
 
     def state_dict(self) -> dict[str, Any]:
-        """Factors, step counters, epsilon and exploration generator states."""
+        """Factors, step counters, epsilon and exploration generator states (NumPy)."""
+        self.engine_.sync()
         return {
-            "factors": [np.array(f, copy=True) for f in self.q_.factors],
+            "factors": [np.array(to_numpy(f), copy=True) for f in self.q_.factors],
             "steps": self.steps_.copy(),
             "epsilon": self.epsilon_.copy(),
             "rngs": generator_states(self._rngs),
@@ -372,23 +385,26 @@ class TensorAgent(Agent):
         if not isinstance(factors, list) or len(factors) != len(self.q_.factors):
             raise ValueError(f"the entry factors must be a list of {len(self.q_.factors)} arrays.")
         saved = [
-            saved_array(dict(enumerate(factors)), n, factor, where="factors")
-            for n, factor in enumerate(self.q_.factors)
+            saved_array(dict(enumerate(factors)), n, np.zeros(tuple(f.shape)), where="factors")
+            for n, f in enumerate(self.q_.factors)
         ]
         steps = saved_array(state, "steps", self.steps_, low=0)
         epsilon = saved_array(state, "epsilon", self.epsilon_, low=0.0, high=1.0)
         check_generator_states(state["rngs"], len(self._rngs), "rngs")
-        for factor, values in zip(self.q_.factors, saved, strict=True):
-            factor[...] = values
+        self.engine_.reload(saved)
         self.steps_[...] = steps
         self.epsilon_[...] = epsilon
         set_generator_states(self._rngs, state["rngs"])
 
 
 def make_engine(name: str, agent: TensorAgent) -> Engine:
-    """Build the engine ``name`` (``"compiled"`` or ``"reference"``) of ``agent``."""
+    """Build the engine ``name`` (``"compiled"``, ``"array"`` or ``"reference"``) of ``agent``."""
     if name == "compiled":
         from rl.agents._fast_path import CompiledEngine
 
         return CompiledEngine(agent)
+    if name == "array":
+        from rl.agents._array_engine import ArrayEngine
+
+        return ArrayEngine(agent)
     return ReferenceEngine(agent)

@@ -68,6 +68,13 @@ class TrainConfig:
     """Keyword options of `rl.problems.make_problem` (index_rule, state_bins, action_bins, ...)."""
     agent_params: dict = field(default_factory=dict)
     """Overrides of the agent's config fields, applied on top of the reading's settings."""
+    backend: str | None = None
+    """Array backend of a CP-tensor agent (teql, tlr): ``numpy``, ``pytorch`` or ``jax``
+    (the agent's ``backend``; None keeps the agent's, NumPy). Resolved into the agent's
+    config by `resolve_settings`, below ``agent_params``."""
+    device: str | None = None
+    """Device of the agent: ``cpu``, ``cuda`` or ``cuda:N`` (the agent's ``device``; None
+    keeps the agent's, the CPU); for teql and tlr it needs backend pytorch or jax."""
     reading: str | None = None
     """Which settings the agent starts from (`rl.agents.readings.READINGS`): ``paper`` (the
     paper's text and tables; the default) or ``released`` (the authors' released code);
@@ -370,7 +377,7 @@ def resolve_settings(
     name = problem_name(config.env)
     fields = {f.name for f in dataclasses.fields(spec.config_class)}
     _refuse_problem_options(config.agent, config.agent_params, fields)
-    values = chosen.agent_params(name)
+    values = {**chosen.agent_params(name), **_placement(config, fields)}
     what = f"agent {config.agent!r}"
     agent = build_dataclass(spec.config_class, {**values, **config.agent_params}, what)
     env_options = {**chosen.problem_options(name), **config.env_options}
@@ -386,6 +393,28 @@ def resolve_settings(
         values["gamma"] = float(problem.discount)
         agent = build_dataclass(spec.config_class, {**values, **config.agent_params}, what)
     return Settings(config, spec, agent, env_options, problem)
+
+
+def _placement(config: TrainConfig, fields: set[str]) -> dict[str, str]:
+    """Return the run's ``backend`` and ``device`` as agent parameters (those that are set).
+
+    Raises
+    ------
+    ConfigError
+        If one is set and the agent has no such parameter.
+    """
+    placement = {}
+    for key in ("backend", "device"):
+        value = getattr(config, key)
+        if value is None:
+            continue
+        if key not in fields:
+            raise ConfigError(
+                f"The '{key}' parameter does not apply to agent {config.agent!r}; "
+                "the CP-tensor agents (teql, tlr) take backend and device."
+            )
+        placement[key] = value
+    return placement
 
 
 def _refuse_problem_options(agent: str, params: Mapping[str, Any], fields: set[str]) -> None:

@@ -1,0 +1,244 @@
+"""The array functions and random streams of the array engine (`rl.agents._array_engine`).
+
+`ArrayNamespace` holds, once per backend and device, the few functions the
+engine needs beyond `tensorq._backend.ArrayOps` (argmax, max, log, floor,
+cumulative sums, zeros on a device, and a scatter that writes in place on
+NumPy and PyTorch and is a donated ``jax.jit`` function on JAX, whose arrays
+are immutable).
+
+`UniformStreams` gives each replica the doubles its exploration generator
+(`rl.seeding.AgentRandom.explore`, a PCG64 `numpy.random.Generator`) would
+give one ``random()`` call at a time, drawn ``K`` at a time on the host and
+read on the device by a cursor per replica, so that a step reads them with
+array operations and no loop over replicas. ``sync`` rewinds every generator
+(``bit_generator.advance``) to just after the doubles actually used, so that
+a checkpoint saves the exact streams.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from tensorq._backend import SUPPORTED_BACKENDS, ArrayOps, array_backend, ops_for_backend
+
+Array = Any
+Backend = Literal["numpy", "pytorch", "jax"]
+
+_MODULES = {"pytorch": ("torch", "PyTorch", "torch"), "jax": ("jax", "JAX", "jax")}
+
+
+def check_backend(backend: object, device: object, engine: str = "auto") -> None:
+    """Check a tensor agent's ``backend``, ``device`` and ``engine`` together; one-line errors.
+
+    Raises
+    ------
+    ValueError
+        For an unknown backend or device string, a backend whose package is not
+        installed, a CUDA device where the backend sees none, a device other than
+        the CPU for NumPy, or the compiled or reference engine with another backend.
+    """
+    if backend not in SUPPORTED_BACKENDS:
+        raise ValueError(
+            f"The 'backend' parameter must be one of {list(SUPPORTED_BACKENDS)}. "
+            f"Got {backend!r} instead."
+        )
+    if not isinstance(device, str) or not re.fullmatch(r"cpu|cuda(:\d+)?", device):
+        raise ValueError(
+            f"The 'device' parameter must be cpu, cuda or cuda:N. Got {device!r} instead."
+        )
+    if backend == "numpy":
+        if device != "cpu":
+            raise ValueError(
+                f"The 'device' parameter {device!r} needs backend pytorch or jax; "
+                "numpy runs on the cpu."
+            )
+        return
+    if engine in ("compiled", "reference"):
+        raise ValueError(
+            f"The 'engine' parameter {engine!r} runs on NumPy only; backend {backend!r} needs "
+            "engine 'array' or 'auto'."
+        )
+    module, label, extra = _MODULES[str(backend)]
+    if importlib.util.find_spec(module) is None:
+        raise ValueError(
+            f"The 'backend' parameter {backend!r} needs {label}, which is not installed here: "
+            f"pip install 'teql[{extra}]' (docs/tutorials/backends.md)."
+        )
+    if device != "cpu":
+        _check_cuda(str(backend), device)
+
+
+def _check_cuda(backend: str, device: str) -> None:
+    """Raise ValueError unless ``backend`` has the CUDA device ``device``."""
+    if backend == "jax":
+        ops_for_backend("jax").device(device)  # a one-line ValueError naming JAX's devices
+        return
+    import torch
+
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    index = int(device.partition(":")[2] or 0)
+    if index >= count:
+        raise ValueError(
+            f"The 'device' parameter {device!r} needs a CUDA GPU that PyTorch sees; "
+            f"it sees {count} here."
+        )
+
+
+def to_numpy(array: Any) -> np.ndarray:
+    """Return a NumPy array (the array itself, or a host copy) of any backend's array."""
+    name = array_backend(array)
+    if name is None or name == "numpy":
+        return np.asarray(array)
+    return ops_for_backend(name).to_numpy(array)
+
+
+@dataclass(frozen=True)
+class ArrayNamespace:
+    """Array functions of one backend and device (see the module docstring).
+
+    Attributes
+    ----------
+    ops : tensorq._backend.ArrayOps
+        TensorLy's handles for the backend (``where``, ``sqrt``, ``asarray``, ...).
+    device : Any
+        The backend's device (None for NumPy).
+    xp : module
+        ``numpy``, ``torch`` or ``jax.numpy``: argmax, max, log, floor,
+        cumsum, isfinite, maximum and minimum take ``axis`` on all three.
+    """
+
+    ops: ArrayOps
+    device: Any
+    xp: Any
+
+    def put(self, data: Any, dtype: Any = None) -> Array:
+        """Return ``data`` (NumPy or the backend's) as a backend array on the device."""
+        if self.ops.functional and isinstance(data, np.ndarray):  # jnp.asarray is slower
+            import jax
+
+            return jax.device_put(data if dtype is None else data.astype(dtype), self.device)
+        return self.ops.asarray(data, dtype, self.device)
+
+    def host(self, array: Array) -> np.ndarray:
+        """Return a NumPy copy (or view, for NumPy) of a backend array."""
+        return self.ops.to_numpy(array)
+
+    def astype(self, array: Array, dtype: Any) -> Array:
+        """``array`` converted to ``dtype``."""
+        return array.to(dtype) if self.ops.name == "pytorch" else array.astype(dtype)
+
+    def zeros(self, shape: tuple[int, ...], dtype: Any) -> Array:
+        """Zeros of ``shape`` and ``dtype`` on the device."""
+        return self.put(np.zeros(shape, dtype=dtype))
+
+    def scatter(self, array: Array, index: tuple[Array, ...], values: Array) -> Array:
+        """``array[index] = values``: in place and returned (NumPy, PyTorch), or a new JAX array.
+
+        On JAX this is meant to run inside ``jax.jit``, where XLA writes in place.
+        """
+        if self.ops.functional:
+            return array.at[index].set(values)
+        array[index] = values
+        return array
+
+    def compile(self, function: Callable[..., Any], donate: tuple[int, ...] = ()) -> Any:
+        """Return ``function`` compiled by ``jax.jit`` (donating ``donate``) on JAX, else itself."""
+        if not self.ops.functional:
+            return function
+        import jax
+
+        return jax.jit(function, donate_argnums=donate)
+
+
+def array_namespace(backend: str, device: str) -> ArrayNamespace:
+    """Return the `ArrayNamespace` of ``backend`` on ``device`` ("cpu", "cuda", "cuda:N")."""
+    ops = ops_for_backend(backend)
+    if backend == "pytorch":
+        import torch
+
+        xp = torch
+    elif backend == "jax":
+        import jax.numpy as xp
+    else:
+        xp = np
+    return ArrayNamespace(ops, ops.device(None if backend == "numpy" else device), xp)
+
+
+def read_uniform(space: ArrayNamespace, buffer: Array, cursor: Array, offset: Any = 0) -> Array:
+    """Return the double at ``cursor + offset`` of every replica's row of ``buffer``, (B,)."""
+    index = space.ops.clip(cursor + offset, 0, buffer.shape[1] - 1)[:, None]
+    if space.ops.name == "pytorch":
+        return space.xp.take_along_dim(buffer, index, dim=1)[:, 0]
+    return space.xp.take_along_axis(buffer, index, axis=1)[:, 0]
+
+
+class UniformStreams:
+    """The replicas' exploration doubles, buffered K at a time (see the module docstring).
+
+    Parameters
+    ----------
+    generators : sequence of numpy.random.Generator
+        One per replica, each with a PCG64 bit generator (``advance`` rewinds it).
+    space : ArrayNamespace
+    per_step : int
+        The most doubles a replica uses in one step.
+    block : int, default 64
+        Steps per refill.
+
+    Attributes
+    ----------
+    buffer : float64 array of shape (B, K)
+        The next K doubles of every replica's generator (read by `read_uniform`).
+    cursor : int64 array of shape (B,)
+        How many of its row each replica has used.
+    """
+
+    def __init__(
+        self,
+        generators: Sequence[np.random.Generator],
+        space: ArrayNamespace,
+        per_step: int,
+        block: int = 64,
+    ) -> None:
+        if not all(hasattr(g.bit_generator, "advance") for g in generators):
+            raise ValueError(
+                "The array engine needs exploration generators whose bit generator can "
+                "advance (PCG64, as rl.seeding gives)."
+            )
+        self.generators = list(generators)
+        self.space = space
+        self.per_step = per_step
+        self.width = per_step * block
+        replicas = len(self.generators)
+        self.buffer = space.zeros((replicas, self.width), np.float64)
+        self.cursor = space.put(np.full(replicas, self.width, dtype=np.int64))
+        self._steps_left = 0
+
+    def reserve(self) -> None:
+        """Make sure every replica has ``per_step`` doubles ahead (refills every ``block`` steps).
+
+        The refill draws K doubles from each generator on the host (one call
+        per replica every ``block`` steps) and puts them on the device at once.
+        """
+        if self._steps_left == 0:
+            self.sync()
+            rows = np.stack([g.random(self.width) for g in self.generators])
+            self.buffer = self.space.put(rows)
+            self.cursor = self.space.put(np.zeros(len(self.generators), dtype=np.int64))
+            self._steps_left = self.width // self.per_step
+        self._steps_left -= 1
+
+    def sync(self) -> None:
+        """Rewind each generator to just after the doubles used; the buffer is then empty."""
+        unused = self.width - self.space.host(self.cursor)
+        for generator, count in zip(self.generators, unused.tolist(), strict=True):
+            if count:
+                generator.bit_generator.advance(-count)
+        self.cursor = self.space.put(np.full(len(self.generators), self.width, dtype=np.int64))
+        self._steps_left = 0

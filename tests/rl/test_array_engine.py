@@ -1,0 +1,197 @@
+"""The array engine (rl.agents._array_engine) on NumPy, PyTorch and JAX against the reference.
+
+In float64 on the CPU the array engine takes the reference engine's actions
+(the same exploration doubles from the same generators) and its factors agree
+to 1e-10; `test_long` runs the issue's check (CartPole, 4 seeds x 200
+episodes) with the slow tests, as do the JAX cases (compiling takes seconds).
+"""
+
+import dataclasses
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rl.agents._array_backend import check_backend, to_numpy
+from rl.agents.readings import reading
+from rl.agents.teql import TEQLAgent, TEQLConfig
+from rl.agents.tlr import TLRAgent, TLRConfig
+from rl.loop.runner import Runner
+from rl.problems import make_problem
+from rl.runs.config import ConfigError, TrainConfig, resolve_settings
+from rl.seeding import spawn_replicas
+from tests.rl.agent_drivers import make_problem as toy_problem
+from tests.rl.agent_drivers import random_drive, streams
+
+BACKENDS = [
+    "numpy",
+    pytest.param("pytorch", marks=pytest.mark.skipif(
+        importlib.util.find_spec("torch") is None, reason="PyTorch is not installed")),
+    pytest.param("jax", marks=[pytest.mark.slow, pytest.mark.skipif(
+        importlib.util.find_spec("jax") is None, reason="JAX is not installed")]),
+]  # fmt: skip
+"""JAX's cases are slow (it compiles each step's programs, seconds): they run with -m slow."""
+
+STABLE = reading("teql", "stable").agent_params("cartpole")
+RELEASED = reading("teql", "released").agent_params("cartpole")
+TOY_CASES = {
+    "paper": {},
+    "released": {**RELEASED, "epsilon_start": 0.0, "continuous_random_actions": False},
+    "stable": STABLE,
+}
+
+
+def _factors(agent):
+    return [to_numpy(f) for f in agent.q_.factors]
+
+
+def _assert_close_states(a, b):
+    sa, sb = a.state_dict(), b.state_dict()
+    for fa, fb in zip(sa["factors"], sb["factors"], strict=True):
+        np.testing.assert_allclose(fa, fb, rtol=0, atol=1e-10)
+    np.testing.assert_array_equal(sa["steps"], sb["steps"])
+    np.testing.assert_array_equal(sa["epsilon"], sb["epsilon"])
+    assert [s["state"] for s in sa["rngs"]] == [s["state"] for s in sb["rngs"]]
+    if "visits" in sa:
+        np.testing.assert_array_equal(sa["visits"]["counts"], sb["visits"]["counts"])
+        np.testing.assert_allclose(sa["visits"]["delta"], sb["visits"]["delta"], atol=1e-10)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", TOY_CASES)
+def test_teql_steps_like_the_reference(case, backend):
+    """Random transitions on a (3, 4) x (3,) problem: same actions, factors to 1e-10."""
+    problem = toy_problem((3, 4), (3,))
+    params = {**TOY_CASES[case], "visit_storage": "sparse"}
+    reference = TEQLAgent(problem, TEQLConfig(**params, engine="reference"), streams(0, 1, 2))
+    config = TEQLConfig(**params, backend=backend, engine="array")
+    array = TEQLAgent(problem, config, streams(0, 1, 2))
+    assert array.engine_.name == "array"
+    mask = lambda t: np.array([True, t % 3 != 1, t % 5 != 2])  # noqa: E731
+    np.testing.assert_array_equal(
+        random_drive(reference, 40, seed=3, active_mask=mask),
+        random_drive(array, 40, seed=3, active_mask=mask),
+    )
+    _assert_close_states(reference, array)
+
+
+def _cartpole(agent_class, config_class, params, backend, seeds=(0, 1)):
+    problem = make_problem("cartpole")
+    replicas = spawn_replicas(list(seeds))
+    engine = "compiled" if backend is None else "array"
+    config = config_class(**params, engine=engine, backend=backend or "numpy")
+    agent = agent_class(problem, config, [s.agent for s in replicas])
+    return Runner(problem, agent, replicas, eval_every=2, fused=False)
+
+
+CARTPOLE = {
+    "teql-released": (TEQLAgent, TEQLConfig, RELEASED),
+    "teql-stable": (TEQLAgent, TEQLConfig, STABLE),
+    "tlr-released": (TLRAgent, TLRConfig, reading("tlr", "released").agent_params("cartpole")),
+}
+
+
+def _play(runner, episodes):
+    results = list(runner.episodes(0, episodes))
+    return np.array([r.returns for r in results]), np.array([r.greedy_returns for r in results])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", CARTPOLE)
+def test_cartpole_run_equals_the_compiled_engine(case, backend):
+    """Three CartPole episodes of two replicas, epsilon draws included: identical returns."""
+    expected, got = (_cartpole(*CARTPOLE[case], b) for b in (None, backend))
+    for a, b in zip(_play(expected, 3), _play(got, 3), strict=True):
+        np.testing.assert_array_equal(a, b)
+    _assert_close_states(expected.agent, got.agent)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_checkpoint_resumes_exactly(backend):
+    """state_dict in the middle of a block of buffered draws, load, go on: the same run."""
+    problem = toy_problem((3, 4), (3,))
+    params = {**TOY_CASES["released"], "backend": backend, "engine": "array"}
+    whole = TEQLAgent(problem, TEQLConfig(**params), streams(4, 5))
+    random_drive(whole, 30, seed=1)
+    saved = whole.state_dict()
+    resumed = TEQLAgent(problem, TEQLConfig(**params), streams(7, 8))
+    resumed.load_state_dict(saved)
+    np.testing.assert_array_equal(random_drive(whole, 30, seed=2), random_drive(resumed, 30, 2))
+    _assert_close_states(whole, resumed)
+
+
+def test_config_errors_are_one_line(monkeypatch):
+    with pytest.raises(ValueError, match="'backend' parameter must be one of"):
+        TEQLConfig(backend="cupy")
+    with pytest.raises(ValueError, match="cpu, cuda or cuda:N"):
+        TEQLConfig(backend="pytorch", device="gpu0")
+    with pytest.raises(ValueError, match="needs backend pytorch or jax"):
+        TLRConfig(device="cuda")
+    with pytest.raises(ValueError, match="runs on NumPy only"):
+        TEQLConfig(backend="pytorch", engine="compiled")
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n: None if n == "jax" else real(n))
+    with pytest.raises(ValueError, match=r"needs JAX, which is not installed here: pip install"):
+        check_backend("jax", "cpu")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="PyTorch is not installed")
+def test_cuda_without_a_device_is_refused():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present")
+    with pytest.raises(ValueError, match="needs a CUDA GPU that PyTorch sees; it sees 0"):
+        TEQLConfig(backend="pytorch", device="cuda")
+
+
+def test_train_config_resolves_backend_and_device():
+    config = TrainConfig(env="cartpole", agent="tlr", out="x", backend="pytorch")
+    agent = resolve_settings(config, build_problem=False).agent
+    assert (agent.backend, agent.device) == ("pytorch", "cpu")
+    overridden = dataclasses.replace(config, agent_params={"backend": "numpy"})
+    assert resolve_settings(overridden, build_problem=False).agent.backend == "numpy"
+    with pytest.raises(ConfigError, match="does not apply to agent 'dqn'"):
+        resolve_settings(dataclasses.replace(config, agent="dqn"), build_problem=False)
+
+
+def _first_difference(a, b):
+    """First (episode, replica) where ``a`` and ``b`` differ (NaN equals NaN), or None."""
+    where = np.argwhere((a != b) & ~(np.isnan(a) & np.isnan(b)))
+    return None if len(where) == 0 else tuple(where[0].tolist())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["pytorch", "jax"])
+@pytest.mark.parametrize("case", CARTPOLE)
+def test_long(case, backend):
+    """The issue's check: CartPole, 4 seeds x 200 episodes, identical returns throughout."""
+    pytest.importorskip("torch" if backend == "pytorch" else "jax")
+    expected, got = (_cartpole(*CARTPOLE[case], b, seeds=range(4)) for b in (None, backend))
+    for a, b in zip(_play(expected, 200), _play(got, 200), strict=True):
+        assert _first_difference(a, b) is None
+    gap = max(
+        np.abs(x - y).max() / np.abs(x).max()
+        for x, y in zip(_factors(expected.agent), _factors(got.agent), strict=True)
+    )
+    assert gap < 1e-9, f"factors part by {gap:.1e} (relative) after 200 episodes"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not Path("/dev/nvidiactl").exists(), reason="no NVIDIA device")
+@pytest.mark.parametrize("backend", ["pytorch", "jax"])
+def test_cuda_run_equals_the_compiled_engine(backend):
+    """TEQL released on a CUDA device: factors, visits and updates there, returns as on the CPU."""
+    pytest.importorskip("torch" if backend == "pytorch" else "jax")
+    try:
+        check_backend(backend, "cuda")
+    except ValueError:
+        pytest.skip("no CUDA device")
+    agent_class, config_class, params = CARTPOLE["teql-released"]
+    expected = _cartpole(agent_class, config_class, params, None)
+    got = _cartpole(agent_class, config_class, {**params, "device": "cuda"}, backend)
+    assert "cuda" in str(got.agent.q_.device).lower() or "gpu" in str(got.agent.q_.device).lower()
+    for a, b in zip(_play(expected, 3), _play(got, 3), strict=True):
+        np.testing.assert_array_equal(a, b)
+    _assert_close_states(expected.agent, got.agent)
