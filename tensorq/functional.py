@@ -27,11 +27,13 @@ def update_setting(
     tol: float = 0.0,
     max_inner: int = 1,
     bound: FactorBound | None = None,
+    mode_scale: tuple[float, ...] | None = None,
 ) -> tuple[Any, ...]:
     """Return the hashable setting of `pure_update`: a `bcd_update` variant, or ``"normalized"``.
 
     ``variant="normalized"`` is :func:`normalized_step` (Jacobi, its other
-    arguments unused); the others are those of :func:`bcd_update`.
+    arguments unused); the others are those of :func:`bcd_update`
+    (``mode_scale``: ``variant="stable"`` only, not checked here).
     """
     if variant == "normalized":
         return ("normalized", True)
@@ -40,7 +42,8 @@ def update_setting(
             f"The 'variant' parameter must be one of {VARIANTS}. Got {variant!r} instead."
         )
     f_max = None if bound is None else bound.f_max
-    return ("bcd", variant, float(lam), float(eps), float(tol), int(max_inner), f_max)
+    shares = None if mode_scale is None else tuple(float(share) for share in mode_scale)
+    return ("bcd", variant, float(lam), float(eps), float(tol), int(max_inner), f_max, shares)
 
 
 def pure_update(

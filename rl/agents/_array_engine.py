@@ -88,7 +88,7 @@ class ArrayEngine:
             bound = getattr(self.agent, "bound", None)
             self._setting = update_setting(
                 rule.update, lam=rule.lam, eps=rule.eps, tol=rule.tol,
-                max_inner=rule.max_inner, bound=bound,
+                max_inner=rule.max_inner, bound=bound, mode_scale=rule.mode_scale,
             )  # fmt: skip
             self._greedy = space.compile(self._greedy_core)
             self._act = space.compile(self._act_core)
@@ -320,7 +320,8 @@ class ArrayEngine:
             if rule.count_before_update:
                 table = visits_ops.increment(space, table, rows, actions, active)
             counts = space.astype(table.counts[ops.where(rows >= 0, rows, 0), actions], float64)
-            step = rule.alpha0 / (1.0 + rule.kappa * space.astype(steps + 1, float64))
+            clock = counts if rule.step_count == "entry" else space.astype(steps + 1, float64)
+            step = rule.alpha0 / (1.0 + rule.kappa * clock)
             vectors = (targets, counts, step)
         factors, before, after, _ = pure_update(
             ops, self._setting, factors, ids, index, active, vectors

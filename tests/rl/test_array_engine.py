@@ -39,6 +39,8 @@ TOY_CASES = {
     "paper": {},
     "released": {**RELEASED, "epsilon_start": 0.0, "continuous_random_actions": False},
     "stable": STABLE,
+    # off the paper's problems: identity action rows, footprint and per-entry steps
+    "tabular-like": {**reading("teql", "stable").agent_params("taxi"), "rank": 6},
 }
 
 
