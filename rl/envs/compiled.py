@@ -4,7 +4,8 @@ A vector environment whose copies compiled loops (`rl.loop.fused`) can step
 declares ``compiled_layout()`` (`rl.envs.physics.CompiledLayout`): its
 one-copy step kernel and the sizes of its per-copy arrays. `compiled_state`
 allocates the arrays of B copies as a named tuple with at least two fields,
-``obs`` (B, D) float64, every copy's observation, and ``max_steps``, the
+``obs`` (B, D), every copy's observation (float64, or float32 where the
+environment returns float32), and ``max_steps``, the
 truncation horizon (-1: none); `reset_copy` and `step_copy` reset and step copy
 ``b`` of any of them. A compiled loop reads nothing else, so it steps every
 declared environment without knowing which:
@@ -84,8 +85,9 @@ class TwinState(NamedTuple):
         Every copy's vehicle table (`rl.envs.highway_twin_kernels`).
     rng, buffers : ndarray of uint64, shapes (B, 4) and (B, 2)
         Every copy's ``np_random``: PCG64 state and buffered 32-bit draw.
-    obs : ndarray of float64, shape (B, 9)
-        Every copy's observation (float32 values, as highway-env returns them).
+    obs : ndarray of float32, shape (B, 9)
+        Every copy's observation, float32 as highway-env returns it (and as the
+        vector env's kernels write it, so the fused loop shares their compiled code).
     informative : bool
         highway-env's normalization (else the paper's).
     max_steps : int
@@ -120,7 +122,7 @@ def compiled_state(vector: Any, copies: int) -> RowState | TwinState | None:
             vehicles=np.zeros((copies, N_VEHICLES, N_FIELDS)),
             rng=rng,
             buffers=np.zeros((copies, 2), dtype=np.uint64),
-            obs=np.zeros((copies, layout.observation)),
+            obs=np.zeros((copies, layout.observation), dtype=np.float32),
             informative=bool(layout.params[0]),
             max_steps=layout.max_episode_steps,
         )

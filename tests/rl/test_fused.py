@@ -25,9 +25,10 @@ CASES = {
     "tlr cartpole": ("tlr", "cartpole", {}),
     "tlr pendulum": ("tlr", "pendulum", {}),
     "released pendulum": ("teql-released", "pendulum", {}),
-    "released highway twin": ("teql-released", TWIN, {}),
+    "teql highway twin": ("teql", TWIN, {}),
 }
 SLOW_CASES = {
+    "released highway twin": ("teql-released", TWIN, {}),
     "stable highway twin": ("teql", TWIN, {"reading": "stable"}),
     "tlr highway twin": ("tlr", TWIN, {}),
 }
