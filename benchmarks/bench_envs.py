@@ -2,7 +2,10 @@
 
 CartPole and Pendulum use their NumPy vector versions (``make_vec``, the
 registered ``vector_entry_point``); the other environments use Gymnasium's
-``SyncVectorEnv`` (a Python loop over copies). Run with
+``SyncVectorEnv`` (a Python loop over copies). With highway-env installed, the
+last row times Highway's compiled twin (`rl.envs.highway_twin`, one vector env
+of B copies) against B highway-env copies, per env-step in CPU time, in this
+run (`benchmarks.bench_highway`). Run with
 
     python benchmarks/bench_envs.py [--steps N] [--no-highway]
 """
@@ -63,6 +66,15 @@ def main(argv: list[str] | None = None) -> None:
         vector_steps = max(2, steps // args.num_envs) if not entry.vectorized else steps
         vector = vector_rate(env_id, args.num_envs, vector_steps)
         print(f"{env_id:28s} {single:15,.0f} {vector:16,.0f}")
+    if has_highway and not args.no_highway:
+        from benchmarks.bench_highway import reference_us, twin_us
+
+        reference = reference_us(args.num_envs, max(args.num_envs, args.steps // 10))
+        twin = twin_us(args.num_envs, 2.0)
+        print(
+            f"twin vs highway-env at B = {args.num_envs}: {twin:.2f} us against {reference:,.0f} "
+            f"us per env-step (CPU time), {reference / twin:,.0f}x"
+        )
 
 
 if __name__ == "__main__":

@@ -3,7 +3,9 @@
 For TEQL (the paper's update with I_max = 1, and the released reading) and
 TLR, on CartPole end to end through the runner (environment included), and on
 Highway's grid (20^9 states x 5 actions) with synthetic observations, so that
-the simulator is not timed. CartPole is timed twice: ``cartpole`` with the
+the simulator is not timed (``highway-grid``), and on Highway end to end
+(``highway``: the compiled twin, `rl.envs.highway_twin`, inside the fused
+runner; not in ``--quick``, whose rows stay small). CartPole is timed twice: ``cartpole`` with the
 fused runner (`rl.loop.fused`, the default wherever it applies), end to end only,
 since everything happens inside one compiled call; and ``cartpole-step``, the
 step-by-step runner (``Runner.fused = False``), whose time per agent-step is
@@ -35,7 +37,7 @@ AGENTS = {
     "teql-released": ("teql-released", {}),
     "tlr": ("tlr", {}),
 }
-GRIDS = ("cartpole", "cartpole-step", "highway-grid")
+GRIDS = ("cartpole", "cartpole-step", "highway-grid", "highway")
 CARTPOLE_SHAPE = ((10, 10, 20, 20), 10)
 HIGHWAY_SHAPE = ((20,) * 9, 5)
 
@@ -59,15 +61,19 @@ class _Clock:
         return timed
 
 
-def _cartpole(
-    agent: str, params: dict, replicas: int, seconds: float, fused: bool
+def _end_to_end(
+    grid: str, agent: str, params: dict, replicas: int, seconds: float, fused: bool
 ) -> dict[str, float]:
+    """Time the runner on CartPole, or on Highway's compiled twin (``grid`` "highway")."""
     from rl.runs.config import TrainConfig
     from rl.runs.training import build
 
+    env, options = "cartpole", {}
+    if grid == "highway":
+        env, options = "highway", {"env_kwargs": {"engine": "twin"}}
     config = TrainConfig(
-        env="cartpole", agent=agent, seeds=replicas, eval_every=0, out="unused",
-        agent_params=params,
+        env=env, agent=agent, seeds=replicas, eval_every=0, out="unused",
+        agent_params=params, env_options=options,
     )  # fmt: skip
     runner, _ = build(config)
     runner.fused = fused
@@ -156,12 +162,13 @@ def measure(label: str, grid: str, replicas: int, seconds: float) -> dict[str, A
     from benchmarks.plain_loop import plain_loop_us
 
     agent, params = AGENTS[label]
-    shape = HIGHWAY_SHAPE if grid == "highway-grid" else CARTPOLE_SHAPE
+    shape = HIGHWAY_SHAPE if grid.startswith("highway") else CARTPOLE_SHAPE
     yardstick = plain_loop_us((*shape[0], shape[1]), len(shape[0]), steps=1000)
     if grid == "highway-grid":
         row = _highway_grid(agent, params, replicas, seconds)
     else:
-        row = _cartpole(agent, params, replicas, seconds, fused=grid == "cartpole")
+        fused = grid != "cartpole-step"
+        row = _end_to_end(grid, agent, params, replicas, seconds, fused=fused)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB -> MB on Linux
     return {
         "agent": label, "grid": grid, "B": replicas, **row, "plain_loop_us": yardstick,

@@ -16,7 +16,11 @@ quotes), ``sensitivity`` (TEQL at five discretization levels) and
 Every configuration is one task of `rl.experiments.executor` (a local process pool of
 ``--workers`` processes, or Ray with ``--backend ray [--address ADDR]``): the
 seeds of a line run as replicas of one task (the PyTorch agents too: they
-compute their replicas together), except on Highway, one task per seed. Each
+compute their replicas together), except on highway-env (``--highway-engine
+reference``), one task per seed. Highway runs on its compiled twin by default
+(``--highway-engine twin``, `rl.envs.highway_twin`: the paper's configuration,
+which the experiments use), where the tensor agents play inside the fused
+runner. Each
 task's run directory (``OUT/ENV/LINE`` or ``OUT/ENV/LINE/seed-S``, as ``rl.train`` writes it) and
 its row of ``OUT/index.csv`` are written when it finishes; ``--resume`` runs
 only the configurations not yet done (or whose files are missing or damaged,
@@ -74,7 +78,9 @@ READING_CHOICES = ("paper", "released", "stable")
 
 #: Rough seconds per replica-step, to order tasks longest first and to estimate time left.
 _STEP_COST = {"sac": 2.5e-3, "dqn": 1.2e-3, "teql": 4e-5, "tlr": 2e-5, "lora-vi": 5e-5}
-_HIGHWAY_STEP = 11e-3
+_HIGHWAY_STEP = {"reference": 11e-3, "twin": 2.5e-5}
+HIGHWAY_ENGINES = ("twin", "reference")
+"""``--highway-engine`` choices: the compiled twin (default) or highway-env itself."""
 
 
 class PlannedTask(NamedTuple):
@@ -118,10 +124,10 @@ def _check_args(args: argparse.Namespace, chosen: Experiment) -> None:
         raise ValueError("--address needs --backend ray.")
 
 
-def _task_cost(env: str, line: Line, episodes: int, seeds: int) -> float:
+def _task_cost(env: str, line: Line, episodes: int, seeds: int, engine: str) -> float:
     steps = episodes * 1.1 * PAPER_TABLE[env]["steps"] * seeds
-    per_step = _STEP_COST.get(line.agent, 3e-5) + (_HIGHWAY_STEP if env == "highway" else 0.0)
-    return steps * per_step
+    per_step = _STEP_COST.get(line.agent, 3e-5)
+    return steps * (per_step + (_HIGHWAY_STEP[engine] if env == "highway" else 0.0))
 
 
 def make_plan(args: argparse.Namespace) -> Plan:
@@ -165,6 +171,8 @@ def make_plan(args: argparse.Namespace) -> Plan:
                 "agent_params": dict(line.agent_params),
                 "env_options": dict(line.env_options),
             }
+            if env == "highway":
+                fields["env_options"]["env_kwargs"] = {"engine": args.highway_engine}
             values = {
                 "experiment": chosen.name,
                 "env": env,
@@ -172,17 +180,17 @@ def make_plan(args: argparse.Namespace) -> Plan:
                 "reading": used[line.agent],
             }
             count = deep_seeds if line.deep else args.seeds
-            if env == "highway":  # the simulator dominates: one seed per task
+            engine = args.highway_engine
+            if env == "highway" and engine == "reference":  # highway-env dominates: 1 seed a task
                 for seed in range(count):
                     config = preset_config(name, seeds=1, seed=seed, **fields)
                     task = Task(f"{env}/{line.key}/seed-{seed}", config, {**values, "seed": seed})
-                    planned.append(
-                        PlannedTask(task, env, line, _task_cost(env, line, episodes[env], 1))
-                    )
+                    cost = _task_cost(env, line, episodes[env], 1, engine)
+                    planned.append(PlannedTask(task, env, line, cost))
             else:
                 config = preset_config(name, seeds=count, seed=0, **fields)
                 task = Task(f"{env}/{line.key}", config, {**values, "seeds": count})
-                cost = _task_cost(env, line, episodes[env], count)
+                cost = _task_cost(env, line, episodes[env], count, engine)
                 planned.append(PlannedTask(task, env, line, cost))
     planned.sort(key=lambda p: -p.cost)  # longest first: the pool takes tasks in order
     return Plan(chosen, envs, lines, planned, episodes, windows, used)
@@ -336,6 +344,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="train the first F of the paper's episodes, windows scaled alike (default 1)",
     )
     parser.add_argument("--workers", type=int, help="processes of the pool / local Ray CPUs")
+    parser.add_argument(
+        "--highway-engine",
+        choices=HIGHWAY_ENGINES,
+        default="twin",
+        help="Highway's simulator: the compiled twin of highway-v0 (default) or highway-env",
+    )
     parser.add_argument(
         "--reading",
         choices=READING_CHOICES,

@@ -35,6 +35,7 @@ from numpy.typing import NDArray
 from rl.envs import highway_twin_kernels as kernels
 from rl.envs import seeding_kernels
 from rl.envs.highway import NORMALIZATIONS, reward_bound
+from rl.envs.physics import CompiledLayout
 from rl.envs.seeding_kernels import seed_pcg64
 from rl.envs.vector import check_autoreset_mode, copy_seeds, reset_mask
 from rl.jit import drop_stale
@@ -61,6 +62,25 @@ def reward(vehicles: NDArray[np.float64]) -> float:
 
 
 @njit(cache=True)
+def twin_reset(vehicles, rng, buffer, informative, obs):
+    """Draw a new scene from the copy's generator (``rng``, ``buffer``) and observe it."""
+    kernels.reset_scene(vehicles, rng, buffer)
+    kernels.observe(vehicles, informative, obs)
+
+
+@njit(cache=True)
+def twin_step(vehicles, action, informative, obs):
+    """One policy step of one copy: observe into ``obs``; return (reward, terminated).
+
+    The copy's compiled step kernel (`rl.envs.physics.CompiledLayout`); truncation
+    after `rl.envs.highway_twin_kernels.DURATION` steps is the caller's.
+    """
+    kernels.simulate_step(vehicles, action)
+    kernels.observe(vehicles, informative, obs)
+    return reward(vehicles), vehicles[0, kernels.F_CRASHED] != 0.0
+
+
+@njit(cache=True)
 def _reset_copies(
     vehicles, rng, buffers, steps, terminated, truncated, seeds, seeded, mask, informative, obs
 ):
@@ -72,11 +92,10 @@ def _reset_copies(
             seed_pcg64(seeds[b], rng[b])
             buffers[b, 0] = 0
             buffers[b, 1] = 0
-        kernels.reset_scene(vehicles[b], rng[b], buffers[b])
+        twin_reset(vehicles[b], rng[b], buffers[b], informative, obs[b])
         steps[b] = 0
         terminated[b] = False
         truncated[b] = False
-        kernels.observe(vehicles[b], informative, obs[b])
 
 
 @njit(cache=True)
@@ -101,17 +120,13 @@ def _step_copies(
             continue
         if terminated[b] or truncated[b]:
             if next_step:
-                kernels.reset_scene(vehicles[b], rng[b], buffers[b])
+                twin_reset(vehicles[b], rng[b], buffers[b], informative, obs[b])
                 steps[b] = 0
                 terminated[b] = False
                 truncated[b] = False
-                kernels.observe(vehicles[b], informative, obs[b])
             continue
-        kernels.simulate_step(vehicles[b], actions[b])
+        rewards[b], terminated[b] = twin_step(vehicles[b], actions[b], informative, obs[b])
         steps[b] += 1
-        kernels.observe(vehicles[b], informative, obs[b])
-        rewards[b] = reward(vehicles[b])
-        terminated[b] = vehicles[b, 0, kernels.F_CRASHED] != 0.0
         truncated[b] = 1.0 * steps[b] >= kernels.DURATION
 
 
@@ -159,6 +174,7 @@ class HighwayTwinVector(VectorEnv):
                 f"HighwayTwinVector is highway-v0 with the paper's 50-step episodes (engine "
                 f"'twin'). Got max_episode_steps={max_episode_steps!r}, engine={engine!r}."
             )
+        self.max_episode_steps = kernels.DURATION
         self.autoreset_mode = check_autoreset_mode(autoreset_mode)
         self.metadata = {"autoreset_mode": self.autoreset_mode, "render_modes": []}
         self.render_mode = None
@@ -259,6 +275,12 @@ class HighwayTwinVector(VectorEnv):
             self._truncated.copy(),
             {},
         )
+
+    def compiled_layout(self) -> CompiledLayout:
+        """Return how compiled loops step the copies (`twin_step` on the vehicle tables)."""
+        informative = float(self.normalization == "informative")
+        rows = kernels.N_VEHICLES * kernels.N_FIELDS
+        return CompiledLayout(twin_step, rows, OBS_DIM, (informative,), kernels.DURATION)
 
 
 class HighwayTwin(gym.Env[NDArray[np.float32], np.int64]):

@@ -11,12 +11,20 @@ own, so copy ``i`` of the vector environment equals the single environment bit
 for bit.
 
 Used by `rl.envs.cartpole` and `rl.envs.pendulum`.
+
+The compiled-environment protocol. A vector environment whose copies compiled
+loops (`rl.loop.fused`) can step declares ``compiled_layout()``, a
+`CompiledLayout`: its one-copy step kernel and the sizes of its per-copy
+arrays. `rl.envs.compiled` allocates those arrays (`rl.envs.compiled.EnvState`)
+and steps and resets any declared environment through one compiled call.
+`PhysicsVectorEnv` declares its system's ``row_kernel``; the Highway twin
+(`rl.envs.highway_twin`) declares its own.
 """
 
 from __future__ import annotations
 
 import abc
-from typing import Any
+from typing import Any, NamedTuple
 
 import gymnasium as gym
 import numpy as np
@@ -27,6 +35,32 @@ from numpy.typing import NDArray
 from rl.envs.vector import NumpyVectorEnv
 
 Transition = tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.bool_]]
+
+
+class CompiledLayout(NamedTuple):
+    """What a vector environment declares so that compiled loops can step its copies.
+
+    Attributes
+    ----------
+    step_kernel : numba dispatcher
+        The compiled one-copy step, one that `rl.envs.compiled` knows (a physical
+        system's ``row_kernel``, the Highway twin's ``twin_step``).
+    floats : int
+        Length of a copy's float64 state row.
+    observation : int
+        Length of a copy's observation (0: the observation is the state row itself).
+    params : tuple of float
+        The environment's constants, read by its kernels (the initial-state
+        interval of a physical system, the Highway twin's normalization).
+    max_episode_steps : int
+        Truncation horizon (-1: none).
+    """
+
+    step_kernel: Any
+    floats: int
+    observation: int
+    params: tuple[float, ...]
+    max_episode_steps: int
 
 
 class PhysicsEnv(gym.Env[NDArray[np.float64], NDArray[np.float64]], abc.ABC):
@@ -44,7 +78,7 @@ class PhysicsEnv(gym.Env[NDArray[np.float64], NDArray[np.float64]], abc.ABC):
     row_kernel: Any
     """The compiled step of one copy, ``row_kernel(state, action, out) -> (reward,
     terminated)``, on which `_transition` loops; compiled loops (`rl.loop.fused`) call it
-    through `rl.envs.physics_rows.physics_row`."""
+    through `rl.envs.compiled.step_copy` (see `PhysicsVectorEnv.compiled_layout`)."""
 
     def __init__(self) -> None:
         self.observation_space = self._observation_space()
@@ -132,3 +166,11 @@ class PhysicsVectorEnv(NumpyVectorEnv):
 
     def _transition(self, state: NDArray[np.float64], action: NDArray[np.float64]) -> Transition:
         return self.single_env._transition(state, action)
+
+    def compiled_layout(self) -> CompiledLayout:
+        """Return how compiled loops step the copies: the state row is the observation."""
+        low, high = self.single_env.reset_interval
+        horizon = -1 if self.max_episode_steps is None else int(self.max_episode_steps)
+        return CompiledLayout(
+            self.single_env.row_kernel, self.state_dim, 0, (float(low), float(high)), horizon
+        )

@@ -1,15 +1,17 @@
 """The fused runner: whole stretches of lockstep steps in one compiled call.
 
 Where every part of a lockstep step has compiled code (`FusedLoop.applies`: a
-tensor agent on the compiled engine, TEQL in any reading or TLR, on CartPole or
-Pendulum), `run_steps` plays up to ``budget`` agent-steps in one Numba call:
-the agent's action choice (`rl.agents._kernels.act`), decoding the action
-bin (`rl.problems.discretize.bin_value`) or the agent's continuous draw, the physics
-(the environment's declared ``row_kernel``, `rl.envs.physics_rows`),
-truncation, encoding the observation (`rl.problems.discretize.bin_index`), the update
-(`rl.agents._kernels.observe`), the slot bookkeeping (`rl.loop.slots`) and
-the resets, whose initial states are drawn exactly as ``env.reset(seed=...)``
-draws them (`rl.envs.seeding_kernels`). Python then files the finished
+tensor agent on the compiled engine, TEQL in any reading or TLR, on an
+environment that declares a compiled step: CartPole, Pendulum, the Highway
+twin), `run_steps` plays up to ``budget`` agent-steps in one Numba call: the
+agent's action choice (`rl.agents._kernels.act`), decoding the action bin
+(`rl.problems.discretize.bin_value`, or the index itself for discrete actions)
+or the agent's continuous draw, the environment's step (its declared kernel,
+through `rl.envs.compiled.step_copy`), truncation, encoding the observation
+(`rl.problems.discretize.bin_index`), the update (`rl.agents._kernels.observe`),
+the slot bookkeeping (`rl.loop.slots`) and the resets, whose initial states
+are drawn exactly as ``env.reset(seed=...)`` draws them
+(`rl.envs.compiled.reset_copy`). Python then files the finished
 episodes and yields them (`rl.loop.runner.Runner.episodes`).
 
 It computes what the step-by-step path (`rl.loop.runner.Runner` with
@@ -33,15 +35,15 @@ from numpy.typing import NDArray
 from rl.agents import _kernels
 from rl.agents._fast_path import CompiledEngine
 from rl.agents.base import Agent, Transitions
-from rl.envs import cartpole, pendulum, physics_rows, seeding_kernels
-from rl.envs.physics_rows import physics_row, row_kind
-from rl.envs.seeding_kernels import episode_seed_kernel, seed_pcg64, uniform_into
+from rl.envs import compiled, seeding_kernels
+from rl.envs.compiled import RowState, TwinState, compiled_state, reset_copy, step_copy
+from rl.envs.seeding_kernels import episode_seed_kernel
 from rl.jit import drop_stale
 from rl.loop import slots
 from rl.loop.replicas import non_finite_error
 from rl.loop.slots import EPISODE, EVAL_INDEX, LENGTH, RETURN, end_episode
 from rl.problems import discretize
-from rl.problems.discretize import GridArrays, UniformGrid, bin_index, bin_value
+from rl.problems.discretize import DiscreteGrid, GridArrays, UniformGrid, bin_index, bin_value
 
 if TYPE_CHECKING:
     from rl.loop.runner import Runner, Segment
@@ -49,7 +51,8 @@ if TYPE_CHECKING:
 drop_stale(
     __file__,
     [_kernels.__file__, *_kernels.DEPENDENCIES]
-    + [m.__file__ for m in (discretize, slots, physics_rows, cartpole, pendulum, seeding_kernels)],
+    + [m.__file__ for m in (discretize, slots, compiled, seeding_kernels)]
+    + compiled.DEPENDENCIES,
 )
 
 # Why `run_steps` returned.
@@ -59,6 +62,8 @@ BUDGET_AGENT_STEPS = 65_536
 """Agent-steps one `run_steps` call plays at most before Python sees the results."""
 MIN_EVENT_ROWS = 4096
 """Rows of the event buffer at least (finished episodes one `run_steps` call can book)."""
+_UNUSED_GRID = UniformGrid(0.0, 1.0, 1)
+"""Stands in for the action grid of discrete actions, so that `EnvArrays` keeps one type."""
 
 
 class EnvArrays(NamedTuple):
@@ -66,35 +71,25 @@ class EnvArrays(NamedTuple):
 
     Attributes
     ----------
-    kind : int
-        The copies' row kernel (`rl.envs.physics_rows.physics_row`).
-    phys : ndarray of float64, shape (B, D)
-        Every copy's physical state.
+    sim : rl.envs.compiled.RowState or rl.envs.compiled.TwinState
+        The copies' state, generators and observations (`rl.envs.compiled`).
     elapsed : ndarray of int64, shape (B,)
         Steps of every copy's episode so far.
-    max_steps : int
-        Truncation horizon (-1: none).
-    reset_low, reset_high : float
-        Initial states are uniform in [reset_low, reset_high) per coordinate.
     env_seeds, eval_seeds : ndarray of int64, shape (B,)
         Every replica's environment and evaluation stream seed.
-    rng : ndarray of uint64, shape (4,)
-        PCG64 state scratch (`rl.envs.seeding_kernels`).
     states, actions : rl.problems.discretize.GridArrays
-        The observation and action grids.
+        The observation and action grids (``actions`` unused for discrete actions).
+    discrete_actions : bool
+        Whether the environment's action is the action index itself.
     """
 
-    kind: int
-    phys: NDArray[np.float64]
+    sim: RowState | TwinState
     elapsed: NDArray[np.int64]
-    max_steps: int
-    reset_low: float
-    reset_high: float
     env_seeds: NDArray[np.int64]
     eval_seeds: NDArray[np.int64]
-    rng: NDArray[np.uint64]
     states: GridArrays
     actions: GridArrays
+    discrete_actions: bool
 
 
 class SlotArrays(NamedTuple):
@@ -135,32 +130,33 @@ def _reset_slot(b, episode, k, env, states):
         seed = episode_seed_kernel(env.env_seeds[b], episode, -1)
     else:
         seed = episode_seed_kernel(env.eval_seeds[b], episode, k)
-    seed_pcg64(seed, env.rng)
-    uniform_into(env.rng, env.reset_low, env.reset_high, env.phys[b])
+    reset_copy(env.sim, b, seed)
     env.elapsed[b] = 0
-    grid = env.states
+    obs, grid = env.sim.obs, env.states
     for j in range(states.shape[1]):
-        states[b, j] = bin_index(env.phys[b, j], grid.low[j], grid.scale[j], grid.last[j],
+        states[b, j] = bin_index(obs[b, j], grid.low[j], grid.scale[j], grid.last[j],
                                  grid.centre)  # fmt: skip
 
 
 @njit(cache=True)
-def _physics_step(b, env, agent, actions, next_states):
+def _env_step(b, env, agent, actions, next_states):
     """Step replica ``b``'s copy; returns (reward, terminated, truncated, all finite)."""
-    phys, grid, bins = env.phys, env.states, env.actions
+    obs, grid, bins = env.sim.obs, env.states, env.actions
     if agent.drawn_mask[b]:
         a = agent.drawn[b, 0]
+    elif env.discrete_actions:
+        a = float(actions[b, 0])
     else:
         a = bin_value(actions[b, 0], bins.low[0], bins.high[0], bins.width[0], bins.last[0],
                       bins.centre)  # fmt: skip
-    reward, terminated = physics_row(env.kind, phys[b], a, phys[b])
+    reward, terminated = step_copy(env.sim, b, a)
     finite = math.isfinite(reward)
-    for j in range(phys.shape[1]):
-        finite = finite and math.isfinite(phys[b, j])
-        next_states[b, j] = bin_index(phys[b, j], grid.low[j], grid.scale[j], grid.last[j],
+    for j in range(obs.shape[1]):
+        finite = finite and math.isfinite(obs[b, j])
+        next_states[b, j] = bin_index(obs[b, j], grid.low[j], grid.scale[j], grid.last[j],
                                       grid.centre)  # fmt: skip
     env.elapsed[b] += 1
-    truncated = env.max_steps >= 0 and env.elapsed[b] >= env.max_steps
+    truncated = env.sim.max_steps >= 0 and env.elapsed[b] >= env.sim.max_steps
     return reward, terminated, truncated, finite
 
 
@@ -213,7 +209,7 @@ def run_steps(agent, generators, settings, rule, table, env, slots, work, stop, 
             any_training = any_training or work.training[b]
             if not running[b]:
                 continue
-            reward, work.terminated[b], truncated, finite = _physics_step(
+            reward, work.terminated[b], truncated, finite = _env_step(
                 b, env, agent, actions, work.next_states
             )
             rewards[b] = reward
@@ -262,21 +258,15 @@ class FusedLoop:
         replicas = runner.replicas
         self.event_capacity = max(MIN_EVENT_ROWS, 4 * replicas)
         """Rows of the event buffer (`run_steps` keeps B free before each lockstep step)."""
-        single = vector.single_env
-        reset_low, reset_high = single.reset_interval
-        max_steps = -1 if vector.max_episode_steps is None else int(vector.max_episode_steps)
+        discrete_actions = isinstance(action_grid, DiscreteGrid)
         self.env = EnvArrays(
-            kind=row_kind(single),
-            phys=np.zeros((replicas, vector.state_dim)),
+            sim=compiled_state(vector, replicas),
             elapsed=np.zeros(replicas, dtype=np.int64),
-            max_steps=max_steps,
-            reset_low=float(reset_low),
-            reset_high=float(reset_high),
             env_seeds=np.array([s.env_seed for s in runner.streams], dtype=np.int64),
             eval_seeds=np.array([s.eval_seed for s in runner.streams], dtype=np.int64),
-            rng=np.zeros(4, dtype=np.uint64),
             states=state_grid.kernel_arrays(),
-            actions=action_grid.kernel_arrays(),
+            actions=(_UNUSED_GRID if discrete_actions else action_grid).kernel_arrays(),
+            discrete_actions=discrete_actions,
         )
         n_state, n_modes = len(runner.problem.state_dims), len(runner.problem.shape)
         flags = [np.zeros(replicas, dtype=bool) for _ in range(4)]
@@ -299,19 +289,19 @@ class FusedLoop:
 
         An agent on the compiled engine (`rl.agents._fast_path.CompiledEngine`:
         TEQL, TLR) with no ``on_update`` hook and no per-episode work, on a
-        problem with uniform grids whose vector environment is a physical system
-        with a compiled row kernel (`rl.envs.physics_rows`) and one action component.
+        problem with a uniform state grid and one action component (a uniform
+        grid or the index itself) whose vector environment declares a compiled
+        step (`rl.envs.compiled`).
         """
         agent, problem = runner.agent, runner.problem
-        single = getattr(runner.env.vector, "single_env", None)
         return (
             isinstance(getattr(agent, "engine_", None), CompiledEngine)
             and getattr(agent, "on_update", None) is None
             and type(agent).end_episode is Agent.end_episode
-            and single is not None
-            and row_kind(single) is not None
+            and compiled_state(runner.env.vector, 0) is not None
             and problem.grids is not None
-            and all(isinstance(grid, UniformGrid) for grid in problem.grids)
+            and isinstance(problem.grids[0], UniformGrid)
+            and isinstance(problem.grids[1], (UniformGrid, DiscreteGrid))
             and len(problem.action_dims) == 1
         )
 
@@ -351,7 +341,7 @@ class FusedLoop:
             if status == NOT_FINITE:
                 raise non_finite_error(
                     runner.problem.env_id, replica, runner.seeds[replica],
-                    float(self.work.rewards[replica]), self.env.phys[replica],
+                    float(self.work.rewards[replica]), self.env.sim.obs[replica],
                 )  # fmt: skip
             if status == EVENTS_FULL and not n_events:
                 raise RuntimeError("The fused runner's event buffer is smaller than B.")

@@ -28,10 +28,10 @@ stops bootstrapping; a truncation is passed as ``terminated=False`` and keeps
 it (the agent applies this rule). When a training episode ends,
 ``agent.end_episode`` is called with that replica's mask.
 
-Where every part of that step has compiled code (TEQL and TLR on CartPole and
-Pendulum), `rl.loop.fused` plays the same steps, many at a time, in one compiled
-call; the results are bitwise the same (``fused=False`` forces the step-by-step
-loop).
+Where every part of that step has compiled code (TEQL and TLR on CartPole,
+Pendulum and the Highway twin), `rl.loop.fused` plays the same steps, many at a
+time, in one compiled call; the results are bitwise the same (``fused=False``
+forces the step-by-step loop).
 
 References
 ----------

@@ -10,6 +10,7 @@ from rl.runs.config import TrainConfig
 from rl.runs.training import build
 from tests.rl.agent_drivers import assert_tree_equal
 
+TWIN = "highway twin"  # the Highway problem on its compiled twin (rl.envs.highway_twin)
 CASES = {
     "teql paper I_max=1": ("teql", "cartpole", {"max_inner": 1}),
     "teql paper I_max=5": ("teql", "cartpole", {"max_inner": 5}),
@@ -24,12 +25,20 @@ CASES = {
     "tlr cartpole": ("tlr", "cartpole", {}),
     "tlr pendulum": ("tlr", "pendulum", {}),
     "released pendulum": ("teql-released", "pendulum", {}),
+    "teql highway twin": ("teql", TWIN, {}),
+}
+SLOW_CASES = {
+    "released highway twin": ("teql-released", TWIN, {}),
+    "stable highway twin": ("teql", TWIN, {"reading": "stable"}),
+    "tlr highway twin": ("tlr", TWIN, {}),
 }
 
 
 def _runner(agent, env, params, *, fused, seeds=3, **fields):
     params = dict(params)
     reading = params.pop("reading", None)
+    if env == TWIN:
+        env, fields["env_options"] = "highway", {"env_kwargs": {"engine": "twin"}}
     config = TrainConfig(
         env=env, agent=agent, reading=reading, seeds=seeds, eval_every=5, eval_episodes=2,
         out="unused", agent_params=params, **fields,
@@ -47,10 +56,12 @@ def _play(runner, barriers):
     return rows
 
 
-@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize(
+    "case", [*CASES, *(pytest.param(case, marks=pytest.mark.slow) for case in SLOW_CASES)]
+)
 def test_fused_equals_step_by_step(case):
     """Metrics, factors, visit tables, counters, epsilon, generator states, agent-steps."""
-    agent, env, params = CASES[case]
+    agent, env, params = {**CASES, **SLOW_CASES}[case]
     fused, stepped = (_runner(agent, env, params, fused=f) for f in (True, False))
     rows = [_play(runner, (10, 20, 30)) for runner in (fused, stepped)]
     assert fused._fused is not None and stepped._fused is None
@@ -103,6 +114,7 @@ def test_applies_only_where_every_part_is_compiled():
     assert not FusedLoop.applies(_runner("teql", "cartpole", {"engine": "reference"}, fused=True))
     assert not FusedLoop.applies(_runner("tabular", "cartpole", {}, fused=True))
     assert not FusedLoop.applies(_runner("teql-released", "inventory", {}, fused=True))
+    assert FusedLoop.applies(_runner("teql-released", TWIN, {}, fused=True))
     hooked = _runner("teql", "cartpole", {}, fused=True)
     hooked.agent.on_update = lambda record: None
     assert not FusedLoop.applies(hooked)

@@ -58,9 +58,9 @@ def test_list_lists_every_experiment():
 
 
 # Tiny end-to-end runs: (arguments, environments whose files must exist, box plots?).
-# Highway at scale 0.0001 is one episode of at most 50 simulator steps per seed (TEQL only:
-# each Highway seed is a task, and the simulator dominates); it has no greedy evaluation yet,
-# so the files are written and their numbers are n/a.
+# Highway at scale 0.0001 is one episode of at most 50 simulator steps per seed (TEQL only,
+# on highway-env: each seed is a task there; the twin's plan is test_highway_plan_...); it has
+# no greedy evaluation yet, so the files are written and their numbers are n/a.
 TINY = [
     (
         ("comparison", "--env", "cartpole", "--episodes-scale", "0.001", "--deep-seeds", "1"),
@@ -70,7 +70,19 @@ TINY = [
     (("ablation", "--env", "pendulum", "--episodes-scale", "0.00025"), ["pendulum"], True),
     (("sensitivity", "--episodes-scale", "0.001"), ["cartpole", "pendulum"], False),
     (("sensitivity-tlr", "--env", "pendulum", "--episodes-scale", "0.00025"), ["pendulum"], False),
-    (("highway", "--episodes-scale", "0.0001", "--agents", "teql"), ["highway"], False),
+    (
+        (
+            "highway",
+            "--episodes-scale",
+            "0.0001",
+            "--agents",
+            "teql",
+            "--highway-engine",
+            "reference",
+        ),
+        ["highway"],
+        False,
+    ),
 ]
 
 
@@ -215,6 +227,20 @@ def test_scale_sets_episodes_windows_and_one_task_per_line():
     assert ablation.windows == {"cartpole": 200}  # the last 2,000 of 10,000 episodes, scaled
     lam0 = next(p.task.config for p in ablation.tasks if p.task.name == "cartpole/teql-lam0")
     assert lam0.agent_params == {"lam": 0.0}
+
+
+def test_highway_plan_uses_the_twin_with_seeds_as_replicas_unless_told_otherwise():
+    twin = _plan("highway", "--episodes-scale", "0.05", "--seeds", "8", "--agents", "teql,tlr")
+    assert sorted(p.task.name for p in twin.tasks) == ["highway/teql", "highway/tlr"]
+    for planned in twin.tasks:
+        config = planned.task.config
+        assert (config.seeds, config.episodes) == (8, 500)
+        assert config.env_options == {"env_kwargs": {"engine": "twin"}}
+    reference = _plan(
+        "highway", "--agents", "teql", "--seeds", "3", "--highway-engine", "reference"
+    )
+    assert [p.task.name for p in reference.tasks] == [f"highway/teql/seed-{s}" for s in range(3)]
+    assert reference.tasks[0].task.config.env_options == {"env_kwargs": {"engine": "reference"}}
 
 
 def test_sensitivity_parameter_counts_match_the_stated_ones():
