@@ -15,7 +15,7 @@ Used by `rl.envs.cartpole` and `rl.envs.pendulum`.
 The compiled-environment protocol. A vector environment whose copies compiled
 loops (`rl.loop.fused`) can step declares ``compiled_layout()``, a
 `CompiledLayout`: its one-copy step kernel and the sizes of its per-copy
-arrays. `rl.envs.compiled` allocates those arrays (`rl.envs.compiled.EnvState`)
+arrays. `rl.envs.compiled` allocates those arrays (`rl.envs.compiled.compiled_state`)
 and steps and resets any declared environment through one compiled call.
 `PhysicsVectorEnv` declares its system's ``row_kernel``; the Highway twin
 (`rl.envs.highway_twin`) declares its own.
