@@ -1,5 +1,8 @@
 r"""``python -m rl.reproduce NAME``: one command per experiment of the paper's "Numerical Study".
 
+``python -m rl.reproduce paper`` runs them all and writes one report with a
+verdict per claim (`rl.experiments.whole`, `rl.experiments.paper_report`).
+
 ::
 
     python -m rl.reproduce --list
@@ -16,7 +19,8 @@ quotes), ``sensitivity`` (TEQL at five discretization levels) and
 Every configuration is one task of `rl.experiments.executor` (a local process pool of
 ``--workers`` processes, or Ray with ``--backend ray [--address ADDR]``): the
 seeds of a line run as replicas of one task (the PyTorch agents too: they
-compute their replicas together), except on Highway, one task per seed. Each
+compute their replicas together), except on Highway with highway-env (the
+default ``--highway-engine reference``), one task per seed. Each
 task's run directory (``OUT/ENV/LINE`` or ``OUT/ENV/LINE/seed-S``, as ``rl.train`` writes it) and
 its row of ``OUT/index.csv`` are written when it finishes; ``--resume`` runs
 only the configurations not yet done (or whose files are missing or damaged,
@@ -65,7 +69,15 @@ from rl.experiments.paper import (
     reading_for,
 )
 from rl.experiments.presets import preset_config
-from rl.experiments.report import line_stats, load_line, plot_box, plot_curves, write_tables
+from rl.experiments.report import (
+    ENV_TITLES,
+    line_stats,
+    load_line,
+    plot_box,
+    plot_curves,
+    scale_label,
+    write_tables,
+)
 from rl.experiments.summary import Settings, write_summary
 from rl.runs.config import ConfigError
 from rl.runs.rundir import open_run_file
@@ -118,9 +130,9 @@ def _check_args(args: argparse.Namespace, chosen: Experiment) -> None:
         raise ValueError("--address needs --backend ray.")
 
 
-def _task_cost(env: str, line: Line, episodes: int, seeds: int) -> float:
+def _task_cost(env: str, line: Line, episodes: int, seeds: int, simulator: bool) -> float:
     steps = episodes * 1.1 * PAPER_TABLE[env]["steps"] * seeds
-    per_step = _STEP_COST.get(line.agent, 3e-5) + (_HIGHWAY_STEP if env == "highway" else 0.0)
+    per_step = _STEP_COST.get(line.agent, 3e-5) + (_HIGHWAY_STEP if simulator else 0.0)
     return steps * per_step
 
 
@@ -158,12 +170,18 @@ def make_plan(args: argparse.Namespace) -> Plan:
         for line in lines[env]:
             used[line.agent] = reading_for(line.agent, args.reading)
             name = f"{env}-{line.agent}-{used[line.agent]}"
+            options = dict(line.env_options)
+            simulator = (
+                env == "highway" and getattr(args, "highway_engine", "reference") == "reference"
+            )
+            if env == "highway" and not simulator:
+                options["env_kwargs"] = {**options.get("env_kwargs", {}), "engine": "twin"}
             fields: dict[str, Any] = {
                 "out": "-",
                 "episodes": episodes[env],
                 "checkpoint_every": episodes[env],
                 "agent_params": dict(line.agent_params),
-                "env_options": dict(line.env_options),
+                "env_options": options,
             }
             values = {
                 "experiment": chosen.name,
@@ -172,17 +190,17 @@ def make_plan(args: argparse.Namespace) -> Plan:
                 "reading": used[line.agent],
             }
             count = deep_seeds if line.deep else args.seeds
-            if env == "highway":  # the simulator dominates: one seed per task
+            if simulator:  # highway-env dominates: one seed per task
                 for seed in range(count):
                     config = preset_config(name, seeds=1, seed=seed, **fields)
                     task = Task(f"{env}/{line.key}/seed-{seed}", config, {**values, "seed": seed})
                     planned.append(
-                        PlannedTask(task, env, line, _task_cost(env, line, episodes[env], 1))
+                        PlannedTask(task, env, line, _task_cost(env, line, episodes[env], 1, True))
                     )
             else:
                 config = preset_config(name, seeds=count, seed=0, **fields)
                 task = Task(f"{env}/{line.key}", config, {**values, "seeds": count})
-                cost = _task_cost(env, line, episodes[env], count)
+                cost = _task_cost(env, line, episodes[env], count, False)
                 planned.append(PlannedTask(task, env, line, cost))
     planned.sort(key=lambda p: -p.cost)  # longest first: the pool takes tasks in order
     return Plan(chosen, envs, lines, planned, episodes, windows, used)
@@ -275,7 +293,8 @@ def write_report(plan: Plan, out: Path, settings: Settings) -> list[Path]:
         stats[env] = env_stats
         if not env_stats:
             continue
-        title = env.capitalize() if env != "cartpole" else "CartPole"
+        scale = scale_label(settings.scale, settings.seeds, settings.deep_seeds)
+        title = f"{ENV_TITLES.get(env, env)}, {scale}"
         written += plot_curves(env_stats, title, out, f"{env}-curves", settings.postprocess)
         if plan.experiment.box:
             written += plot_box(env_stats, title, out, f"{env}-box")
@@ -372,6 +391,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="train nothing: redraw figures and summary from the runs in --out",
     )
+    parser.add_argument(
+        "--highway-engine",
+        choices=("reference", "twin"),
+        default="reference",
+        help="Highway simulator: highway-env (default) or the compiled twin "
+        "(rl.envs.highway_twin; the seeds of a line then run as one task)",
+    )
     return parser
 
 
@@ -405,10 +431,18 @@ def _settings(args: argparse.Namespace, argv: Sequence[str], plan: Plan, wall: f
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; return the exit code (0, 1 some failed, 2 refused, 130 interrupted)."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["paper"]:  # every experiment and one report: rl.experiments.whole
+        from rl.experiments.whole import main as paper_main
+
+        return paper_main(argv[1:], main)
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.list:
         print(list_text())
+        print(
+            f"{'paper':16s} every experiment above, the parameter table and the rank claim; "
+            "one report (python -m rl.reproduce paper --help)"
+        )
         return 0
     if args.name is None:
         print("error: give an experiment NAME (python -m rl.reproduce --list)", file=sys.stderr)

@@ -40,6 +40,18 @@ from rl.runs.rundir import atomic_write_bytes, atomic_write_text
 
 ENV_TITLES = {"cartpole": "CartPole", "pendulum": "Pendulum", "highway": "Highway"}
 
+PAPER_SEEDS = 100
+"""The paper's runs per curve (Section subsec:hyperparameters: "100 independent runs")."""
+
+
+def scale_label(scale: float, seeds: int, deep_seeds: int | None = None) -> str:
+    """Return which scale a figure or table is at: the paper's, or how far below it."""
+    deep = seeds if deep_seeds is None else deep_seeds
+    if scale == 1.0 and seeds == deep == PAPER_SEEDS:
+        return "paper scale (its episodes, 100 seeds)"
+    seeds_text = f"{seeds} seeds" + (f" (DQN, SAC {deep})" if deep != seeds else "")
+    return f"scale {scale:g} of the paper's episodes, {seeds_text}"
+
 
 class LineRuns(NamedTuple):
     """The greedy evaluations of one line: one row per seed, one column per evaluation."""
