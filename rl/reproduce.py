@@ -294,10 +294,12 @@ def write_report(plan: Plan, out: Path, settings: Settings) -> list[Path]:
         if not env_stats:
             continue
         scale = scale_label(settings.scale, settings.seeds, settings.deep_seeds)
-        title = f"{ENV_TITLES.get(env, env)}, {scale}"
-        written += plot_curves(env_stats, title, out, f"{env}-curves", settings.postprocess)
+        title = ENV_TITLES.get(env, env)
+        written += plot_curves(
+            env_stats, title, out, f"{env}-curves", settings.postprocess, note=scale
+        )
         if plan.experiment.box:
-            written += plot_box(env_stats, title, out, f"{env}-box")
+            written += plot_box(env_stats, title, out, f"{env}-box", note=scale)
         written += write_tables(
             out, env, plan.experiment.name, env_stats, settings.reading, settings.postprocess
         )

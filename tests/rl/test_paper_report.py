@@ -170,6 +170,31 @@ def test_later_readings_train_only_lines_whose_settings_differ() -> None:
     assert stable == ["teql"]
 
 
+def test_a_killed_run_resumes_where_it_stopped(tmp_path: Path) -> None:
+    todo = [
+        whole.Part(f"released/x-{i}", (f"x{i}", "--out", str(tmp_path / f"x-{i}")), True)
+        for i in range(3)
+    ]
+    calls: list[list[str]] = []
+
+    def fake(argv: list[str]) -> int:  # stands for rl.reproduce.main; x1 is killed once
+        calls.append(argv)
+        (tmp_path / "released" / argv[0].replace("x", "x-")).mkdir(parents=True, exist_ok=True)
+        (tmp_path / "released" / argv[0].replace("x", "x-") / "index.csv").write_text("")
+        return 130 if argv[0] == "x1" and len(calls) == 2 else 0
+
+    assert whole.run_parts(todo, tmp_path, False, fake) == 130
+    assert [c[0] for c in calls] == ["x0", "x1"]
+    assert {k: r["status"] for k, r in whole.read_parts(tmp_path).items()} == {
+        "released/x-0": "done",
+        "released/x-1": "interrupted",
+    }
+    calls.clear()
+    assert whole.run_parts(todo, tmp_path, True, fake) == 0
+    # the finished part is skipped, the killed one resumes with its own --resume
+    assert calls == [[*todo[1].argv, "--resume"], list(todo[2].argv)]
+
+
 @pytest.mark.slow
 def test_tiny_scale_writes_a_report_with_every_section(tmp_path: Path) -> None:
     """All 13 parts of one reading at 1% of the episodes, 2 seeds; then a resume trains nothing."""
