@@ -34,6 +34,11 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
         "rl.reproduce",
         "reproduce one figure or table of the paper",
     ),
+    (
+        "python -m rl.reproduce paper",
+        "rl.experiments.whole",
+        "every experiment of the paper and one report with a verdict per claim",
+    ),
     ("python -m rl.sweep", "rl.sweep", "a grid of runs on a process pool or a Ray cluster"),
     ("python -m rl.evaluate", "rl.evaluate", "greedy episodes of a finished run"),
     ("python -m rl.runs.plot", "rl.runs.plot", "learning curves of one or more runs"),
@@ -135,11 +140,11 @@ def cli_page() -> str:
             "|---|---|",
         ]
         for command, _, summary in COMMANDS:
-            anchor = command.replace("python -m ", "").replace(".", "")
+            anchor = command.replace("python -m ", "").replace(".", "").replace(" ", "-")
             lines.append(f"| [`{command}`](#{anchor}) | {summary} |")
         for command, module_name, _ in COMMANDS:
             module = importlib.import_module(module_name)
-            anchor = command.replace("python -m ", "").replace(".", "")
+            anchor = command.replace("python -m ", "").replace(".", "").replace(" ", "-")
             lines += [
                 "",
                 f"## `{command}` {{#{anchor}}}",

@@ -1,5 +1,8 @@
 r"""``python -m rl.reproduce NAME``: one command per experiment of the paper's "Numerical Study".
 
+``python -m rl.reproduce paper`` runs them all and writes one report with a
+verdict per claim (`rl.experiments.whole`, `rl.experiments.paper_report`).
+
 ::
 
     python -m rl.reproduce --list
@@ -69,7 +72,15 @@ from rl.experiments.paper import (
     reading_for,
 )
 from rl.experiments.presets import preset_config
-from rl.experiments.report import line_stats, load_line, plot_box, plot_curves, write_tables
+from rl.experiments.report import (
+    ENV_TITLES,
+    line_stats,
+    load_line,
+    plot_box,
+    plot_curves,
+    scale_label,
+    write_tables,
+)
 from rl.experiments.summary import Settings, write_summary
 from rl.runs.config import ConfigError
 from rl.runs.rundir import open_run_file
@@ -283,10 +294,13 @@ def write_report(plan: Plan, out: Path, settings: Settings) -> list[Path]:
         stats[env] = env_stats
         if not env_stats:
             continue
-        title = env.capitalize() if env != "cartpole" else "CartPole"
-        written += plot_curves(env_stats, title, out, f"{env}-curves", settings.postprocess)
+        scale = scale_label(settings.scale, settings.seeds, settings.deep_seeds)
+        title = ENV_TITLES.get(env, env)
+        written += plot_curves(
+            env_stats, title, out, f"{env}-curves", settings.postprocess, note=scale
+        )
         if plan.experiment.box:
-            written += plot_box(env_stats, title, out, f"{env}-box")
+            written += plot_box(env_stats, title, out, f"{env}-box", note=scale)
         written += write_tables(
             out, env, plan.experiment.name, env_stats, settings.reading, settings.postprocess
         )
@@ -419,10 +433,18 @@ def _settings(args: argparse.Namespace, argv: Sequence[str], plan: Plan, wall: f
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; return the exit code (0, 1 some failed, 2 refused, 130 interrupted)."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["paper"]:  # every experiment and one report: rl.experiments.whole
+        from rl.experiments.whole import main as paper_main
+
+        return paper_main(argv[1:], main)
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.list:
         print(list_text())
+        print(
+            f"{'paper':16s} every experiment above, the parameter table and the rank claim; "
+            "one report (python -m rl.reproduce paper --help)"
+        )
         return 0
     if args.name is None:
         print("error: give an experiment NAME (python -m rl.reproduce --list)", file=sys.stderr)

@@ -40,6 +40,18 @@ from rl.runs.rundir import atomic_write_bytes, atomic_write_text
 
 ENV_TITLES = {"cartpole": "CartPole", "pendulum": "Pendulum", "highway": "Highway"}
 
+PAPER_SEEDS = 100
+"""The paper's runs per curve (Section subsec:hyperparameters: "100 independent runs")."""
+
+
+def scale_label(scale: float, seeds: int, deep_seeds: int | None = None) -> str:
+    """Return which scale a figure or table is at: the paper's, or how far below it."""
+    deep = seeds if deep_seeds is None else deep_seeds
+    if scale == 1.0 and seeds == deep == PAPER_SEEDS:
+        return "paper scale (its episodes, 100 seeds)"
+    seeds_text = f"{seeds} seeds" + (f" (DQN, SAC {deep})" if deep != seeds else "")
+    return f"scale {scale:g} of the paper's episodes, {seeds_text}"
+
 
 class LineRuns(NamedTuple):
     """The greedy evaluations of one line: one row per seed, one column per evaluation."""
@@ -235,12 +247,18 @@ def _save(figure: Any, out: Path, stem: str) -> list[Path]:
 
 
 def plot_curves(
-    stats: Sequence[LineStats], title: str, out: Path, stem: str, postprocess: bool
+    stats: Sequence[LineStats],
+    title: str,
+    out: Path,
+    stem: str,
+    postprocess: bool,
+    note: str = "",
 ) -> list[Path]:
     """Draw the learning curves, raw and (if asked) post-processed beside them.
 
     ``axes[view, panel]``: with one panel the views sit side by side, with
-    several each panel is a column and each view a row.
+    several each panel is a column and each view a row. ``note`` (the scale,
+    `scale_label`) is the figure's title.
     """
     from matplotlib.figure import Figure
 
@@ -282,10 +300,14 @@ def plot_curves(
             axis.grid(alpha=0.3)
             if axis.lines:
                 axis.legend(loc="best", fontsize="x-small")
+    if note:
+        figure.suptitle(note, fontsize=9)
     return _save(figure, out, stem)
 
 
-def plot_box(stats: Sequence[LineStats], title: str, out: Path, stem: str) -> list[Path]:
+def plot_box(
+    stats: Sequence[LineStats], title: str, out: Path, stem: str, note: str = ""
+) -> list[Path]:
     """Box plots of the final-window scores per line: raw and after outlier replacement."""
     from matplotlib.figure import Figure
 
@@ -301,6 +323,8 @@ def plot_box(stats: Sequence[LineStats], title: str, out: Path, stem: str) -> li
         axis.set_title(f"{title}: final-window greedy return ({name})", fontsize=9)
         axis.tick_params(axis="x", labelsize=7)
         axis.grid(alpha=0.3)
+    if note:
+        figure.suptitle(note, fontsize=9)
     return _save(figure, out, stem)
 
 

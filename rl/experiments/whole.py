@@ -1,0 +1,365 @@
+"""``python -m rl.reproduce paper``: every experiment of the paper, one resumable directory each.
+
+::
+
+    python -m rl.reproduce paper [--scale paper | --episodes-scale F --seeds N [--deep-seeds N]]
+        [--readings released,paper,stable] [--workers W] [--backend local|ray] [--address A]
+        [--highway-engine twin|reference] [--out DIR] [--resume] [--report-only]
+
+The parts (`parts`), in the order they run: the appendix's parameter table
+(``python -m analysis.params``), the rank claim's profiles of Q* on Pendulum and
+CartPole (``python -m analysis.rank``), then for each reading the experiments of
+`rl.experiments.paper.EXPERIMENTS` one environment at a time, cheapest first
+(ablation and sensitivity on CartPole and Pendulum, the comparison, Highway,
+the Highway ablation). A training part is one ``python -m rl.reproduce NAME
+--env ENV`` call into ``OUT/READING/NAME-ENV`` (its figures, tables and
+``summary.md`` as that command writes them). After the first reading, a part
+trains only the lines whose settings differ from those of a reading already
+run (`rl.agents.readings.same_settings`); the report reads the others from
+there.
+
+``OUT/paper.json`` records the settings, ``OUT/parts.csv`` one row per part
+(status, wall time, exit code). A killed run continues with the same command
+and ``--resume``: finished parts are skipped, an unfinished part resumes with
+its own ``--resume`` (only the configurations not yet done run). ``report.md``
+and ``report.html`` (`rl.experiments.paper_report`) are written at the end,
+and by ``--report-only`` from whatever has finished.
+
+``--scale paper`` is the paper's episodes and 100 seeds for every agent
+(Table tab:hyperparams: "Results aggregate 100 independent runs").
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+from rl.agents.readings import same_settings
+from rl.experiments.paper import experiment, reading_for
+from rl.runs.rundir import atomic_write_text, make_run_dir
+
+READINGS = ("paper", "released", "stable")
+DEFAULT_READINGS = "released,paper,stable"
+PAPER_SEEDS = 100
+"""``--scale paper``: the paper's 100 runs per curve."""
+
+MANIFEST = "paper.json"
+PARTS_FILE = "parts.csv"
+_PART_COLUMNS = ("part", "status", "wall_s", "code", "command")
+
+#: Training parts, cheapest first: (experiment, environment).
+TRAINING = (
+    ("ablation", "cartpole"),
+    ("ablation", "pendulum"),
+    ("sensitivity", "cartpole"),
+    ("sensitivity", "pendulum"),
+    ("sensitivity-tlr", "cartpole"),
+    ("sensitivity-tlr", "pendulum"),
+    ("comparison", "cartpole"),
+    ("comparison", "pendulum"),
+    ("highway", "highway"),
+    ("ablation", "highway"),
+)
+RANK_ENVS = ("pendulum", "cartpole")
+"""Environments with a model to compute Q* from (Highway has none)."""
+
+
+class Part(NamedTuple):
+    """One resumable piece of the paper: a directory under ``OUT`` and the command that fills it."""
+
+    name: str
+    """Directory relative to ``OUT`` (``released/comparison-cartpole``, ``analysis/params``)."""
+    argv: tuple[str, ...]
+    """For a training part the arguments of ``python -m rl.reproduce``; otherwise a command."""
+    training: bool
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the argument parser of ``python -m rl.reproduce paper``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m rl.reproduce paper",
+        description="Run every experiment of the paper and write one report with a verdict "
+        "per claim.",
+    )
+    parser.add_argument(
+        "--scale", choices=("paper",), help="the paper's episodes and 100 seeds for every agent"
+    )
+    parser.add_argument("--episodes-scale", type=float, default=None, metavar="F")
+    parser.add_argument("--seeds", type=int, default=None, help="seeds per line (default 30)")
+    parser.add_argument("--deep-seeds", type=int, help="seeds of DQN and SAC (default --seeds)")
+    parser.add_argument(
+        "--readings",
+        default=DEFAULT_READINGS,
+        help=f"comma-separated readings, the first trains every line (default {DEFAULT_READINGS})",
+    )
+    parser.add_argument("--workers", type=int, help="processes of the pool / local Ray CPUs")
+    parser.add_argument("--backend", choices=("local", "ray"), default="local")
+    parser.add_argument("--address", help="address of a running Ray cluster (with --backend ray)")
+    parser.add_argument(
+        "--highway-engine",
+        choices=("twin", "reference"),
+        default="twin",
+        help="Highway simulator: the compiled twin (default) or highway-env",
+    )
+    parser.add_argument("--out", help="output directory (default runs/reproduce/paper[-sF])")
+    parser.add_argument("--resume", action="store_true", help="continue a killed run in --out")
+    parser.add_argument(
+        "--report-only", action="store_true", help="train nothing: write the report from --out"
+    )
+    return parser
+
+
+class Settings(NamedTuple):
+    """The settings every part shares (``OUT/paper.json``)."""
+
+    scale: float
+    seeds: int
+    deep_seeds: int
+    readings: tuple[str, ...]
+    highway_engine: str
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    """Return the shared settings of the arguments.
+
+    Raises
+    ------
+    ValueError
+        In one line, for a bad scale, seed count or reading, or ``--scale``
+        combined with ``--episodes-scale`` or ``--seeds``.
+    """
+    if args.scale == "paper":
+        if args.episodes_scale is not None or args.seeds is not None or args.deep_seeds:
+            raise ValueError(
+                "--scale paper sets the episodes and seeds; drop --episodes-scale, "
+                "--seeds and --deep-seeds."
+            )
+        scale, seeds, deep = 1.0, PAPER_SEEDS, PAPER_SEEDS
+    else:
+        scale = 1.0 if args.episodes_scale is None else args.episodes_scale
+        seeds = 30 if args.seeds is None else args.seeds
+        deep = args.deep_seeds or seeds
+    if not 0.0 < scale <= 1.0:
+        raise ValueError(f"The '--episodes-scale' value must be in (0, 1]. Got {scale!r} instead.")
+    if seeds < 1 or deep < 1:
+        raise ValueError(f"The seed counts must be ints >= 1. Got {seeds} and {deep} instead.")
+    readings = tuple(r.strip() for r in args.readings.split(",") if r.strip())
+    unknown = [r for r in readings if r not in READINGS]
+    if not readings or unknown or len(set(readings)) != len(readings):
+        raise ValueError(
+            f"--readings must name distinct readings of {', '.join(READINGS)}. "
+            f"Got {args.readings!r} instead."
+        )
+    if args.workers is not None and args.workers < 1:
+        raise ValueError(f"The '--workers' value must be an int >= 1. Got {args.workers} instead.")
+    if args.address and args.backend != "ray":
+        raise ValueError("--address needs --backend ray.")
+    return Settings(scale, seeds, deep, readings, args.highway_engine)
+
+
+def new_lines(name: str, env: str, wanted: str, earlier: Sequence[str]) -> list[str] | None:
+    """Return the lines of ``name`` on ``env`` whose settings differ in every earlier reading.
+
+    None: all of them (no earlier reading).
+    """
+    if not earlier:
+        return None
+    keys = []
+    for line in experiment(name).lines(env):
+        mine = reading_for(line.agent, wanted)
+        if not any(
+            same_settings(line.agent, mine, reading_for(line.agent, other), env)
+            for other in earlier
+        ):
+            keys.append(line.key)
+    return keys
+
+
+def _rank_args(env: str, scale: float) -> tuple[str, ...]:
+    """``analysis.rank`` on Q*: the documented settings at scale >= 0.1, a quick fit below."""
+    quick = scale < 0.1
+    return (
+        "--env",
+        env,
+        "--ranks",
+        "1,2,5,10,20" if quick else "1:20",
+        "--samples",
+        "2" if quick else "20",
+        "--restarts",
+        "1" if quick else "3",
+        *(("--no-refine",) if quick else ()),
+        "--no-progress",
+    )
+
+
+def parts(settings: Settings, args: argparse.Namespace, out: Path) -> list[Part]:
+    """Return every part of the paper in the order it runs."""
+    python = sys.executable
+    found = [
+        Part("analysis/params", (python, "-m", "analysis.params", "--format", "markdown"), False)
+    ]
+    for env in RANK_ENVS:
+        name = f"analysis/rank-{env}"
+        command = (python, "-m", "analysis.rank", *_rank_args(env, settings.scale))
+        found.append(Part(name, (*command, "--out", str(out / name)), False))
+    common = [
+        "--seeds",
+        str(settings.seeds),
+        "--deep-seeds",
+        str(settings.deep_seeds),
+        "--episodes-scale",
+        f"{settings.scale:g}",
+        "--backend",
+        args.backend,
+        "--postprocess",
+        "--highway-engine",
+        settings.highway_engine,
+        *(["--workers", str(args.workers)] if args.workers else []),
+        *(["--address", args.address] if args.address else []),
+    ]
+    for name, env in TRAINING:
+        for index, reading in enumerate(settings.readings):
+            keys = new_lines(name, env, reading, settings.readings[:index])
+            if keys == []:
+                continue
+            part = f"{reading}/{name}-{env}"
+            argv = [name, "--env", env, "--reading", reading, "--out", str(out / part), *common]
+            if keys:
+                argv += ["--agents", ",".join(keys)]
+            found.append(Part(part, tuple(argv), True))
+    return found
+
+
+def read_parts(out: Path) -> dict[str, dict[str, str]]:
+    """Return ``OUT/parts.csv`` as part -> row (empty if there is none)."""
+    path = out / PARTS_FILE
+    if not path.is_file():
+        return {}
+    with open(path, newline="", encoding="utf-8") as handle:
+        return {row["part"]: row for row in csv.DictReader(handle)}
+
+
+def _write_parts(out: Path, rows: dict[str, dict[str, str]]) -> None:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, _PART_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows.values())
+    atomic_write_text(out / PARTS_FILE, buffer.getvalue())
+
+
+def _run_command(part: Part, out: Path) -> int:
+    directory = out / part.name
+    make_run_dir(directory)
+    done = subprocess.run(part.argv, capture_output=True, text=True, check=False)
+    if part.name == "analysis/params":
+        atomic_write_text(directory / "params.md", done.stdout)
+    else:
+        atomic_write_text(directory / "summary.txt", done.stdout)
+    if done.returncode != 0:
+        atomic_write_text(directory / "error.txt", done.stderr)
+    return done.returncode
+
+
+def _check_manifest(out: Path, settings: Settings, resume: bool) -> None:
+    path = out / MANIFEST
+    wanted = settings._asdict() | {"readings": list(settings.readings)}
+    if path.is_file():
+        if not resume:
+            raise ValueError(f"{out} already holds {MANIFEST}; continue it with --resume.")
+        recorded = json.loads(path.read_text(encoding="utf-8"))
+        changed = [key for key, value in wanted.items() if recorded.get(key) != value]
+        if changed:
+            raise ValueError(
+                f"{out} was started with other settings ({', '.join(changed)}); use the same "
+                "ones with --resume, or another --out."
+            )
+    make_run_dir(out)
+    atomic_write_text(path, json.dumps(wanted, indent=1) + "\n")
+
+
+def default_out(settings: Settings) -> Path:
+    """Return ``runs/reproduce/paper`` (``paper-sF-NseedS`` below the paper's scale)."""
+    if settings.scale == 1.0 and settings.seeds == PAPER_SEEDS:
+        return Path("runs") / "reproduce" / "paper"
+    return Path("runs") / "reproduce" / f"paper-s{settings.scale:g}-{settings.seeds}seeds"
+
+
+def run_parts(
+    todo: Sequence[Part], out: Path, resume: bool, run_experiment: Callable[[list[str]], int]
+) -> int:
+    """Run the parts not yet done; return 0, 1 (some failed) or 130 (interrupted)."""
+    rows = read_parts(out)
+    failed = 0
+    for index, part in enumerate(todo):
+        if rows.get(part.name, {}).get("status") == "done":
+            continue
+        print(f"[part {index + 1}/{len(todo)}] {part.name}", file=sys.stderr, flush=True)
+        start = time.perf_counter()
+        if part.training:
+            argv = list(part.argv)
+            if resume and (out / part.name / "index.csv").is_file():
+                argv.append("--resume")
+            code = run_experiment(argv)
+            shown = "python -m rl.reproduce " + shlex.join(argv)
+        else:
+            code = _run_command(part, out)
+            shown = shlex.join(["python", *part.argv[1:]])
+        wall = time.perf_counter() - start
+        status = "done" if code == 0 else "interrupted" if code == 130 else "failed"
+        rows[part.name] = dict(
+            zip(_PART_COLUMNS, (part.name, status, f"{wall:.1f}", str(code), shown), strict=True)
+        )
+        _write_parts(out, rows)
+        if code == 130:
+            return 130
+        failed += code != 0
+    return 1 if failed else 0
+
+
+def main(argv: Sequence[str], run_experiment: Callable[[list[str]], int]) -> int:
+    """Run ``python -m rl.reproduce paper ARGS``; ``run_experiment`` runs one experiment's argv.
+
+    Returns the exit code: 0 done, 1 some part failed, 2 bad input, 130 interrupted.
+    """
+    from rl.experiments.paper_report import write_paper_report
+
+    args = build_parser().parse_args(list(argv))
+    try:
+        settings = settings_from(args)
+        out = Path(args.out) if args.out else default_out(settings)
+        if args.report_only:
+            if not (out / MANIFEST).is_file():
+                raise ValueError(f"{out} holds no {MANIFEST}; nothing to report.")
+        else:
+            _check_manifest(out, settings, args.resume)
+    except (ValueError, OSError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    command = "python -m rl.reproduce paper " + shlex.join(list(argv))
+    code = 0
+    if not args.report_only:
+        start = time.perf_counter()
+        try:
+            code = run_parts(parts(settings, args, out), out, args.resume, run_experiment)
+        except KeyboardInterrupt:
+            code = 130
+        with open(out / "commands.txt", "a", encoding="utf-8") as handle:
+            handle.write(f"{time.perf_counter() - start:.0f}\t{command}\n")
+        if code == 130:
+            print(
+                f"Interrupted; continue with the same command and --resume ({out}).",
+                file=sys.stderr,
+            )
+            return 130
+    written = write_paper_report(out, command)
+    print(f"Report: {written[0]} and {written[1]}")
+    return code

@@ -1,0 +1,215 @@
+"""``python -m rl.reproduce paper``: verdict rule, report assembly, bad input, the whole run."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rl.experiments import claims, paper_report, whole
+from rl.experiments.claims import FAILS, HOLDS, UNSURE, Check, combine, decide, evaluate
+from rl.experiments.document import to_html, to_markdown
+from rl.experiments.paper import experiment
+from rl.experiments.report import LineRuns, LineStats
+from rl.reproduce import main
+
+PNG = b"\x89PNG\r\n\x1a\n"  # a PNG signature: the report embeds the bytes without reading them
+
+SECTIONS = (
+    "## Claims and verdicts",
+    "## Decision rule",
+    "## The claims one by one",
+    "## The rank claim (analysis.rank)",
+    "## The parameter table (analysis.params)",
+    "## Cost per part",
+    "## How this report was made",
+)
+
+
+def synthetic(part: str, env: str, key: str, level: float, spread: float, seeds: int) -> LineStats:
+    """A line whose seeds climb linearly to ``level`` plus seeded noise of std ``spread``."""
+    line = next(ln for ln in experiment(part).lines(env) if ln.key == key)
+    episodes = np.arange(10, 1001, 10)
+    noise = np.random.default_rng(seeds).normal(0.0, spread, size=(seeds, 1))
+    greedy = np.minimum(episodes / 500.0, 1.0) * level + noise + 0.0 * episodes
+    runs = LineRuns(line, env, episodes, greedy, tuple(range(seeds)))
+    scores = greedy[:, episodes >= 801].mean(axis=1)  # what line_stats computes, without SciPy
+    nan = math.nan
+    return LineStats(runs, 801, 1000, scores, scores, scores.mean(), scores.std(), *(nan,) * 6)
+
+
+def test_decide_follows_the_documented_rule() -> None:
+    assert decide(1.0, 0.5, 1.5, 0.0, "above") == HOLDS
+    assert decide(-1.0, -1.5, -0.5, 0.0, "above") == FAILS
+    assert decide(0.1, -0.5, 0.5, 0.0, "above") == UNSURE
+    assert decide(2.0, 1.5, 2.5, 5.0, "below") == HOLDS
+    assert decide(7.0, 6.0, 8.0, 5.0, "below") == FAILS
+    assert decide(1.0, -2.0, 3.0, 5.0, "within") == HOLDS
+    assert decide(9.0, 6.0, 12.0, 5.0, "within") == FAILS
+    assert decide(4.0, 2.0, 6.0, 5.0, "within") == UNSURE
+    assert decide(math.nan, 0.0, 1.0, 0.0, "above") == UNSURE
+    assert combine([HOLDS, HOLDS]) == HOLDS
+    assert combine([HOLDS, UNSURE]) == UNSURE
+    assert combine([UNSURE, FAILS, HOLDS]) == FAILS
+    assert combine([]) == UNSURE
+
+
+def test_a_difference_check_holds_fails_or_cannot_tell() -> None:
+    table = {
+        ("comparison", "cartpole", "teql"): synthetic("comparison", "cartpole", "teql", 90, 2, 10),
+        ("comparison", "cartpole", "tlr"): synthetic("comparison", "cartpole", "tlr", 60, 2, 10),
+        ("comparison", "cartpole", "dqn"): synthetic("comparison", "cartpole", "dqn", 60, 20, 10),
+        ("comparison", "cartpole", "sac"): synthetic("comparison", "cartpole", "sac", 95, 2, 2),
+    }
+    check = claims._pair("comparison", "cartpole", "teql", "tlr")
+    verdict = evaluate(check, table.get)
+    assert verdict.verdict == HOLDS
+    assert verdict.estimate == pytest.approx(30.0, abs=3.0)
+    assert verdict.low < verdict.estimate < verdict.high
+    assert (
+        evaluate(claims._pair("comparison", "cartpole", "tlr", "teql"), table.get).verdict == FAILS
+    )
+    # a 20-point spread over 10 seeds hides a 0-point difference
+    assert evaluate(claims._pair("comparison", "cartpole", "dqn", "tlr"), table.get).verdict == (
+        UNSURE
+    )
+    few = evaluate(claims._pair("comparison", "cartpole", "sac", "tlr"), table.get)
+    assert few.verdict == UNSURE and "2 seeds" in few.note
+    missing = evaluate(claims._pair("comparison", "cartpole", "teql", "lora-vi"), table.get)
+    assert missing.verdict == UNSURE and "missing" in missing.note
+
+
+def test_std_ratio_and_reach_checks() -> None:
+    steady = synthetic("ablation", "cartpole", "teql-lam", 88, 0.5, 8)
+    noisy = synthetic("ablation", "cartpole", "teql-lam0", 88, 10.0, 8)
+    table = {
+        ("ablation", "cartpole", "teql-lam"): steady,
+        ("ablation", "cartpole", "teql-lam0"): noisy,
+    }
+    ratio = Check(
+        "r",
+        "ratio",
+        (("ablation", "cartpole", "teql-lam0"), ("ablation", "cartpole", "teql-lam")),
+        "final",
+        1.0,
+    )
+    assert evaluate(ratio, table.get).verdict == HOLDS
+    # 90% of 88 is reached at episode 450; the trailing mean of five evaluations lags 20-30
+    assert 450 < claims.per_seed(steady, "reach", level=0.9 * 88).mean() < 490
+
+
+def test_the_report_has_every_section_in_both_renderings(tmp_path: Path) -> None:
+    (tmp_path / "paper.json").write_text(
+        json.dumps(
+            {
+                "scale": 0.01,
+                "seeds": 2,
+                "deep_seeds": 2,
+                "readings": ["released"],
+                "highway_engine": "twin",
+            }
+        )
+    )
+    rank = tmp_path / "analysis" / "rank-pendulum"
+    rank.mkdir(parents=True)
+    (rank / "rank_profile.csv").write_text("rank,energy\n10,0.95\n20,0.99\n")
+    (rank / "rank_profile.png").write_bytes(PNG)  # embedded as is: any bytes do
+    blocks = paper_report.build_report(tmp_path, "python -m rl.reproduce paper --seeds 2")
+    text = to_markdown(blocks)
+    for section in SECTIONS:
+        assert section in text
+    assert "scale 0.01 of the paper's episodes, 2 seeds" in text
+    assert "cannot tell" in text and "compiled twin" in text
+    page = to_html(blocks, tmp_path, "report")
+    assert page.count("data:image/png;base64,") == 1
+    assert "<h2>Claims and verdicts</h2>" in page and "<script" not in page
+    # every claim of CLAIMS, plus the rank and two parameter rows, is in the first table
+    first = text.split("## Decision rule")[0]
+    assert first.count(" | “") == len(claims.CLAIMS) + 3
+
+
+def test_the_printed_parameter_table_against_its_formulas() -> None:
+    disagree = {
+        (env, algo)
+        for env, algo, _, printed, formula in paper_report.PRINTED_PARAMS
+        if printed != formula
+    }
+    assert disagree == {("CartPole", "DQN"), ("CartPole", "SAC"), ("Pendulum", "SAC")}
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--episodes-scale", "2"], "(0, 1]"),
+        (["--readings", "paper,bogus"], "--readings"),
+        (["--scale", "paper", "--seeds", "3"], "--scale paper sets"),
+        (["--seeds", "0"], "seed counts"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(
+    args: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["paper", *args, "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_used_directory_needs_resume(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / whole.MANIFEST).write_text("{}")
+    assert main(["paper", "--seeds", "2", "--out", str(tmp_path)]) == 2
+    assert "--resume" in capsys.readouterr().err
+
+
+def test_later_readings_train_only_lines_whose_settings_differ() -> None:
+    assert whole.new_lines("comparison", "cartpole", "released", []) is None
+    stable = whole.new_lines("comparison", "cartpole", "stable", ["released", "paper"])
+    assert stable == ["teql"]
+
+
+def test_a_killed_run_resumes_where_it_stopped(tmp_path: Path) -> None:
+    todo = [
+        whole.Part(f"released/x-{i}", (f"x{i}", "--out", str(tmp_path / f"x-{i}")), True)
+        for i in range(3)
+    ]
+    calls: list[list[str]] = []
+
+    def fake(argv: list[str]) -> int:  # stands for rl.reproduce.main; x1 is killed once
+        calls.append(argv)
+        (tmp_path / "released" / argv[0].replace("x", "x-")).mkdir(parents=True, exist_ok=True)
+        (tmp_path / "released" / argv[0].replace("x", "x-") / "index.csv").write_text("")
+        return 130 if argv[0] == "x1" and len(calls) == 2 else 0
+
+    assert whole.run_parts(todo, tmp_path, False, fake) == 130
+    assert [c[0] for c in calls] == ["x0", "x1"]
+    assert {k: r["status"] for k, r in whole.read_parts(tmp_path).items()} == {
+        "released/x-0": "done",
+        "released/x-1": "interrupted",
+    }
+    calls.clear()
+    assert whole.run_parts(todo, tmp_path, True, fake) == 0
+    # the finished part is skipped, the killed one resumes with its own --resume
+    assert calls == [[*todo[1].argv, "--resume"], list(todo[2].argv)]
+
+
+@pytest.mark.slow
+def test_tiny_scale_writes_a_report_with_every_section(tmp_path: Path) -> None:
+    """All 13 parts of one reading at 1% of the episodes, 2 seeds; then a resume trains nothing."""
+    out = tmp_path / "paper"
+    args = ["paper", "--episodes-scale", "0.01", "--seeds", "2", "--readings", "released"]
+    assert main([*args, "--out", str(out)]) == 0
+    text = (out / "report.md").read_text()
+    for section in SECTIONS:
+        assert section in text
+    page = (out / "report.html").read_text()
+    assert page.count("data:image/png;base64,") >= 10
+    parts = whole.read_parts(out)
+    assert all(row["status"] == "done" for row in parts.values())
+    # a second run with --resume trains nothing and rewrites the same verdicts
+    before = text.split("## Decision rule")[0]
+    assert main([*args, "--out", str(out), "--resume"]) == 0
+    assert whole.read_parts(out) == parts
+    assert (out / "report.md").read_text().split("## Decision rule")[0] == before
