@@ -136,7 +136,8 @@ def run(
     overrides = dict(overrides or {})
     agent: Agent
     if agent_name == "teql":
-        params = {**reading("teql", "stable").agent_params(problem.name), **overrides}
+        stable = reading("teql", "stable").agent_params(problem.name, len(problem.state_dims))
+        params = {**stable, **overrides}
         agent = TEQLAgent(problem, TEQLConfig(**params), streams)
     elif agent_name == "tlr":
         params = {**reading("tlr", "paper").agent_params(problem.name), **overrides}

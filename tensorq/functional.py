@@ -12,38 +12,12 @@ from __future__ import annotations
 from typing import Any
 
 from tensorq._backend import ArrayOps
-from tensorq.bound import FactorBound
 from tensorq.cp import _subtensor
-from tensorq.update import _VARIANT_SWEEPS, VARIANTS, _runner, _update_all
+from tensorq.update import _runner, _update_all, update_setting
+
+__all__ = ["pure_subtensor", "pure_update", "update_setting"]
 
 Array = Any
-
-
-def update_setting(
-    variant: str,
-    *,
-    lam: float = 0.0,
-    eps: float = 1.0,
-    tol: float = 0.0,
-    max_inner: int = 1,
-    bound: FactorBound | None = None,
-    mode_scale: tuple[float, ...] | None = None,
-) -> tuple[Any, ...]:
-    """Return the hashable setting of `pure_update`: a `bcd_update` variant, or ``"normalized"``.
-
-    ``variant="normalized"`` is :func:`normalized_step` (Jacobi, its other
-    arguments unused); the others are those of :func:`bcd_update`
-    (``mode_scale``: ``variant="stable"`` only, not checked here).
-    """
-    if variant == "normalized":
-        return ("normalized", True)
-    if variant not in _VARIANT_SWEEPS:
-        raise ValueError(
-            f"The 'variant' parameter must be one of {VARIANTS}. Got {variant!r} instead."
-        )
-    f_max = None if bound is None else bound.f_max
-    shares = None if mode_scale is None else tuple(float(share) for share in mode_scale)
-    return ("bcd", variant, float(lam), float(eps), float(tol), int(max_inner), f_max, shares)
 
 
 def pure_update(

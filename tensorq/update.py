@@ -418,16 +418,14 @@ def bcd_update(
     target = per_replica(q, "target", target, check=True)
     idx, keep = index_array(q, index), keep_mask(q, mask)
     vectors = (target, per_replica(q, "visits", visits), per_replica(q, "step_size", step_size))
-    f_max = None if bound is None else bound.f_max
-    if mode_scale is not None:
-        if variant != "stable" or len(mode_scale) != len(q.factors):
-            raise ValueError(
-                f"The 'mode_scale' parameter needs variant 'stable' and {len(q.factors)} values. "
-                f"Got {mode_scale!r} with variant {variant!r} instead."
-            )
-        mode_scale = tuple(float(share) for share in mode_scale)
-    setting = ("bcd", variant, float(lam), float(eps), float(tol), int(max_inner), f_max,
-               mode_scale)  # fmt: skip
+    if mode_scale is not None and (variant != "stable" or len(mode_scale) != len(q.factors)):
+        raise ValueError(
+            f"The 'mode_scale' parameter needs variant 'stable' and {len(q.factors)} values. "
+            f"Got {mode_scale!r} with variant {variant!r} instead."
+        )
+    setting = update_setting(
+        variant, lam=lam, eps=eps, tol=tol, max_inner=max_inner, bound=bound, mode_scale=mode_scale
+    )
     return _update_rows(q, idx, keep, vectors, setting)
 
 
@@ -481,6 +479,33 @@ def normalized_step(
     idx, keep = index_array(q, index), keep_mask(q, mask)
     vectors = (target, per_replica(q, "step_size", step_size))
     return _update_rows(q, idx, keep, vectors, ("normalized", sweep == "jacobi"))
+
+
+def update_setting(
+    variant: str,
+    *,
+    lam: float = 0.0,
+    eps: float = 1.0,
+    tol: float = 0.0,
+    max_inner: int = 1,
+    bound: FactorBound | None = None,
+    mode_scale: tuple[float, ...] | None = None,
+) -> tuple[Any, ...]:
+    """Return the hashable setting of `pure_update`: a `bcd_update` variant, or ``"normalized"``.
+
+    ``variant="normalized"`` is :func:`normalized_step` (Jacobi, its other
+    arguments unused); the others are those of :func:`bcd_update`
+    (``mode_scale``: ``variant="stable"`` only, not checked here).
+    """
+    if variant == "normalized":
+        return ("normalized", True)
+    if variant not in _VARIANT_SWEEPS:
+        raise ValueError(
+            f"The 'variant' parameter must be one of {VARIANTS}. Got {variant!r} instead."
+        )
+    f_max = None if bound is None else bound.f_max
+    shares = None if mode_scale is None else tuple(float(share) for share in mode_scale)
+    return ("bcd", variant, float(lam), float(eps), float(tol), int(max_inner), f_max, shares)
 
 
 def _runner(setting: tuple[Any, ...], ops: ArrayOps) -> Callable[..., tuple[list[Array], Array]]:

@@ -138,16 +138,27 @@ class Reading:
         Problem short name -> config overrides on top of ``common``.
     env_options : mapping
         Problem short name -> ``make_problem`` options.
+    one_state_mode : mapping
+        Config overrides on top of ``common`` on a problem without a ``per_problem``
+        entry whose state is one tensor mode (known once the problem is built).
     """
 
     description: str
     common: Mapping[str, Any] = field(default_factory=dict)
     per_problem: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     env_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    one_state_mode: Mapping[str, Any] = field(default_factory=dict)
 
-    def agent_params(self, problem: str) -> dict[str, Any]:
-        """Return the config overrides of this reading on ``problem`` (a fresh dict)."""
-        return {**self.common, **self.per_problem.get(problem, {})}
+    def agent_params(self, problem: str, state_modes: int | None = None) -> dict[str, Any]:
+        """Return the config overrides of this reading on ``problem`` (a fresh dict).
+
+        ``state_modes``, the number of the built problem's state modes (None: not
+        built yet), selects ``one_state_mode`` where it applies.
+        """
+        if problem in self.per_problem:
+            return {**self.common, **self.per_problem[problem]}
+        shaped = self.one_state_mode if state_modes == 1 else {}
+        return {**self.common, **shaped}
 
     def problem_options(self, problem: str) -> dict[str, Any]:
         """Return the ``make_problem`` options of this reading on ``problem`` (a fresh dict)."""
@@ -226,15 +237,17 @@ def default_reading(agent: str, problem: str) -> str:
     return DEFAULT_READING
 
 
-#: The stable reading's steps on the paper's problems (CartPole, Pendulum, Highway): one
-#: step size for every entry, decaying in agent steps, eta_t = eta_0 / (1 + kappa t).
+#: The stable reading's steps on the paper's problems (CartPole, Pendulum, Highway) and on
+#: every problem whose state has several modes: one step size for every entry, decaying
+#: in agent steps, eta_t = eta_0 / (1 + kappa t).
 AGENT_STEPS: Mapping[str, Any] = MappingProxyType({
     "step_count": "agent", "kappa": 0.001, "footprint_power": 0.0, "init_actions": "uniform",
 })  # fmt: skip
 
-#: The stable reading's steps everywhere else (issue 28; docs/agents.md, "Where tabular
-#: Q-learning learns"): the step of mode n's row is rho_n eta_0 / (1 + kappa N_t(s, a)),
-#: rho_n = (d_n / max_m d_m)^2, from orthogonal initial joint action rows.
+#: The stable reading's steps where the paper gives no settings and the state is one mode
+#: (issue 28; docs/agents.md, "Where tabular Q-learning learns"): the step of mode n's row
+#: is rho_n eta_0 / (1 + kappa N_t(s, a)), rho_n = min(1, |A| / |S|)^2 on the action
+#: modes, from orthogonal initial joint action rows.
 TABULAR_LIKE_STEPS: Mapping[str, Any] = MappingProxyType({
     "step_count": "entry", "kappa": 0.05, "footprint_power": 2.0, "init_actions": "identity",
 })  # fmt: skip
@@ -250,8 +263,8 @@ READINGS: dict[str, dict[str, Reading]] = {
         "stable": Reading(
             "the paper's loss, EUGE and Algorithm 1, with normalized-LMS row steps, the "
             "post-visit count and the factor bound: a descent step with bounded iterates; "
-            "off the paper's problems, tabular-like steps (orthogonal action rows, "
-            "footprint and per-entry steps)",
+            "off the paper's problems, on a state of one mode, tabular-like steps "
+            "(orthogonal action rows, footprint and per-entry steps)",
             common={
                 "update": "stable",
                 "count_before_update": True,
@@ -263,12 +276,13 @@ READINGS: dict[str, dict[str, Reading]] = {
                 "eps": 1e-4,
                 "epsilon_start": 0.0,
                 "c": 1.0,  # where the paper's table gives no c: the released code's value
-                **TABULAR_LIKE_STEPS,
+                **AGENT_STEPS,
             },
             per_problem={
-                p: {"rank": col["rank"], "c": col["c"], "gamma": col["gamma"], **AGENT_STEPS}
+                p: {"rank": col["rank"], "c": col["c"], "gamma": col["gamma"]}
                 for p, col in PAPER_TABLE.items()
             },
+            one_state_mode=TABULAR_LIKE_STEPS,
         ),
     },
     "tlr": {

@@ -93,7 +93,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--scale", choices=("paper",), help="the paper's episodes and 100 seeds for every agent"
     )
-    parser.add_argument("--episodes-scale", type=float, default=None, metavar="F")
+    parser.add_argument(
+        "--episodes-scale",
+        type=float,
+        default=None,
+        metavar="F",
+        help="train the first F of the paper's episodes (default 1; not with --scale paper)",
+    )
     parser.add_argument("--seeds", type=int, default=None, help="seeds per line (default 30)")
     parser.add_argument("--deep-seeds", type=int, help="seeds of DQN and SAC (default --seeds)")
     parser.add_argument(
@@ -102,7 +108,12 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"comma-separated readings, the first trains every line (default {DEFAULT_READINGS})",
     )
     parser.add_argument("--workers", type=int, help="processes of the pool / local Ray CPUs")
-    parser.add_argument("--backend", choices=("local", "ray"), default="local")
+    parser.add_argument(
+        "--backend",
+        choices=("local", "ray"),
+        default="local",
+        help="where the tasks run: a local process pool or Ray (default %(default)s)",
+    )
     parser.add_argument("--address", help="address of a running Ray cluster (with --backend ray)")
     parser.add_argument(
         "--highway-engine",

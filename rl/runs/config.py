@@ -340,7 +340,8 @@ def resolve_settings(
     """Resolve a run's agent config and problem options, in one place and once.
 
     Agent config: the agent config's defaults <- the reading's overrides for the
-    problem (`rl.agents.readings.READINGS`) <- the problem's own discount
+    problem (`rl.agents.readings.READINGS`; those that depend on the problem's shape,
+    `Reading.one_state_mode`, once it is built) <- the problem's own discount
     (``gamma``, exact-model problems only, so only when the problem is built)
     <- ``config.agent_params`` (the config file's, then ``--set``). Problem
     options: the reading's problem options (LoRa-VI's coarse grid, for example)
@@ -389,8 +390,13 @@ def resolve_settings(
         raise
     except (ValueError, TypeError, ImportError) as error:
         raise ConfigError(f"The 'env' or 'env_options' parameter is invalid: {error}") from None
+    shaped = chosen.agent_params(name, len(problem.state_dims))  # the reading, by shape
+    changed = shaped != chosen.agent_params(name)
+    values.update(shaped)
     if problem.discount is not None and "gamma" in fields:  # the problem's own discount
         values["gamma"] = float(problem.discount)
+        changed = True
+    if changed:
         agent = build_dataclass(spec.config_class, {**values, **config.agent_params}, what)
     return Settings(config, spec, agent, env_options, problem)
 

@@ -14,7 +14,7 @@ from rl.agents.readings import AGENT_STEPS, TABULAR_LIKE_STEPS, reading
 from rl.agents.tensor_agent import identity_action_factors
 from rl.agents.teql import TEQLAgent, TEQLConfig
 from rl.problems import make_problem
-from rl.runs.config import TrainConfig
+from rl.runs.config import TrainConfig, resolve_settings
 from rl.seeding import spawn_replicas
 
 
@@ -75,13 +75,23 @@ def test_taxi_learns_to_deliver_from_every_start():
     assert greedy["greedy"] >= 0.0, greedy
 
 
-def test_stable_reading_steps_where_the_paper_gives_no_settings():
-    stable = reading("teql", "stable")
-    assert stable.agent_params("Taxi-v4").items() >= TABULAR_LIKE_STEPS.items()
-    assert stable.agent_params("inventory").items() >= TABULAR_LIKE_STEPS.items()
-    for problem in ("cartpole", "pendulum", "highway"):  # their runs do not change
-        assert stable.agent_params(problem).items() >= AGENT_STEPS.items()
-        assert TEQLConfig(**stable.agent_params(problem)).footprint_power == 0
+@pytest.mark.parametrize(
+    ("env", "steps"),
+    [
+        ("Taxi-v4", TABULAR_LIKE_STEPS),  # one state mode, no paper setting
+        ("CliffWalking-v1", TABULAR_LIKE_STEPS),
+        ("inventory", AGENT_STEPS),  # several state modes
+        ("CartPole-v1", AGENT_STEPS),
+        ("Blackjack-v1", AGENT_STEPS),
+        ("cartpole", AGENT_STEPS),  # the paper's problems: their runs do not change
+        ("pendulum", AGENT_STEPS),
+    ],
+)
+def test_stable_reading_takes_tabular_like_steps_on_one_state_mode_off_the_paper(env, steps):
+    settings = resolve_settings(TrainConfig(env=env, agent="teql", reading="stable", out="-"))
+    chosen = {key: getattr(settings.agent, key) for key in steps}
+    assert chosen == dict(steps)
+    assert reading("teql", "stable").agent_params(env).items() >= AGENT_STEPS.items()
 
 
 @pytest.mark.parametrize("dims", [(6,), (2,), (3, 3), (4, 2), (10,)])
@@ -99,7 +109,7 @@ def test_identity_action_factors_give_orthogonal_joint_rows_of_equal_norm(dims):
 def test_identity_start_and_entry_steps_in_the_agent():
     problem = make_problem("FrozenLake-v1")
     streams = [s.agent for s in spawn_replicas([0, 1])]
-    config = TEQLConfig(**reading("teql", "stable").agent_params("FrozenLake-v1"))
+    config = TEQLConfig(**reading("teql", "stable").agent_params("FrozenLake-v1", 1))
     agent = TEQLAgent(problem, config, streams)
     states, actions = (np.asarray(f) for f in agent.q_.factors)
     np.testing.assert_array_equal(actions[0], np.eye(4, 10) + np.eye(4, 10, 4))

@@ -10,7 +10,7 @@ import pytest
 from rl.agents import _visits_compiled, visits
 from rl.agents.base import Transitions
 from rl.agents.engine import resolve_engine
-from rl.agents.readings import reading
+from rl.agents.readings import TABULAR_LIKE_STEPS, reading
 from rl.agents.teql import TEQLAgent, TEQLConfig
 from rl.agents.tlr import TLRAgent, TLRConfig
 from rl.problems import make_problem
@@ -206,9 +206,13 @@ def test_joint_actions_compiled_equals_reference(cls):
 
 
 def test_stable_reading_on_joint_actions_compiled_equals_reference():
-    """Inventory's stable reading: identity start over two action modes, footprint shares."""
+    """The stable reading's tabular-like steps over inventory's two action modes.
+
+    Identity start over joint actions and footprint shares (the steps of a one-state-mode
+    problem, `Reading.one_state_mode`, here on several state modes to cover every mode).
+    """
     problem = make_problem("inventory", env_kwargs={"n_locations": 2, "max_order": 2})
-    params = reading("teql", "stable").agent_params("inventory")
+    params = {**reading("teql", "stable").agent_params("inventory"), **TABULAR_LIKE_STEPS}
     reference, compiled = _pair(TEQLAgent, TEQLConfig, problem, (5, 6), **params)
     assert reference.mode_scale == (1.0, 1.0, 1.0, (9 / 50) ** 2, (9 / 50) ** 2)
     _step_by_step(reference, compiled, problem, steps=100)

@@ -151,7 +151,7 @@ def test_float32_agrees_within_its_tolerance(backend):
 
 
 def test_jax_update_is_functional_and_compiled_once():
-    from tensorq.update import _jax_update
+    from tensorq.update import _jax_update, update_setting
 
     q = make("jax")
     before = q.factors[0]
@@ -159,7 +159,7 @@ def test_jax_update_is_functional_and_compiled_once():
     index = np.zeros((3, 4), dtype=np.int64)
     bcd_update(q, index, np.ones(3), np.zeros(3), **settings)
     assert q.factors[0] is not before and before.is_deleted()  # donated, replaced
-    compiled = _jax_update(("bcd", "paper", 1e-2, 1.0, 0.0, 2, None))
+    compiled = _jax_update(update_setting("paper", lam=1e-2, eps=1.0, tol=0.0, max_inner=2))
     for t in range(3):
         bcd_update(q, index + (t % 2), np.ones(3), np.full(3, t), **settings)
     assert compiled._cache_size() == 1
