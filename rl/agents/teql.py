@@ -32,8 +32,8 @@ three things, each the smallest that restores what the proofs assume:
   always on, so |Q| <= V_max (Assumption 2) and Proposition 2 holds with the
   proof's ||g_n||^2 <= R F_max^(2(N-1)) replaced by 1.
 
-Where the paper gives no settings the stable reading also takes tabular-like
-steps (docs/agents.md, "Where tabular Q-learning learns"): the action factors
+Where the paper gives no settings and the state is one mode the stable reading also
+takes tabular-like steps (docs/agents.md, "Where tabular Q-learning learns"): the action factors
 start with orthogonal joint rows (``init_actions="identity"``), the action
 modes' row steps are scaled by rho = min(1, |A| / |S|)^2
 (``footprint_power=2``), and eta = eta_0 / (1 + kappa N_t(s, a)) decays with the
