@@ -58,6 +58,7 @@ from rl.experiments.executor import (
     ExecutorError,
     Task,
     TaskResult,
+    add_executor_arguments,
     read_index,
     require_ray,
     run_tasks,
@@ -67,6 +68,7 @@ from rl.experiments.paper import (
     EXPERIMENTS,
     Experiment,
     Line,
+    add_highway_engine_argument,
     describe_lines,
     experiment,
     reading_for,
@@ -90,8 +92,6 @@ READING_CHOICES = ("paper", "released", "stable")
 #: Rough seconds per replica-step, to order tasks longest first and to estimate time left.
 _STEP_COST = {"sac": 2.5e-3, "dqn": 1.2e-3, "teql": 4e-5, "tlr": 2e-5, "lora-vi": 5e-5}
 _HIGHWAY_STEP = {"reference": 11e-3, "twin": 2.5e-5}
-HIGHWAY_ENGINES = ("twin", "reference")
-"""``--highway-engine`` choices: the compiled twin (default) or highway-env itself."""
 
 
 class PlannedTask(NamedTuple):
@@ -357,26 +357,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="F",
         help="train the first F of the paper's episodes, windows scaled alike (default 1)",
     )
-    parser.add_argument("--workers", type=int, help="processes of the pool / local Ray CPUs")
-    parser.add_argument(
-        "--highway-engine",
-        choices=HIGHWAY_ENGINES,
-        default="twin",
-        help="Highway's simulator: the compiled twin of highway-v0 (default) or highway-env",
-    )
+    add_highway_engine_argument(parser)
     parser.add_argument(
         "--reading",
         choices=READING_CHOICES,
         default="paper",
         help="settings of every agent (stable: TEQL's; others use paper)",
     )
-    parser.add_argument(
-        "--backend",
-        choices=("local", "ray"),
-        default="local",
-        help="where the tasks run: a local process pool or Ray (default %(default)s)",
-    )
-    parser.add_argument("--address", help="address of a running Ray cluster (with --backend ray)")
+    add_executor_arguments(parser)
     parser.add_argument(
         "--out", help="output directory (default runs/reproduce/NAME[-ENV]-READING)"
     )

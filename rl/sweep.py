@@ -58,6 +58,7 @@ from rl.experiments.executor import (
     ExecutorError,
     Task,
     TaskResult,
+    add_executor_arguments,
     hash_effective,
     require_ray,
     run_tasks,
@@ -333,18 +334,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("grid_file", metavar="GRID_FILE", help="TOML (or JSON) grid file")
     parser.add_argument("--out", required=True, help="sweep directory (index.csv, run directories)")
-    parser.add_argument(
-        "--backend",
-        choices=("local", "ray"),
-        default="local",
-        help="local process pool (default) or Ray tasks",
-    )
-    parser.add_argument("--address", help="address of a running Ray cluster (with --backend ray)")
-    parser.add_argument(
-        "--workers",
-        type=int,
-        help="processes of the local pool, or CPUs of a local Ray instance (default: all)",
-    )
+    add_executor_arguments(parser)
     parser.add_argument(
         "--resume", action="store_true", help="run only the configurations not finished in --out"
     )

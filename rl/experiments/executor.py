@@ -60,6 +60,7 @@ are started, is in `rl.experiments.workers`. See ``docs/scale-out.md``.
 
 from __future__ import annotations
 
+import argparse
 import csv
 import dataclasses
 import hashlib
@@ -535,3 +536,19 @@ def sigterm_interrupts() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def add_executor_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``--workers``, ``--backend`` and ``--address``, where a command's tasks run."""
+    parser.add_argument(
+        "--workers",
+        type=int,
+        help="processes of the local pool, or CPUs of a local Ray instance (default: all)",
+    )
+    parser.add_argument(
+        "--backend",
+        choices=("local", "ray"),
+        default="local",
+        help="where the tasks run: a local process pool or Ray (default %(default)s)",
+    )
+    parser.add_argument("--address", help="address of a running Ray cluster (with --backend ray)")

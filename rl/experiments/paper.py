@@ -27,12 +27,14 @@ fig:tlr_teql_sensitivity and Table tab:hyperparams.
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from rl.agents.param_formulas import cp_params
 from rl.agents.readings import PAPER_TABLE, readings
+from rl.problems.bundled import HIGHWAY_ENGINES
 
 DEEP_AGENTS = ("dqn", "sac")
 """PyTorch agents: their seed count is ``--deep-seeds``."""
@@ -343,3 +345,13 @@ def reading_for(agent: str, wanted: str) -> str:
 def describe_lines(lines: Sequence[Line]) -> str:
     """Return the lines' labels, comma separated (for ``--list``)."""
     return ", ".join(dict.fromkeys(f"{ln.label}" for ln in lines))
+
+
+def add_highway_engine_argument(parser: argparse.ArgumentParser) -> None:
+    """Add ``--highway-engine``: Highway's simulator, the compiled twin (default) or highway-env."""
+    parser.add_argument(
+        "--highway-engine",
+        choices=HIGHWAY_ENGINES,
+        default="twin",
+        help="Highway's simulator: the compiled twin of highway-v0 (default) or highway-env",
+    )

@@ -44,7 +44,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from rl.agents.readings import same_settings
-from rl.experiments.paper import experiment, reading_for
+from rl.experiments.executor import add_executor_arguments
+from rl.experiments.paper import add_highway_engine_argument, experiment, reading_for
 from rl.runs.rundir import atomic_write_text, make_run_dir
 
 READINGS = ("paper", "released", "stable")
@@ -107,20 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=DEFAULT_READINGS,
         help=f"comma-separated readings, the first trains every line (default {DEFAULT_READINGS})",
     )
-    parser.add_argument("--workers", type=int, help="processes of the pool / local Ray CPUs")
-    parser.add_argument(
-        "--backend",
-        choices=("local", "ray"),
-        default="local",
-        help="where the tasks run: a local process pool or Ray (default %(default)s)",
-    )
-    parser.add_argument("--address", help="address of a running Ray cluster (with --backend ray)")
-    parser.add_argument(
-        "--highway-engine",
-        choices=("twin", "reference"),
-        default="twin",
-        help="Highway simulator: the compiled twin (default) or highway-env",
-    )
+    add_executor_arguments(parser)
+    add_highway_engine_argument(parser)
     parser.add_argument("--out", help="output directory (default runs/reproduce/paper[-sF])")
     parser.add_argument("--resume", action="store_true", help="continue a killed run in --out")
     parser.add_argument(
