@@ -390,14 +390,11 @@ def resolve_settings(
         raise
     except (ValueError, TypeError, ImportError) as error:
         raise ConfigError(f"The 'env' or 'env_options' parameter is invalid: {error}") from None
-    shaped = chosen.agent_params(name, len(problem.state_dims))  # the reading, by shape
-    changed = shaped != chosen.agent_params(name)
-    values.update(shaped)
+    built = {**values, **chosen.agent_params(name, len(problem.state_dims))}  # by shape
     if problem.discount is not None and "gamma" in fields:  # the problem's own discount
-        values["gamma"] = float(problem.discount)
-        changed = True
-    if changed:
-        agent = build_dataclass(spec.config_class, {**values, **config.agent_params}, what)
+        built["gamma"] = float(problem.discount)
+    if built != values:
+        agent = build_dataclass(spec.config_class, {**built, **config.agent_params}, what)
     return Settings(config, spec, agent, env_options, problem)
 
 
