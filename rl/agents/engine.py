@@ -123,14 +123,19 @@ class Engine(Protocol):
         """Take the factors and the agent's host copies as restored from a checkpoint."""
 
 
-def resolve_engine(engine: EngineName, factors: Sequence[Any]) -> str:
-    """Return the engine to use: ``"compiled"`` wherever it applies (NumPy float64 factors).
+def resolve_engine(engine: EngineName, factors: Sequence[Any], backend: str = "numpy") -> str:
+    """Return the engine to use.
+
+    ``"array"`` when asked for or for a ``backend`` other than NumPy; otherwise
+    ``"compiled"`` wherever it applies (NumPy float64 factors), else ``"reference"``.
 
     Raises
     ------
     ValueError
         If ``engine="compiled"`` is asked for factors it does not support.
     """
+    if engine == "array" or backend != "numpy":
+        return "array"
     if engine == "reference":
         return "reference"
     applies = all(isinstance(f, np.ndarray) and f.dtype == np.float64 for f in factors)

@@ -218,8 +218,7 @@ class TensorAgent(Agent):
             )
         self.steps_ = np.zeros(self.replicas, dtype=np.int64)
         self.epsilon_ = np.full(self.replicas, float(config.epsilon_start))
-        array = config.engine == "array" or config.backend != "numpy"
-        name = "array" if array else resolve_engine(config.engine, self.q_.factors)
+        name = resolve_engine(config.engine, self.q_.factors, config.backend)
         self.engine_: Engine = make_engine(name, self)
 
     def _initial_factors(self, streams: Sequence[AgentRandom]) -> list[NDArray[np.float64]]:
