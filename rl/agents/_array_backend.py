@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from tensorq._backend import SUPPORTED_BACKENDS, ArrayOps, array_backend, ops_for_backend
+from tensorq._backend import SUPPORTED_BACKENDS, ArrayOps, ops_for_backend
 
 Array = Any
 Backend = Literal["numpy", "pytorch", "jax"]
@@ -88,14 +88,6 @@ def _check_cuda(backend: str, device: str) -> None:
             f"The 'device' parameter {device!r} needs a CUDA GPU that PyTorch sees; "
             f"it sees {count} here."
         )
-
-
-def to_numpy(array: Any) -> np.ndarray:
-    """Return a NumPy array (the array itself, or a host copy) of any backend's array."""
-    name = array_backend(array)
-    if name is None or name == "numpy":
-        return np.asarray(array)
-    return ops_for_backend(name).to_numpy(array)
 
 
 @dataclass(frozen=True)

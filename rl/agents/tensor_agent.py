@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from rl.agents._array_backend import Backend, check_backend, to_numpy
+from rl.agents._array_backend import Backend, check_backend
 from rl.agents._explore import (
     decay_epsilon,
     epsilon_greedy,
@@ -50,6 +50,7 @@ from rl.validation import (
     check_real,
 )
 from tensorq import OnlineCP
+from tensorq.validation import as_numpy
 
 if TYPE_CHECKING:
     from rl.agents.visits import VisitTable
@@ -364,7 +365,7 @@ class TensorAgent(Agent):
         """Factors, step counters, epsilon and exploration generator states (NumPy)."""
         self.engine_.sync()
         return {
-            "factors": [np.array(to_numpy(f), copy=True) for f in self.q_.factors],
+            "factors": [np.array(as_numpy(f), copy=True) for f in self.q_.factors],
             "steps": self.steps_.copy(),
             "epsilon": self.epsilon_.copy(),
             "rngs": generator_states(self._rngs),

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rl.agents._array_backend import check_backend, to_numpy
+from rl.agents._array_backend import check_backend
 from rl.agents.readings import reading
 from rl.agents.teql import TEQLAgent, TEQLConfig
 from rl.agents.tlr import TLRAgent, TLRConfig
@@ -21,6 +21,7 @@ from rl.loop.runner import Runner
 from rl.problems import make_problem
 from rl.runs.config import ConfigError, TrainConfig, resolve_settings
 from rl.seeding import spawn_replicas
+from tensorq.validation import as_numpy
 from tests.rl.agent_drivers import make_problem as toy_problem
 from tests.rl.agent_drivers import random_drive, streams
 
@@ -45,7 +46,7 @@ TOY_CASES = {
 
 
 def _factors(agent):
-    return [to_numpy(f) for f in agent.q_.factors]
+    return [as_numpy(f) for f in agent.q_.factors]
 
 
 def _assert_close_states(a, b):
