@@ -97,7 +97,7 @@ class TwinState(NamedTuple):
     vehicles: NDArray[np.float64]
     rng: NDArray[np.uint64]
     buffers: NDArray[np.uint64]
-    obs: NDArray[np.float64]
+    obs: NDArray[np.float32]
     informative: bool
     max_steps: int
 
