@@ -411,21 +411,17 @@ def bcd_update(
     >>> bool(np.allclose(q.entries(index), result.after))  # the tensor changed in place
     True
     """
-    if variant not in _VARIANT_SWEEPS:
-        raise ValueError(
-            f"The 'variant' parameter must be one of {VARIANTS}. Got {variant!r} instead."
-        )
-    target = per_replica(q, "target", target, check=True)
-    idx, keep = index_array(q, index), keep_mask(q, mask)
-    vectors = (target, per_replica(q, "visits", visits), per_replica(q, "step_size", step_size))
+    setting = update_setting(  # checks the variant
+        variant, lam=lam, eps=eps, tol=tol, max_inner=max_inner, bound=bound, mode_scale=mode_scale
+    )
     if mode_scale is not None and (variant != "stable" or len(mode_scale) != len(q.factors)):
         raise ValueError(
             f"The 'mode_scale' parameter needs variant 'stable' and {len(q.factors)} values. "
             f"Got {mode_scale!r} with variant {variant!r} instead."
         )
-    setting = update_setting(
-        variant, lam=lam, eps=eps, tol=tol, max_inner=max_inner, bound=bound, mode_scale=mode_scale
-    )
+    target = per_replica(q, "target", target, check=True)
+    idx, keep = index_array(q, index), keep_mask(q, mask)
+    vectors = (target, per_replica(q, "visits", visits), per_replica(q, "step_size", step_size))
     return _update_rows(q, idx, keep, vectors, setting)
 
 
