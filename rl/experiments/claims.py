@@ -205,6 +205,13 @@ def evaluate(check: Check, lookup: Callable[[LineKey], LineStats | None]) -> Ver
     if any(np.isnan(st.scores).all() for st in found):
         return Verdict(UNSURE, math.nan, math.nan, math.nan, "no evaluation in the final window")
     distribution = _statistic(check, found, np.random.default_rng(0))
+    return _verdict(distribution, found, check.threshold, check.side)
+
+
+def _verdict(
+    distribution: NDArray[np.float64], found: Sequence[LineStats], threshold: float, side: Side
+) -> Verdict:
+    """Decide from a bootstrap distribution (entry 0: the estimate) of the lines ``found``."""
     finite = distribution[np.isfinite(distribution)]
     estimate = float(distribution[0])
     if finite.size < RESAMPLES // 2:
@@ -213,7 +220,7 @@ def evaluate(check: Check, lookup: Callable[[LineKey], LineStats | None]) -> Ver
     fewest = min(len(st.runs.seeds) for st in found)
     if fewest < MIN_SEEDS:
         return Verdict(UNSURE, estimate, low, high, f"{fewest} seeds < {MIN_SEEDS}")
-    return Verdict(decide(estimate, low, high, check.threshold, check.side), estimate, low, high)
+    return Verdict(decide(estimate, low, high, threshold, side), estimate, low, high)
 
 
 def combine(verdicts: Sequence[str]) -> str:
@@ -425,18 +432,12 @@ def evaluate_ratio_gap(check: Check, lookup: Callable[[LineKey], LineStats | Non
     stats = [lookup(key) for key in check.lines]
     if any(st is None for st in stats):
         return Verdict(UNSURE, math.nan, math.nan, math.nan, "missing lines")
+    found = [st for st in stats if st is not None]
     rng = np.random.default_rng(0)
-    spread = [_draws(np.asarray(st.scores), rng).std(axis=1) for st in stats if st is not None]
+    spread = [_draws(np.asarray(st.scores), rng).std(axis=1) for st in found]
     with np.errstate(divide="ignore", invalid="ignore"):
         dist = np.log(spread[0] / spread[1]) - np.log(spread[2] / spread[3])
-    finite = dist[np.isfinite(dist)]
-    if finite.size < RESAMPLES // 2:
-        return Verdict(UNSURE, float(dist[0]), math.nan, math.nan, "the quantity is undefined")
-    low, high = (float(v) for v in np.percentile(finite, [2.5, 97.5]))
-    fewest = min(len(st.runs.seeds) for st in stats if st is not None)
-    if fewest < MIN_SEEDS:
-        return Verdict(UNSURE, float(dist[0]), low, high, f"{fewest} seeds < {MIN_SEEDS}")
-    return Verdict(decide(float(dist[0]), low, high, 0.0, "above"), float(dist[0]), low, high)
+    return _verdict(dist, found, 0.0, "above")
 
 
 def run_check(check: Check, lookup: Callable[[LineKey], LineStats | None]) -> Verdict:
