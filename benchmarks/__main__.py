@@ -55,7 +55,7 @@ QUICK = {
     "highway": ["--batches", "1", "2", "--reference-steps", "2", "--seconds", "0.01"],
     "backends": ["--replicas", "1", "4", "--seconds", "0.2", "--engines", "compiled", "pytorch"],
 }
-WRITES_JSON = ("step",)
+WRITES_JSON = ("step", "backends")
 
 
 def build_parser() -> argparse.ArgumentParser:
