@@ -51,12 +51,16 @@ def warm_envs() -> None:
 
 
 def warm_fused() -> None:
-    """`rl.loop.fused.run_steps`, on a tiny CartPole run (every physics passes the same types)."""
+    """`rl.loop.fused.run_steps`, `step_envs` and `reset_envs`, on tiny CartPole runs.
+
+    Every physics passes the same types; the random agent's run takes the compiled copies.
+    """
     from rl.runs.config import TrainConfig
     from rl.runs.training import build
 
-    config = TrainConfig(env="cartpole", agent="teql-released", seeds=2, eval_every=1, out="-")
-    runner, _ = build(config)
-    for _ in runner.episodes(0, 2):
-        pass
-    runner.close()
+    for agent in ("teql-released", "random"):
+        config = TrainConfig(env="cartpole", agent=agent, seeds=2, eval_every=1, out="-")
+        runner, _ = build(config)
+        for _ in runner.episodes(0, 2):
+            pass
+        runner.close()

@@ -241,6 +241,82 @@ def run_steps(agent, generators, settings, rule, table, env, slots, work, stop, 
                 _reset_slot(b, slots.ints[b, EPISODE], slots.ints[b, EVAL_INDEX], env, states)
 
 
+def compiled_envs_apply(runner: Runner) -> bool:
+    """Whether ``runner``'s environment copies can step in compiled code (`env_arrays`).
+
+    A problem with a uniform state grid and one action component (a uniform
+    grid or the index itself) whose vector environment declares a compiled
+    step (`rl.envs.compiled`): CartPole, Pendulum, the Highway twin.
+    """
+    problem = runner.problem
+    return (
+        compiled_state(runner.env.vector, 0) is not None
+        and problem.grids is not None
+        and isinstance(problem.grids[0], UniformGrid)
+        and isinstance(problem.grids[1], (UniformGrid, DiscreteGrid))
+        and len(problem.action_dims) == 1
+    )
+
+
+def env_arrays(runner: Runner) -> EnvArrays:
+    """Allocate the arrays of ``runner``'s B copies in compiled code (`compiled_envs_apply`)."""
+    replicas = runner.replicas
+    state_grid, action_grid = runner.problem.grids
+    discrete_actions = isinstance(action_grid, DiscreteGrid)
+    return EnvArrays(
+        sim=compiled_state(runner.env.vector, replicas),
+        elapsed=np.zeros(replicas, dtype=np.int64),
+        env_seeds=np.array([s.env_seed for s in runner.streams], dtype=np.int64),
+        eval_seeds=np.array([s.eval_seed for s in runner.streams], dtype=np.int64),
+        states=state_grid.kernel_arrays(),
+        actions=(_UNUSED_GRID if discrete_actions else action_grid).kernel_arrays(),
+        discrete_actions=discrete_actions,
+    )
+
+
+class Draws(NamedTuple):
+    """An agent's continuous draws (`rl.agents.base.ContinuousActions`) as `_env_step` reads them.
+
+    Attributes
+    ----------
+    drawn_mask : ndarray of bool, shape (B,)
+        Replicas whose action is executed as ``drawn[b, 0]``.
+    drawn : ndarray of float64, shape (B, 1)
+        The drawn continuous actions.
+    """
+
+    drawn_mask: NDArray[np.bool_]
+    drawn: NDArray[np.float64]
+
+
+@njit(cache=True)
+def step_envs(env, draws, actions, running, next_states, rewards, terminated, truncated):
+    """Step every running copy of ``env`` (an `EnvArrays`) as `run_steps` steps it.
+
+    ``draws`` is a `Draws`; ``actions`` (B, 1) the agent's action indices. The
+    outputs (B, ...) are written for the running copies; the others get reward
+    0, both flags False and their ``next_states`` row unchanged. Returns the
+    first replica whose reward or observation is not finite, or -1.
+    """
+    for b in range(running.shape[0]):
+        rewards[b], terminated[b], truncated[b] = 0.0, False, False
+        if not running[b]:
+            continue
+        reward, ends, cut, finite = _env_step(b, env, draws, actions, next_states)
+        rewards[b], terminated[b], truncated[b] = reward, ends, cut
+        if not finite:
+            return b
+    return -1
+
+
+@njit(cache=True)
+def reset_envs(env, episodes, eval_index, mask, states):
+    """Reset the masked copies of ``env`` for their slots' episodes (`_reset_slot`)."""
+    for b in range(mask.shape[0]):
+        if mask[b]:
+            _reset_slot(b, episodes[b], eval_index[b], env, states)
+
+
 class FusedLoop:
     """The arrays `run_steps` works on for one `rl.loop.runner.Runner`, and its Python side.
 
@@ -253,21 +329,10 @@ class FusedLoop:
     def __init__(self, runner: Runner) -> None:
         self.runner = runner
         self.engine: CompiledEngine = runner.agent.engine_
-        vector = runner.env.vector
-        state_grid, action_grid = runner.problem.grids
         replicas = runner.replicas
         self.event_capacity = max(MIN_EVENT_ROWS, 4 * replicas)
         """Rows of the event buffer (`run_steps` keeps B free before each lockstep step)."""
-        discrete_actions = isinstance(action_grid, DiscreteGrid)
-        self.env = EnvArrays(
-            sim=compiled_state(vector, replicas),
-            elapsed=np.zeros(replicas, dtype=np.int64),
-            env_seeds=np.array([s.env_seed for s in runner.streams], dtype=np.int64),
-            eval_seeds=np.array([s.eval_seed for s in runner.streams], dtype=np.int64),
-            states=state_grid.kernel_arrays(),
-            actions=(_UNUSED_GRID if discrete_actions else action_grid).kernel_arrays(),
-            discrete_actions=discrete_actions,
-        )
+        self.env = env_arrays(runner)
         n_state, n_modes = len(runner.problem.state_dims), len(runner.problem.shape)
         flags = [np.zeros(replicas, dtype=bool) for _ in range(4)]
         self.work = StepArrays(
@@ -289,20 +354,14 @@ class FusedLoop:
 
         An agent on the compiled engine (`rl.agents._fast_path.CompiledEngine`:
         TEQL, TLR) with no ``on_update`` hook and no per-episode work, on a
-        problem with a uniform state grid and one action component (a uniform
-        grid or the index itself) whose vector environment declares a compiled
-        step (`rl.envs.compiled`).
+        problem whose environment steps in compiled code (`compiled_envs_apply`).
         """
-        agent, problem = runner.agent, runner.problem
+        agent = runner.agent
         return (
             isinstance(getattr(agent, "engine_", None), CompiledEngine)
             and getattr(agent, "on_update", None) is None
             and type(agent).end_episode is Agent.end_episode
-            and compiled_state(runner.env.vector, 0) is not None
-            and problem.grids is not None
-            and isinstance(problem.grids[0], UniformGrid)
-            and isinstance(problem.grids[1], (UniformGrid, DiscreteGrid))
-            and len(problem.action_dims) == 1
+            and compiled_envs_apply(runner)
         )
 
     def advance(self, segment: Segment) -> int:

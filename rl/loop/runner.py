@@ -30,8 +30,12 @@ it (the agent applies this rule). When a training episode ends,
 
 Where every part of that step has compiled code (TEQL and TLR on CartPole,
 Pendulum and the Highway twin), `rl.loop.fused` plays the same steps, many at a
-time, in one compiled call; the results are bitwise the same (``fused=False``
-forces the step-by-step loop).
+time, in one compiled call. Where only the environment has (any other agent on
+those problems: the array engine, DQN, SAC, ...), the agent's calls stay in
+Python and the copies step, encode and reset in compiled code
+(`rl.loop.fused.step_envs`, `rl.loop.fused.reset_envs`), which spares a
+Python call per copy and per reset. The results are bitwise the same
+(``fused=False`` forces the step-by-step loop through the environment objects).
 
 References
 ----------
@@ -50,7 +54,15 @@ import numpy as np
 from numpy.typing import NDArray
 
 from rl.agents.base import Agent, Transitions
-from rl.loop.fused import FusedLoop
+from rl.loop.fused import (
+    Draws,
+    EnvArrays,
+    FusedLoop,
+    compiled_envs_apply,
+    env_arrays,
+    reset_envs,
+    step_envs,
+)
 from rl.loop.replicas import ReplicaEnvs, StepResult, non_finite_error
 from rl.loop.slots import (
     EV_EPISODE,
@@ -182,9 +194,11 @@ class Runner:
         Greedy episodes per evaluation.
     fused : bool
         Play whole stretches of episodes in one compiled call (`rl.loop.fused`)
-        wherever that applies (`rl.loop.fused.FusedLoop.applies`); False always
-        steps through the agent and environment objects, one lockstep step at
-        a time. Results are bitwise the same either way.
+        wherever that applies (`rl.loop.fused.FusedLoop.applies`), else step the
+        environment copies in compiled code where that applies
+        (`rl.loop.fused.compiled_envs_apply`); False always steps through the
+        agent and environment objects, one lockstep step at a time. Results
+        are bitwise the same either way.
     """
 
     def __init__(
@@ -210,6 +224,7 @@ class Runner:
         self._segment: Segment | None = None
         self.fused = fused
         self._fused: FusedLoop | None = None  # made by `_fused_loop` when first needed
+        self._envs: EnvArrays | None = None  # made by `_stepper` when compiled copies apply
 
     @property
     def replicas(self) -> int:
@@ -290,6 +305,8 @@ class Runner:
 
     def _stepper(self, segment: Segment) -> Callable[[], int]:
         """Return a callable that plays one lockstep step and returns the agent-steps taken."""
+        if self._envs is None and self.fused and compiled_envs_apply(self):
+            self._envs = env_arrays(self)
         states = self._reset(segment, np.ones(self.replicas, dtype=bool), None)
 
         def advance() -> int:
@@ -304,9 +321,12 @@ class Runner:
         """One lockstep step of every running slot; returns the next states."""
         active, greedy, training = segment.running, segment.greedy, segment.training
         actions = self.agent.act(states, active, greedy if segment.any_greedy else None)
-        step = self.env.step(self._env_actions(actions), active)
-        _check_finite(step, active, self.problem.env_id, self.seeds)
-        next_states = self.problem.encode(step.observations)
+        if self._envs is None:
+            step = self.env.step(self._env_actions(actions), active)
+            _check_finite(step, active, self.problem.env_id, self.seeds)
+            next_states = self.problem.encode(step.observations)
+        else:
+            step, next_states = self._step_compiled(actions, active, states)
         if segment.any_training:
             self.agent.observe(
                 Transitions(states, actions, step.rewards, next_states, step.terminated, training)
@@ -343,12 +363,43 @@ class Runner:
         decoded[drawn.mask] = drawn.values[drawn.mask].reshape(decoded[drawn.mask].shape)
         return decoded
 
+    def _step_compiled(
+        self, actions: NDArray[np.int64], active: NDArray[np.bool_], states: NDArray[np.int64]
+    ) -> tuple[StepResult, NDArray[np.int64]]:
+        """Step the active copies in compiled code; returns the step and the next states.
+
+        The step's ``observations`` are the copies' raw observations (`_check_finite` names
+        a non-finite one); inactive rows of the next states are their current states.
+        """
+        envs = self._envs
+        drawn = self.agent.continuous_actions_
+        if drawn is None:
+            draws = Draws(np.zeros(self.replicas, dtype=bool), np.zeros((self.replicas, 1)))
+        else:
+            draws = Draws(drawn.mask, np.asarray(drawn.values, dtype=np.float64).reshape(-1, 1))
+        actions = np.ascontiguousarray(actions, dtype=np.int64).reshape(self.replicas, -1)
+        next_states = states.copy()
+        rewards = np.zeros(self.replicas)
+        terminated, truncated = (np.zeros(self.replicas, dtype=bool) for _ in range(2))
+        bad = step_envs(envs, draws, actions, active, next_states, rewards, terminated, truncated)
+        if bad >= 0:
+            raise non_finite_error(
+                self.problem.env_id, bad, self.seeds[bad], float(rewards[bad]), envs.sim.obs[bad]
+            )
+        return StepResult(envs.sim.obs, rewards, terminated, truncated), next_states
+
     def _reset(
         self, segment: Segment, mask: NDArray[np.bool_], states: NDArray[np.int64] | None
     ) -> NDArray[np.int64]:
         """Reset the masked slots for the episode their phase says; returns all states."""
-        seeds = np.zeros(self.replicas, dtype=np.int64)
         slots = segment.slots
+        if self._envs is not None:
+            fresh = np.zeros((self.replicas, len(self.problem.state_dims)), dtype=np.int64)
+            if states is not None:
+                fresh[:] = states
+            reset_envs(self._envs, slots.episode, slots.eval_index, mask, fresh)
+            return fresh
+        seeds = np.zeros(self.replicas, dtype=np.int64)
         for i in np.flatnonzero(mask).tolist():
             episode, k = int(slots.episode[i]), int(slots.eval_index[i])
             stream = self.streams[i]

@@ -73,6 +73,31 @@ def test_fused_equals_step_by_step(case):
     assert fused.agent_steps == stepped.agent_steps > 30 * 3
 
 
+COPIES_CASES = {
+    "reference engine, released pendulum (continuous draws)": (
+        "teql-released", "pendulum", {"engine": "reference"},
+    ),
+    "array engine cartpole": ("teql-released", "cartpole", {"engine": "array"}),
+    "dqn cartpole": ("dqn", "cartpole", {}),
+    "random highway twin": ("random", TWIN, {}),
+}  # fmt: skip
+"""Agents the fused loop does not take, on problems whose copies step in compiled code."""
+
+
+@pytest.mark.parametrize("case", COPIES_CASES)
+def test_compiled_copies_equal_the_environment_objects(case):
+    """The agent in Python, the copies in compiled code (`step_envs`): the same run, bitwise."""
+    agent, env, params = COPIES_CASES[case]
+    compiled, stepped = (_runner(agent, env, params, fused=f) for f in (True, False))
+    rows = [_play(runner, (4, 9)) for runner in (compiled, stepped)]
+    assert compiled._fused is None and compiled._envs is not None and stepped._envs is None
+    for a, b in zip(*rows, strict=True):
+        for x, y in zip(a, b, strict=True):
+            np.testing.assert_array_equal(x, y)
+    assert_tree_equal(compiled.agent.state_dict(), stepped.agent.state_dict())
+    assert compiled.agent_steps == stepped.agent_steps > 9 * 3
+
+
 def test_visit_table_grows_inside_a_fused_run():
     runner = _runner("teql-released", "cartpole", {"visit_storage": "sparse"}, fused=True, seeds=8)
     initial_rows = len(runner.agent.visits_.arrays().row_keys)

@@ -16,13 +16,13 @@ def test_every_slot_stays_busy_between_barriers():
     """Lockstep steps = the longest replica's *total* steps, not the sum of per-episode maxima."""
     runner = _runner(seeds=4, eval_every=0)
     calls = []
-    step = runner.env.step
+    act = runner.agent.act
 
-    def counting(actions, active):
+    def counting(states, active, greedy=None):
         calls.append(active.copy())
-        return step(actions, active)
+        return act(states, active, greedy)
 
-    runner.env.step = counting
+    runner.agent.act = counting
     results = list(runner.episodes(0, 6))
     lengths = np.array([r.lengths for r in results])  # (episodes, B)
     assert len(calls) == lengths.sum(axis=0).max()
