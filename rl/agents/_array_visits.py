@@ -154,15 +154,31 @@ class DeviceVisits:
         )
 
     def reserve(self) -> VisitState:
-        """Make room for one new row per replica (asking the device only when it may be full)."""
+        """Make room for one new row per replica (asking the device only when it may be full).
+
+        The question is one number (the rows in use); the table grows on the device by
+        appending empty rows, so that the rows in use and the index ``row_of`` (B x |S|,
+        the bulk of the table) stay where they are.
+        """
         capacity = int(self.table.counts.shape[0])
         if self._bound + self.replicas > capacity:
-            keys, counts, delta = self._rows()
-            self._bound = len(keys) + 1
+            self._bound = int(self.space.host(self.table.used)[0])
             if self._bound + self.replicas > capacity:
-                self.table = self._table(keys, counts, delta, 2 * capacity + self.replicas)
+                self.table = self._grown(2 * capacity + self.replicas)
         self._bound += self.replicas
         return self.table
+
+    def _grown(self, capacity: int) -> VisitState:
+        """Return the table with empty rows appended up to ``capacity`` rows."""
+        space, table = self.space, self.table
+        extra = capacity - int(table.counts.shape[0])
+        grown = (
+            (table.counts, np.zeros((extra, self.n_actions), dtype=np.int64)),
+            (table.delta, np.zeros((extra, self.n_actions))),
+            (table.keys, np.full(extra, -1, dtype=np.int64)),
+        )
+        counts, delta, keys = (space.xp.concatenate([old, space.put(new)]) for old, new in grown)
+        return table._replace(counts=counts, delta=delta, keys=keys)
 
     def _rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Return the keys, counts and errors of the rows in use (scratch row excluded)."""

@@ -181,20 +181,79 @@ def test_long(case, backend):
     assert gap < 1e-9, f"factors part by {gap:.1e} (relative) after 200 episodes"
 
 
-@pytest.mark.gpu
-@pytest.mark.skipif(not Path("/dev/nvidiactl").exists(), reason="no NVIDIA device")
-@pytest.mark.parametrize("backend", ["pytorch", "jax"])
-def test_cuda_run_equals_the_compiled_engine(backend):
-    """TEQL released on a CUDA device: factors, visits and updates there, returns as on the CPU."""
-    pytest.importorskip("torch" if backend == "pytorch" else "jax")
+def _cuda_available(backend):
+    """True where ``backend`` sees a CUDA device (the gpu tests skip otherwise)."""
+    if importlib.util.find_spec("torch" if backend == "pytorch" else "jax") is None:
+        return False
     try:
         check_backend(backend, "cuda")
     except ValueError:
-        pytest.skip("no CUDA device")
-    agent_class, config_class, params = CARTPOLE["teql-released"]
-    expected = _cartpole(agent_class, config_class, params, None)
-    got = _cartpole(agent_class, config_class, {**params, "device": "cuda"}, backend)
+        return False
+    return True
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not Path("/dev/nvidiactl").exists(), reason="no NVIDIA device")
+@pytest.mark.parametrize("backend", ["pytorch", "jax"])
+@pytest.mark.parametrize("case", CARTPOLE)
+def test_cuda_run_equals_the_compiled_engine(case, backend):
+    """The issue's check on a CUDA device: CartPole, 4 seeds x 200 episodes, against compiled.
+
+    Factors, visits and updates stay on the device. In float64 the device's reductions
+    may round differently from the CPU's, so a run may part from the compiled engine
+    where two actions' values tie to the last bit; the test prints where (if anywhere)
+    and asserts the first 3 episodes identical, and the last 50 episodes' mean return
+    within twice the seeds' standard error of the compiled engine's.
+    """
+    if not _cuda_available(backend):
+        pytest.skip(f"{backend} sees no CUDA device")
+    agent_class, config_class, params = CARTPOLE[case]
+    seeds = range(4)
+    expected = _cartpole(agent_class, config_class, params, None, seeds)
+    got = _cartpole(agent_class, config_class, {**params, "device": "cuda"}, backend, seeds)
     assert "cuda" in str(got.agent.q_.device).lower() or "gpu" in str(got.agent.q_.device).lower()
-    for a, b in zip(_play(expected, 3), _play(got, 3), strict=True):
-        np.testing.assert_array_equal(a, b)
-    _assert_close_states(expected.agent, got.agent)
+    (train_a, greedy_a), (train_b, greedy_b) = _play(expected, 200), _play(got, 200)
+    parted = _first_difference(train_a, train_b), _first_difference(greedy_a, greedy_b)
+    gap = max(
+        np.abs(x - y).max() / np.abs(x).max()
+        for x, y in zip(_factors(expected.agent), _factors(got.agent), strict=True)
+    )
+    print(f"{case} on {backend} cuda: first (episode, seed) parting: training {parted[0]}, "
+          f"greedy {parted[1]}; factor gap after 200 episodes {gap:.1e} (relative)")  # fmt: skip
+    np.testing.assert_array_equal(train_a[:3], train_b[:3])
+    final_a, final_b = train_a[-50:].mean(axis=0), train_b[-50:].mean(axis=0)
+    noise = np.hypot(final_a.std(ddof=1), final_b.std(ddof=1)) / np.sqrt(len(seeds))
+    assert abs(final_a.mean() - final_b.mean()) <= 2 * noise + 1e-12
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_device_visit_table_grows_in_place(backend):
+    """Through several doublings: the same rows as the host's sparse table, the index kept."""
+    from rl.agents._array_backend import array_namespace
+    from rl.agents._array_visits import DeviceVisits, increment, insert, set_delta, visit_rows
+    from rl.agents.visits import SparseVisits
+
+    replicas, n_states, n_actions = 3, 4000, 2
+    space = array_namespace(backend, "cpu")
+    device, host = (
+        DeviceVisits(space, replicas, n_states, n_actions),
+        SparseVisits(replicas, n_states, n_actions, capacity=1),
+    )
+    first = int(device.table.counts.shape[0])
+    rng = np.random.default_rng(0)
+    ids = space.put(np.arange(replicas))
+    for _ in range(1500):
+        states, actions = rng.integers(n_states, size=replicas), rng.integers(2, size=replicas)
+        active, values = rng.random(replicas) < 0.8, rng.normal(size=replicas)
+        table = device.reserve()
+        s, a, on = space.put(states), space.put(actions), space.put(active)
+        table, rows = insert(space, table, ids, s, visit_rows(space, table, ids, s), on, n_states)
+        table = increment(space, table, rows, a, on)
+        device.table = set_delta(space, table, rows, a, space.put(values), on)
+        host.increment(states, actions, active)
+        host.set_delta(states, actions, values, active)
+    assert int(device.table.counts.shape[0]) >= 4 * first  # grew at least twice
+    saved = SparseVisits(replicas, n_states, n_actions, capacity=1)
+    device.save(saved)
+    for name, value in host.state_dict().items():
+        np.testing.assert_array_equal(saved.state_dict()[name], value, err_msg=name)
