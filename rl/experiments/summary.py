@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from rl.experiments import claims
 from rl.experiments.paper import (
     LEVELS,
     PAPER_ABLATION_STD,
@@ -142,19 +143,34 @@ def _levels_table(env: str, stats: Sequence[LineStats]) -> list[str]:
     ]
 
 
-def _compare(stats: Mapping[str, LineStats], text: str, a: str, b: str, attr: str) -> str:
-    """Return whether ``attr`` of line ``a`` exceeds that of line ``b``, with both numbers."""
+def _compare(
+    experiment: str, env: str, stats: Mapping[str, LineStats], text: str, a: str, b: str, attr: str
+) -> str:
+    """Return the verdict that ``attr`` (mean or std) of line ``a`` exceeds that of line ``b``.
+
+    Decided as the whole-paper report decides (`rl.experiments.claims`): a 95% seeded
+    bootstrap interval of the difference of means (``attr`` "mean") or of the ratio of
+    standard deviations ("std") against 0 or 1; "cannot tell" when it straddles.
+    """
     if a not in stats or b not in stats:
         return ""
     x, y = getattr(stats[a], attr), getattr(stats[b], attr)
     if math.isnan(x) or math.isnan(y):
         return ""
-    verdict = "holds" if x > y else "does not hold"
+    lines = ((experiment, env, a), (experiment, env, b))
+    check = (
+        claims.Check(text, "diff", lines)
+        if attr == "mean"
+        else claims.Check(text, "ratio", lines, threshold=1.0)
+    )
+    found = claims.evaluate(check, lambda key: stats.get(key[2]))
+    measure = "difference" if attr == "mean" else "ratio"
+    interval = f"{measure} {_fmt(found.estimate, 2)} [{_fmt(found.low, 2)}, {_fmt(found.high, 2)}]"
     names = f"{stats[a].runs.line.label} vs {stats[b].runs.line.label}"
-    return f"- {text}: {verdict} ({names}: {_fmt(x, 2)} vs {_fmt(y, 2)})."
+    return f"- {text}: {found.verdict} ({names}: {_fmt(x, 2)} vs {_fmt(y, 2)}; {interval})."
 
 
-def _checks(experiment: Experiment, stats: Sequence[LineStats]) -> list[str]:
+def _checks(experiment: Experiment, env: str, stats: Sequence[LineStats]) -> list[str]:
     """Return the paper's claims about this figure checked against our raw numbers."""
     by_key = {st.runs.line.key: st for st in stats}
     checks: list[tuple[str, str, str, str]] = []
@@ -173,7 +189,7 @@ def _checks(experiment: Experiment, stats: Sequence[LineStats]) -> list[str]:
                 level = key[5:].replace("-", " ")
                 checks.append((f"{level}: TEQL above TLR", key, "tlr-" + key[5:], "mean"))
                 checks.append((f"{level}: TLR's std above TEQL's", "tlr-" + key[5:], key, "std"))
-    found = [line for line in (_compare(by_key, *c) for c in checks) if line]
+    found = [line for line in (_compare(experiment.name, env, by_key, *c) for c in checks) if line]
     return ["", "The paper's claims against our raw numbers:", "", *found] if found else []
 
 
@@ -236,7 +252,7 @@ def _env_section(
         out += _ablation_table(stats, env)
     if experiment.name.startswith("sensitivity"):
         out += _levels_table(env, stats)
-    out += _checks(experiment, stats)
+    out += _checks(experiment, env, stats)
     ranked = sorted((st for st in stats if not math.isnan(st.mean)), key=lambda s: -s.mean)
     if ranked:
         order = " > ".join(
