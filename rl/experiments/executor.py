@@ -254,27 +254,48 @@ def _cell(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(to_jsonable(value))
 
 
-def read_index(out: str | os.PathLike) -> list[dict[str, str]]:
-    """Return the rows of ``OUT/index.csv`` as dicts of strings (empty if there is none).
+def read_csv_rows(path: Path, what: str, columns: Sequence[str] = ()) -> list[dict[str, str]]:
+    """Return the rows of the CSV file ``path`` as dicts of strings (empty if there is none).
+
+    ``what`` names the file in errors; ``columns`` are the columns it must have.
 
     Raises
     ------
     ExecutorError
-        If the file is not UTF-8 text or not CSV (one line naming it).
+        If the file is not UTF-8 text, not CSV, or lacks one of ``columns`` (one line
+        naming it).
     """
-    path = Path(out) / INDEX_FILE
     if not path.is_file():
         return []
     try:
         text = path.read_bytes().decode("utf-8")
-        return list(csv.DictReader(io.StringIO(text, newline="")))
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        rows = list(reader)
     except UnicodeDecodeError as error:
         raise ExecutorError(
             f"Cannot read {path}: it is not UTF-8 text (byte {error.object[error.start]:#04x} at "
             f"offset {error.start}); it was not written by this project."
         ) from None
     except csv.Error as error:
-        raise ExecutorError(f"Cannot read {path}: it is not a CSV index ({error}).") from None
+        raise ExecutorError(f"Cannot read {path}: it is not a CSV {what} ({error}).") from None
+    missing = [c for c in columns if c not in (reader.fieldnames or [])]
+    if rows and missing:
+        raise ExecutorError(
+            f"Cannot read {path}: it is not a CSV {what} (no column {missing[0]!r}); it was not "
+            "written by this project."
+        )
+    return rows
+
+
+def read_index(out: str | os.PathLike) -> list[dict[str, str]]:
+    """Return the rows of ``OUT/index.csv`` as dicts of strings (empty if there is none).
+
+    Raises
+    ------
+    ExecutorError
+        If the file is not UTF-8 text or not CSV (one line naming it, `read_csv_rows`).
+    """
+    return read_csv_rows(Path(out) / INDEX_FILE, "index")
 
 
 def finished(out: str | os.PathLike) -> dict[str, dict[str, str]]:

@@ -39,6 +39,7 @@ from rl.experiments.claims import (
 from rl.experiments.document import Block, to_html, to_markdown
 from rl.experiments.executor import read_index
 from rl.experiments.paper import PAPER_ABLATION_STD, PAPER_FIGURE, experiment
+from rl.experiments.parts import read_parts
 from rl.experiments.report import ENV_TITLES, LineStats, line_stats, load_line, scale_label
 from rl.runs.rundir import atomic_write_text
 
@@ -423,15 +424,12 @@ def params_section(out: Path) -> list[Block]:
 def cost_section(out: Path) -> list[Block]:
     """Return wall time and core-hours per part (core time: the tasks' own wall times)."""
     rows, total_wall, total_core = [], 0.0, 0.0
-    path = out / "parts.csv"
-    if path.is_file():
-        with open(path, newline="", encoding="utf-8") as handle:
-            for row in csv.DictReader(handle):
-                wall = float(row["wall_s"])
-                tasks = read_index(out / row["part"])
-                core = sum(float(t["wall_time"] or 0) for t in tasks) if tasks else wall
-                total_wall, total_core = total_wall + wall, total_core + core
-                rows.append([row["part"], row["status"], f"{wall:.0f}", f"{core / 3600:.3f}"])
+    for part, row in read_parts(out).items():
+        wall = float(row["wall_s"])
+        tasks = read_index(out / part)
+        core = sum(float(t["wall_time"] or 0) for t in tasks) if tasks else wall
+        total_wall, total_core = total_wall + wall, total_core + core
+        rows.append([part, row["status"], f"{wall:.0f}", f"{core / 3600:.3f}"])
     rows.append(["**total**", "", f"{total_wall:.0f}", f"{total_core / 3600:.3f}"])
     return [
         ("h", 2, "Cost per part"),

@@ -32,8 +32,6 @@ and by ``--report-only`` from whatever has finished.
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import json
 import shlex
 import subprocess
@@ -44,8 +42,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 from rl.agents.readings import same_settings
-from rl.experiments.executor import add_executor_arguments
+from rl.experiments.executor import ExecutorError, add_executor_arguments
 from rl.experiments.paper import add_highway_engine_argument, experiment, reading_for
+from rl.experiments.parts import PART_COLUMNS, read_parts, write_parts
 from rl.runs.rundir import atomic_write_text, make_run_dir
 
 READINGS = ("paper", "released", "stable")
@@ -54,8 +53,6 @@ PAPER_SEEDS = 100
 """``--scale paper``: the paper's 100 runs per curve."""
 
 MANIFEST = "paper.json"
-PARTS_FILE = "parts.csv"
-_PART_COLUMNS = ("part", "status", "wall_s", "code", "command")
 
 #: Training parts, cheapest first: (experiment, environment).
 TRAINING = (
@@ -239,23 +236,6 @@ def parts(settings: Settings, args: argparse.Namespace, out: Path) -> list[Part]
     return found
 
 
-def read_parts(out: Path) -> dict[str, dict[str, str]]:
-    """Return ``OUT/parts.csv`` as part -> row (empty if there is none)."""
-    path = out / PARTS_FILE
-    if not path.is_file():
-        return {}
-    with open(path, newline="", encoding="utf-8") as handle:
-        return {row["part"]: row for row in csv.DictReader(handle)}
-
-
-def _write_parts(out: Path, rows: dict[str, dict[str, str]]) -> None:
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, _PART_COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows.values())
-    atomic_write_text(out / PARTS_FILE, buffer.getvalue())
-
-
 def _run_command(part: Part, out: Path) -> int:
     directory = out / part.name
     make_run_dir(directory)
@@ -316,9 +296,9 @@ def run_parts(
         wall = time.perf_counter() - start
         status = "done" if code == 0 else "interrupted" if code == 130 else "failed"
         rows[part.name] = dict(
-            zip(_PART_COLUMNS, (part.name, status, f"{wall:.1f}", str(code), shown), strict=True)
+            zip(PART_COLUMNS, (part.name, status, f"{wall:.1f}", str(code), shown), strict=True)
         )
-        _write_parts(out, rows)
+        write_parts(out, rows)
         if code == 130:
             return 130
         failed += code != 0
@@ -341,7 +321,8 @@ def main(argv: Sequence[str], run_experiment: Callable[[list[str]], int]) -> int
                 raise ValueError(f"{out} holds no {MANIFEST}; nothing to report.")
         else:
             _check_manifest(out, settings, args.resume)
-    except (ValueError, OSError) as error:
+        read_parts(out)  # a damaged table of parts: one line before anything runs
+    except (ValueError, OSError, ExecutorError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     command = "python -m rl.reproduce paper " + shlex.join(list(argv))

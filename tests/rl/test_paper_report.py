@@ -13,6 +13,7 @@ from rl.experiments import claims, paper_report, whole
 from rl.experiments.claims import FAILS, HOLDS, UNSURE, Check, combine, decide, evaluate
 from rl.experiments.document import to_html, to_markdown
 from rl.experiments.paper import experiment
+from rl.experiments.parts import PARTS_FILE, read_parts
 from rl.experiments.report import LineRuns, LineStats
 from rl.reproduce import main
 
@@ -185,7 +186,7 @@ def test_a_killed_run_resumes_where_it_stopped(tmp_path: Path) -> None:
 
     assert whole.run_parts(todo, tmp_path, False, fake) == 130
     assert [c[0] for c in calls] == ["x0", "x1"]
-    assert {k: r["status"] for k, r in whole.read_parts(tmp_path).items()} == {
+    assert {k: r["status"] for k, r in read_parts(tmp_path).items()} == {
         "released/x-0": "done",
         "released/x-1": "interrupted",
     }
@@ -206,10 +207,30 @@ def test_tiny_scale_writes_a_report_with_every_section(tmp_path: Path) -> None:
         assert section in text
     page = (out / "report.html").read_text()
     assert page.count("data:image/png;base64,") >= 10
-    parts = whole.read_parts(out)
+    parts = read_parts(out)
     assert all(row["status"] == "done" for row in parts.values())
     # a second run with --resume trains nothing and rewrites the same verdicts
     before = text.split("## Decision rule")[0]
     assert main([*args, "--out", str(out), "--resume"]) == 0
-    assert whole.read_parts(out) == parts
+    assert read_parts(out) == parts
     assert (out / "report.md").read_text().split("## Decision rule")[0] == before
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"part,status\nreleased/x,d\xf6ne\n", "it is not UTF-8 text (byte 0xf6 at offset 24)"),
+        (b"name,state\nreleased/x,done\n", "it is not a CSV table of parts (no column 'part')"),
+    ],
+)
+def test_a_damaged_table_of_parts_is_one_line(tmp_path: Path, capsys, content, message) -> None:
+    out = tmp_path / "paper"
+    args = ["paper", "--episodes-scale", "0.01", "--seeds", "2", "--out", str(out)]
+    parser_args = whole.build_parser().parse_args(args[1:])
+    whole._check_manifest(out, whole.settings_from(parser_args), False)  # a started run
+    (out / PARTS_FILE).write_bytes(content)
+    for flag in ("--resume", "--report-only"):
+        assert main([*args, flag]) == 2
+        error = capsys.readouterr().err
+        assert error.startswith(f"error: Cannot read {out / PARTS_FILE}: {message}")
+        assert error.count("\n") == 1
