@@ -22,10 +22,10 @@ import importlib.util
 import json
 import os
 import resource
-import subprocess
-import sys
 import time
 from typing import Any
+
+from benchmarks.child import measure_in_child
 
 ENGINES = ("compiled", "numpy", "pytorch", "jax")
 """Rows: the compiled engine, then the array engine on each backend."""
@@ -90,14 +90,9 @@ def _row(
     agent: str, engine: str, replicas: int, device: str, seconds: float, threads: int
 ) -> dict | str:
     """Measure one configuration in a fresh subprocess; a string says why it failed."""
-    child = [sys.executable, "-m", "benchmarks.bench_backends", "--seconds", str(seconds)]
+    child = ["-m", "benchmarks.bench_backends", "--seconds", str(seconds)]
     child += ["--one", agent, engine, str(replicas), device]
-    environment = _thread_environment(threads)
-    done = subprocess.run(child, capture_output=True, text=True, check=False, env=environment)
-    if done.returncode != 0:
-        lines = done.stderr.strip().splitlines()
-        return lines[-1][:200] if lines else f"exit code {done.returncode}"
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return measure_in_child(child, _thread_environment(threads))
 
 
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:

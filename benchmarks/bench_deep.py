@@ -18,14 +18,13 @@ peak CUDA memory allocated; and the speed-up over the looped agent at B = 1.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import resource
-import subprocess
-import sys
 import timeit
 
 import numpy as np
+
+from benchmarks.child import measure_in_child
 
 STATE_DIMS = (10, 10, 10, 10)
 N_ACTIONS = 10
@@ -120,11 +119,10 @@ def run_one(agent: str, implementation: str, replicas: int, device: str, number:
         f"print(json.dumps(measure({agent!r}, {implementation!r}, {replicas}, {device!r}, "
         f"{number})))"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    if done.returncode:
-        lines = done.stderr.strip().splitlines() or ["(no output)"]
-        raise SystemExit(f"{agent} {implementation} B={replicas} failed: {lines[-1]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    row = measure_in_child(["-c", code])
+    if isinstance(row, str):
+        raise SystemExit(f"{agent} {implementation} B={replicas} failed: {row}")
+    return row
 
 
 def main(argv: list[str] | None = None) -> None:

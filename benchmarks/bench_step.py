@@ -24,13 +24,13 @@ from __future__ import annotations
 import argparse
 import json
 import resource
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
+from benchmarks.child import measure_in_child
 
 AGENTS = {
     "teql I_max=1": ("teql", {"max_inner": 1}),
@@ -180,12 +180,8 @@ def _row(label: str, grid: str, replicas: int, seconds: float, inline: bool) -> 
     """Measure one configuration in a fresh subprocess (or here when ``inline``)."""
     if inline:
         return measure(label, grid, replicas, seconds)
-    child = [sys.executable, "-m", "benchmarks.bench_step", "--seconds", str(seconds)]
-    child += ["--one", label, grid, str(replicas)]
-    done = subprocess.run(child, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        return done.stderr.strip()[-300:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    child = ["-m", "benchmarks.bench_step", "--seconds", str(seconds)]
+    return measure_in_child([*child, "--one", label, grid, str(replicas)])
 
 
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
