@@ -49,6 +49,8 @@ DEPENDENCIES = [
 
 ROW_KERNELS = (cartpole_row, pendulum_row)
 """The physical systems' row kernels; a system's ``RowState.kind`` is its position here."""
+CARTPOLE_KIND, PENDULUM_KIND = (ROW_KERNELS.index(k) for k in (cartpole_row, pendulum_row))
+"""The kinds `step_copy` dispatches on (a new system adds its kind and a branch there)."""
 
 
 class RowState(NamedTuple):
@@ -177,8 +179,9 @@ def _step_copy(env, b, action):
     if _is(env, RowState):
 
         def step_row(env, b, action):
-            if env.kind == 0:
+            if env.kind == CARTPOLE_KIND:
                 return cartpole_row(env.obs[b], action, env.obs[b])
+            assert env.kind == PENDULUM_KIND
             return pendulum_row(env.obs[b], action, env.obs[b])
 
         return step_row
