@@ -37,6 +37,7 @@ from rl.runs.config import (
     build_dataclass,
     load_config_file,
     parse_assignment,
+    recorded_run_config,
 )
 from rl.runs.rundir import RunDirError, check_run_files
 from rl.runs.training import (
@@ -195,7 +196,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         if args.config or args.preset:
             raise ConfigError("Use either --resume or --config/--preset, not both.")
         check_run_files(args.resume, [CONFIG_FILE])  # never read through a link
-        values = load_config_file(Path(args.resume) / CONFIG_FILE)
+        values = recorded_run_config(load_config_file(Path(args.resume) / CONFIG_FILE))
         values["out"] = args.resume
         recorded = values.get("env")
     else:

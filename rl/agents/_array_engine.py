@@ -185,7 +185,7 @@ class ArrayEngine:
         counts = space.astype(counts, space.ops.float64)
         totals = counts.sum(axis=-1)[:, None]
         log_total = space.xp.log(space.ops.clip(totals, 1.0, math.inf))
-        bonus = delta + space.ops.sqrt(log_total / (counts + 1.0))
+        bonus = delta + self.rule.bonus_unit * space.ops.sqrt(log_total / (counts + 1.0))
         return values + self.rule.c * bonus
 
     def _act_core(

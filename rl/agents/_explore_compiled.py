@@ -104,8 +104,11 @@ def epsilon_continuous(values, epsilon, generator, dims, n_state, low, high, dra
 
 
 @njit(cache=True)
-def euge_scores(values, table, key, c, out):
-    """EU(s, a) = Q(s, a) + c (Delta Q(s, a) + sqrt(log N_total(s) / (N(s, a) + 1))), eq. (euge)."""
+def euge_scores(values, table, key, c, unit, out):
+    """EU(s, a) = Q(s, a) + c (Delta Q(s, a) + u sqrt(log N_total(s) / (N(s, a) + 1))), eq. (euge).
+
+    ``unit`` is u, the reward unit of the count bonus (`rl.agents.euge`).
+    """
     row = visit_row(table, key, False)
     if row < 0:  # unvisited: no counts, no errors, no log term
         for a in range(values.shape[0]):
@@ -117,7 +120,7 @@ def euge_scores(values, table, key, c, out):
         total += counts[row, a]
     log_total = np.log(max(total, 1))
     for a in range(values.shape[0]):
-        out[a] = values[a] + c * (delta[row, a] + np.sqrt(log_total / (counts[row, a] + 1)))
+        out[a] = values[a] + c * (delta[row, a] + unit * np.sqrt(log_total / (counts[row, a] + 1)))
 
 
 def typed_generators(generators: Sequence[np.random.Generator]) -> Any:

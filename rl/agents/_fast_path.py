@@ -96,6 +96,7 @@ class CompiledEngine:
             n_states=int(agent.n_states),
             explore=EXPLORATION[rule.exploration],
             c=float(rule.c),
+            bonus_unit=float(rule.bonus_unit),
             continuous=bool(config.continuous_random_actions),
             low=low,
             high=high,

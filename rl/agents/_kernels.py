@@ -106,8 +106,8 @@ class Settings(NamedTuple):
         Number of flat states |S| (the visit keys are ``replica * |S| + state``).
     explore : int
         `EPSILON_GREEDY`, `EUGE` or `EUGE_EPSILON`.
-    c : float
-        EUGE's coefficient c.
+    c, bonus_unit : float
+        EUGE's coefficient c and the reward unit u of its count bonus.
     continuous : bool
         Draw the epsilon layer's random actions from [low, high) (`epsilon_continuous`).
     low, high : ndarray of float64, shape (D_A,)
@@ -131,6 +131,7 @@ class Settings(NamedTuple):
     n_states: int
     explore: int
     c: float
+    bonus_unit: float
     continuous: bool
     low: NDArray[np.float64]
     high: NDArray[np.float64]
@@ -223,7 +224,7 @@ def _explore_one(agent, generator, settings, table, b, state, values, scores):
             return flat
         return epsilon_greedy(values, epsilon, generator)
     key = b * settings.n_states + _ravel(state, dims, 0, n_state)
-    euge_scores(values, table, key, settings.c, scores)
+    euge_scores(values, table, key, settings.c, settings.bonus_unit, scores)
     if settings.explore == EUGE:
         return argmax_random_ties(scores, generator)
     if continuous:

@@ -68,6 +68,8 @@ class StepRule(NamedTuple):
         Initial step size alpha_0 of alpha_t = alpha_0 / (1 + kappa t).
     kappa, lam, eps, c, tol : float
         Step-size decay, lambda and epsilon of eq. (loss_function), EUGE's c, tau.
+    bonus_unit : float
+        The reward unit u of EUGE's count bonus (`rl.agents.euge`; 1 as printed).
     max_inner : int
         I_max.
     f_max : float or None
@@ -87,6 +89,7 @@ class StepRule(NamedTuple):
     lam: float = 0.0
     eps: float = 1.0
     c: float = 0.0
+    bonus_unit: float = 1.0
     tol: float = 0.0
     max_inner: int = 1
     f_max: float | None = None

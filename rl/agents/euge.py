@@ -1,6 +1,10 @@
 """Error-Uncertainty Guided Exploration (EUGE), eq. (euge) and Algorithm 2.
 
-EU_t(s, a) = Q_{t-1}(s, a) + c (Delta Q_{t-1}(s, a) + sqrt(log N_total(s) / (N(s, a) + 1)))
+EU_t(s, a) = Q_{t-1}(s, a) + c (Delta Q_{t-1}(s, a) + u sqrt(log N_total(s) / (N(s, a) + 1)))
+
+with u = 1 as printed (u, the reward unit of the count bonus, is ``bonus_unit`` of
+`rl.agents.teql.TEQLConfig`: the stable reading sets it to the reward bound R_max off
+the paper's problems, so that the bonus is in Q's units).
 
 and the action is argmax_a EU_t(s, a), ties broken at random by
 `rl.agents._explore.argmax_random_ties`. Everything here is vectorized over B
@@ -18,6 +22,7 @@ def euge_scores(
     delta: NDArray[np.float64],
     counts: NDArray[np.int64],
     c: float,
+    bonus_unit: float = 1.0,
 ) -> NDArray[np.float64]:
     """EUGE score of every action, eq. (euge).
 
@@ -31,6 +36,8 @@ def euge_scores(
         N_{t-1}(s, a); N_total(s) is their sum over actions.
     c : float
         Exploration coefficient.
+    bonus_unit : float
+        u, the reward unit of the count bonus (1: eq. (euge) as printed).
 
     Returns
     -------
@@ -45,5 +52,5 @@ def euge_scores(
     """
     totals = counts.sum(axis=-1, keepdims=True)
     log_total = np.log(np.maximum(totals, 1))
-    bonus = delta + np.sqrt(log_total / (counts + 1))
+    bonus = delta + bonus_unit * np.sqrt(log_total / (counts + 1))
     return action_values + c * bonus

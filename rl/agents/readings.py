@@ -141,6 +141,10 @@ class Reading:
     one_state_mode : mapping
         Config overrides on top of ``common`` on a problem without a ``per_problem``
         entry whose state is one tensor mode (known once the problem is built).
+    per_reward_bound : tuple of str
+        Config keys whose ``common`` value counts per unit of the problem's reward
+        bound R_max on a problem without a ``per_problem`` entry: the value used
+        there is that value times R_max (known once the problem is built).
     """
 
     description: str
@@ -148,17 +152,24 @@ class Reading:
     per_problem: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     env_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     one_state_mode: Mapping[str, Any] = field(default_factory=dict)
+    per_reward_bound: tuple[str, ...] = ()
 
-    def agent_params(self, problem: str, state_modes: int | None = None) -> dict[str, Any]:
+    def agent_params(
+        self, problem: str, state_modes: int | None = None, reward_bound: float | None = None
+    ) -> dict[str, Any]:
         """Return the config overrides of this reading on ``problem`` (a fresh dict).
 
-        ``state_modes``, the number of the built problem's state modes (None: not
-        built yet), selects ``one_state_mode`` where it applies.
+        ``state_modes`` and ``reward_bound``, the built problem's number of state modes
+        and R_max (None: not built yet), select ``one_state_mode`` and scale the
+        ``per_reward_bound`` keys where they apply.
         """
         if problem in self.per_problem:
             return {**self.common, **self.per_problem[problem]}
         shaped = self.one_state_mode if state_modes == 1 else {}
-        return {**self.common, **shaped}
+        scaled = {}
+        if reward_bound is not None:
+            scaled = {key: self.common[key] * reward_bound for key in self.per_reward_bound}
+        return {**self.common, **shaped, **scaled}
 
     def problem_options(self, problem: str) -> dict[str, Any]:
         """Return the ``make_problem`` options of this reading on ``problem`` (a fresh dict)."""
@@ -263,8 +274,9 @@ READINGS: dict[str, dict[str, Reading]] = {
         "stable": Reading(
             "the paper's loss, EUGE and Algorithm 1, with normalized-LMS row steps, the "
             "post-visit count and the factor bound: a descent step with bounded iterates; "
-            "off the paper's problems, on a state of one mode, tabular-like steps "
-            "(orthogonal action rows, footprint and per-entry steps)",
+            "off the paper's problems, EUGE's count bonus in units of the reward bound and, "
+            "on a state of one mode, tabular-like steps (orthogonal action rows, footprint "
+            "and per-entry steps)",
             common={
                 "update": "stable",
                 "count_before_update": True,
@@ -276,6 +288,9 @@ READINGS: dict[str, dict[str, Reading]] = {
                 "eps": 1e-4,
                 "epsilon_start": 0.0,
                 "c": 1.0,  # where the paper's table gives no c: the released code's value
+                # EUGE's count bonus in units of the reward bound R_max where the paper's
+                # table gives no settings (per_reward_bound below): it follows Q's scale
+                "bonus_unit": 1.0,
                 **AGENT_STEPS,
             },
             per_problem={
@@ -283,6 +298,7 @@ READINGS: dict[str, dict[str, Reading]] = {
                 for p, col in PAPER_TABLE.items()
             },
             one_state_mode=TABULAR_LIKE_STEPS,
+            per_reward_bound=("bonus_unit",),
         ),
     },
     "tlr": {

@@ -79,6 +79,11 @@ class TEQLConfig(TensorAgentConfig):
     """Smoothing constant epsilon of eq. (loss_function)."""
     c: float = 2.0
     """EUGE exploration coefficient c of eq. (euge)."""
+    bonus_unit: float = 1.0
+    """u, the reward unit of EUGE's count bonus: EU = Q + c (Delta Q + u sqrt(log N_total /
+    (N + 1))); 1 is eq. (euge) as printed. The stable reading sets it to the problem's reward
+    bound R_max off the paper's problems, so that the bonus follows the reward scale
+    (docs/agents.md, "Where tabular Q-learning learns")."""
     tol: float = 0.01
     """Inner-loop threshold tau: stop when the entry moves less than this."""
     max_inner: int = 10
@@ -113,6 +118,7 @@ class TEQLConfig(TensorAgentConfig):
         check_real("lam", self.lam, 0.0, math.inf)
         check_real("eps", self.eps, 0.0, math.inf, low_open=True)
         check_real("c", self.c, 0.0, math.inf)
+        check_real("bonus_unit", self.bonus_unit, 0.0, math.inf, low_open=True)
         check_real("tol", self.tol, 0.0, math.inf)
         check_int("max_inner", self.max_inner, 1)
         check_choice("update", self.update, ("paper", "released", "stable"))
@@ -208,7 +214,10 @@ class TEQLAgent(TensorAgent):
     def exploration_scores(self, states: NDArray[np.int64]) -> NDArray[np.float64]:
         """EU_t(s, a) of eq. (euge) for every joint action, shape (B, |A|)."""
         rows = self.visits_.rows(self.flat_states(states))
-        return euge_scores(self.action_values(states), rows.delta, rows.counts, self.config.c)
+        config = self.config
+        return euge_scores(
+            self.action_values(states), rows.delta, rows.counts, config.c, config.bonus_unit
+        )
 
     def step_rule(self) -> StepRule:
         """EUGE (under epsilon-greedy when epsilon_start > 0) and the configured update."""
@@ -216,7 +225,8 @@ class TEQLAgent(TensorAgent):
         return StepRule(
             exploration="euge-epsilon" if config.epsilon_start > 0 else "euge",
             update=config.update, alpha0=config.alpha0, kappa=config.kappa, lam=config.lam,
-            eps=config.eps, c=config.c, tol=config.tol, max_inner=config.max_inner,
+            eps=config.eps, c=config.c, bonus_unit=config.bonus_unit, tol=config.tol,
+            max_inner=config.max_inner,
             f_max=None if self.bound is None else self.bound.f_max,
             count_before_update=config.count_before_update, signed_delta=config.signed_delta,
             step_count=config.step_count, mode_scale=self.mode_scale,

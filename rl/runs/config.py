@@ -309,6 +309,33 @@ def agent_spec(agent: str) -> Any:
         raise ConfigError(f"Agent {agent!r} is not available here: {error}") from None
 
 
+def recorded_run_config(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Return a recorded run's config (its ``config.json``, a checkpoint's) ready to continue.
+
+    A run records every parameter of its agent's config (`effective_config`). A parameter
+    added to that config after the run was written is missing from the record: it takes
+    its dataclass default, which keeps the behaviour of the code that wrote the run (a
+    field is added with the default that does), not the value a reading chooses now.
+    Values that are not a recorded run's (an unknown agent, agent parameters that are
+    not a table) are returned as they are, for `TrainConfig` to refuse.
+    """
+    values = dict(values)
+    params = values.get("agent_params")
+    if not isinstance(params, Mapping) or not isinstance(values.get("agent"), str):
+        return values
+    try:
+        spec = agent_spec(values["agent"])
+    except ConfigError:
+        return values
+    defaults = {
+        f.name: f.default
+        for f in dataclasses.fields(spec.config_class)
+        if f.default is not dataclasses.MISSING and f.name not in params
+    }
+    values["agent_params"] = {**to_jsonable(defaults), **params}
+    return values
+
+
 def problem_name(env: str) -> str:
     """Return the short problem name of ``env`` (``rl/ContinuousCartPole-v0`` -> ``cartpole``).
 
@@ -341,7 +368,8 @@ def resolve_settings(
 
     Agent config: the agent config's defaults <- the reading's overrides for the
     problem (`rl.agents.readings.READINGS`; those that depend on the problem's shape,
-    `Reading.one_state_mode`, once it is built) <- the problem's own discount
+    `Reading.one_state_mode`, and on its reward bound, `Reading.per_reward_bound`, once
+    it is built) <- the problem's own discount
     (``gamma``, exact-model problems only, so only when the problem is built)
     <- ``config.agent_params`` (the config file's, then ``--set``). Problem
     options: the reading's problem options (LoRa-VI's coarse grid, for example)
@@ -390,7 +418,8 @@ def resolve_settings(
         raise
     except (ValueError, TypeError, ImportError) as error:
         raise ConfigError(f"The 'env' or 'env_options' parameter is invalid: {error}") from None
-    built = {**values, **chosen.agent_params(name, len(problem.state_dims))}  # by shape
+    shaped = chosen.agent_params(name, len(problem.state_dims), problem.reward_bound)
+    built = {**values, **shaped}  # by the problem's shape and reward bound
     if problem.discount is not None and "gamma" in fields:  # the problem's own discount
         built["gamma"] = float(problem.discount)
     if built != values:

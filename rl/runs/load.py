@@ -31,7 +31,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from rl.agents.base import Agent
-from rl.runs.config import ConfigError, TrainConfig, agent_spec, build_dataclass
+from rl.runs.config import (
+    ConfigError,
+    TrainConfig,
+    agent_spec,
+    build_dataclass,
+    recorded_run_config,
+)
 from rl.problems import Problem, make_problem
 from rl.problems.from_gymnasium import EnvModuleRefused
 from rl.runs.checkpoint import (
@@ -249,7 +255,8 @@ def load_run(
         )
     try:
         checkpoint = load_checkpoint(path)
-        config = build_dataclass(TrainConfig, checkpoint.config, "the run's config")
+        recorded = recorded_run_config(checkpoint.config)
+        config = build_dataclass(TrainConfig, recorded, "the run's config")
         spec = agent_spec(config.agent)
         agent_config = build_dataclass(spec.config_class, config.agent_params, f"agent {config.agent!r}")
         problem = run_problem(

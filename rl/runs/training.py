@@ -34,7 +34,13 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
-from rl.runs.config import ConfigError, TrainConfig, effective_config, resolve_settings
+from rl.runs.config import (
+    ConfigError,
+    TrainConfig,
+    effective_config,
+    recorded_run_config,
+    resolve_settings,
+)
 from rl.loop.runner import Runner
 from rl.runs.checkpoint import (
     CHECKPOINT_NAME,
@@ -232,7 +238,7 @@ def _resume_checkpoint(runner: Runner, run_dir: Path, effective: dict) -> Checkp
     check_run_files(run_dir, (*RUN_FILES, LEGACY_CHECKPOINT_NAME))
     path = run_dir / CHECKPOINT_FILE
     checkpoint = load_checkpoint(path)
-    _check_resumable(checkpoint.config, effective)
+    _check_resumable(recorded_run_config(checkpoint.config), effective)
     recorded = checkpoint.config.get("episodes")
     if not isinstance(recorded, int) or not 0 <= checkpoint.episode <= recorded:
         raise CheckpointError(

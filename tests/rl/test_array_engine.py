@@ -41,7 +41,7 @@ TOY_CASES = {
     "released": {**RELEASED, "epsilon_start": 0.0, "continuous_random_actions": False},
     "stable": STABLE,
     # off the paper's problems: identity action rows, footprint and per-entry steps
-    "tabular-like": {**reading("teql", "stable").agent_params("taxi", 1), "rank": 6},
+    "tabular-like": {**reading("teql", "stable").agent_params("taxi", 1, 7.0), "rank": 6},
 }
 
 

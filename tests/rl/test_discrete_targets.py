@@ -94,6 +94,22 @@ def test_stable_reading_takes_tabular_like_steps_on_one_state_mode_off_the_paper
     assert reading("teql", "stable").agent_params(env).items() >= AGENT_STEPS.items()
 
 
+@pytest.mark.parametrize(
+    ("env", "unit"),
+    [("Taxi-v4", 40.0), ("inventory", 24.6), ("FrozenLake-v1", 1.0), ("cartpole", 1.0)],
+)
+def test_stable_reading_counts_the_bonus_in_units_of_the_reward_bound_off_the_paper(env, unit):
+    """u = R_max where the paper gives no settings; the paper's problems keep eq. (euge)."""
+    settings = resolve_settings(TrainConfig(env=env, agent="teql", reading="stable", out="-"))
+    assert settings.problem.reward_bound == unit or env == "cartpole"
+    assert settings.agent.bonus_unit == unit
+    for other in ("paper", "released"):
+        config = TrainConfig(env=env, agent="teql", reading=other, out="-")
+        assert resolve_settings(config).agent.bonus_unit == 1.0
+    overridden = TrainConfig(env=env, agent="teql", out="-", agent_params={"bonus_unit": 3.0})
+    assert resolve_settings(overridden).agent.bonus_unit == 3.0
+
+
 @pytest.mark.parametrize("dims", [(6,), (2,), (3, 3), (4, 2), (10,)])
 def test_identity_action_factors_give_orthogonal_joint_rows_of_equal_norm(dims):
     rank, scale = 10, 0.7

@@ -54,3 +54,11 @@ def test_inactive_replicas_draw_nothing():
     choice = argmax_random_ties(scores, rngs, np.array([False, False]))
     np.testing.assert_array_equal(choice, [0, 0])
     assert [g.bit_generator.state for g in rngs] == before
+
+
+def test_the_count_bonus_takes_the_reward_unit():
+    """u multiplies the count term only: EU = Q + c (Delta Q + u sqrt(log N_total / (N + 1)))."""
+    q, delta, counts = np.array([[1.0, 2.0]]), np.array([[0.5, 0.0]]), np.array([[3, 0]])
+    root = np.sqrt(np.log(3) / np.array([4.0, 1.0]))
+    expected = q[0] + 2.0 * (delta[0] + 10.0 * root)
+    np.testing.assert_allclose(euge_scores(q, delta, counts, 2.0, 10.0)[0], expected, rtol=1e-15)

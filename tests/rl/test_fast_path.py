@@ -51,6 +51,7 @@ TEQL_CASES = {
         "kappa": 0.01,
         "footprint_power": 2.0,
         "init_actions": "identity",
+        "bonus_unit": 7.0,
     },
 }
 

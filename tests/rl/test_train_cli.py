@@ -474,3 +474,30 @@ def test_an_environment_error_is_one_line_and_debug_shows_its_traceback(tmp_path
     assert debug.stderr.endswith(f"rl.problems.problem.EnvFailure: {message}\n")
     probe = _cli(*args[:-4], "--no-progress", "--out", tmp_path / "c")
     assert probe.returncode == 1 and "while estimating its reward bound" in probe.stderr
+
+
+def _written_before(run_dir: Path, field: str) -> None:
+    """Make ``run_dir`` a run written before the agent config had ``field``."""
+    import dataclasses
+
+    from rl.runs.checkpoint import save_checkpoint
+
+    path = run_dir / "checkpoint.npz"
+    checkpoint = load_checkpoint(path)
+    recorded = {**checkpoint.config}
+    recorded["agent_params"] = {k: v for k, v in recorded["agent_params"].items() if k != field}
+    save_checkpoint(path, dataclasses.replace(checkpoint, config=recorded))
+    (run_dir / "config.json").write_text(json.dumps(recorded))
+
+
+def test_a_run_written_before_a_parameter_existed_resumes_with_its_default(tmp_path):
+    """Off the paper's problems the stable reading now sets bonus_unit = R_max (200 here);
+    a run recorded before that field existed ran with 1 and goes on with 1."""
+    out = tmp_path / "run"
+    args = ["--env", "CliffWalking-v1", "--agent", "teql", "--seeds", "2", "--eval-every", "0"]
+    assert train_cli.main([*args, "--episodes", "2", "--out", str(out)]) == 0
+    assert json.loads((out / "config.json").read_text())["agent_params"]["bonus_unit"] == 200.0
+    _written_before(out, "bonus_unit")
+    assert train_cli.main(["--resume", str(out), "--episodes", "4"]) == 0
+    assert json.loads((out / "config.json").read_text())["agent_params"]["bonus_unit"] == 1.0
+    assert load_checkpoint(out / "checkpoint.npz").episode == 4
