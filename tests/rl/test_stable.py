@@ -15,6 +15,7 @@ from rl.agents.readings import reading
 from rl.agents.teql import TEQLAgent, TEQLConfig
 from rl.loop.runner import Runner
 from rl.problems import make_problem
+from rl.runs.config import TrainConfig, resolve_settings
 from rl.seeding import spawn_replicas
 
 
@@ -54,9 +55,18 @@ def test_q_stays_within_v_max_for_targets_up_to_1e9(engine):
             assert np.abs(np.asarray(agent.q_.to_dense())).max() <= bound * (1 + 1e-12)
 
 
+@pytest.mark.parametrize(
+    ("env", "episodes"),
+    [("cartpole", {"reference": 10, "compiled": 40}), ("Taxi-v4", 10), ("CliffWalking-v1", 10)],
+)
 @pytest.mark.parametrize("engine", ["reference", "compiled"])
-def test_guarantees_hold_in_a_cartpole_run(engine):
-    """Proposition 2 on every update and |Q| <= V_max at every evaluation, on CartPole.
+def test_guarantees_hold_in_a_run(engine, env, episodes):
+    """Proposition 2 on every update and |Q| <= V_max at every evaluation.
+
+    On CartPole with the paper's settings, and on Taxi and CliffWalking with the
+    stable reading's settings there (`resolve_settings`: tabular-like steps, EUGE's
+    count bonus in units of R_max), whose footprint steps rho_n eta_t <= eta_t keep
+    the bound with eta_t the step in force.
 
     With |Q|, |target| <= V_max, a normalized-LMS row step moves the entry by
     eta_t |dL/dQ| <= 2 eta_t V_max (1 + lam / (N + eps)) (the projection onto
@@ -66,8 +76,12 @@ def test_guarantees_hold_in_a_cartpole_run(engine):
     normalization. Since R F_max^(2(N-1)) >= 1 here, eq. (A.3) as printed holds
     too.
     """
-    problem = make_problem("cartpole")
-    config = _stable("cartpole", engine=engine)
+    settings = resolve_settings(
+        TrainConfig(
+            env=env, agent="teql", reading="stable", out="-", agent_params={"engine": engine}
+        )
+    )
+    problem, config = settings.problem, settings.agent
     assert config.gamma == 0.99 and config.bounded and config.epsilon_start == 0.0
     agent, streams = _teql(problem, config, (0, 1))
     order, bound = len(problem.shape), v_max(problem.reward_bound, config.gamma)
@@ -90,7 +104,7 @@ def test_guarantees_hold_in_a_cartpole_run(engine):
     agent.on_update = check
     runner = Runner(problem, agent, streams, eval_every=5)
     evaluations = 0
-    for result in runner.episodes(0, 40 if engine == "compiled" else 10):
+    for result in runner.episodes(0, episodes[engine] if isinstance(episodes, dict) else episodes):
         if np.isnan(result.greedy_returns).all():
             continue
         evaluations += 1
