@@ -368,8 +368,9 @@ class Runner:
     ) -> tuple[StepResult, NDArray[np.int64]]:
         """Step the active copies in compiled code; returns the step and the next states.
 
-        The step's ``observations`` are the copies' raw observations (`_check_finite` names
-        a non-finite one); inactive rows of the next states are their current states.
+        The step's ``observations`` are the copies' raw observations; the first replica
+        with a non-finite reward or observation raises `non_finite_error`, as the objects'
+        path does. Inactive rows of the next states are their current states.
         """
         envs = self._envs
         drawn = self.agent.continuous_actions_
