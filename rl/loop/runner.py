@@ -224,7 +224,8 @@ class Runner:
         self._segment: Segment | None = None
         self.fused = fused
         self._fused: FusedLoop | None = None  # made by `_fused_loop` when first needed
-        self._envs: EnvArrays | None = None  # made by `_stepper` when compiled copies apply
+        self._env_arrays: EnvArrays | None = None  # made by `_compiled_copies` when first needed
+        self._envs: EnvArrays | None = None  # the compiled copies of the segment playing, or None
 
     @property
     def replicas(self) -> int:
@@ -305,8 +306,7 @@ class Runner:
 
     def _stepper(self, segment: Segment) -> Callable[[], int]:
         """Return a callable that plays one lockstep step and returns the agent-steps taken."""
-        if self._envs is None and self.fused and compiled_envs_apply(self):
-            self._envs = env_arrays(self)
+        self._envs = self._compiled_copies()
         states = self._reset(segment, np.ones(self.replicas, dtype=bool), None)
 
         def advance() -> int:
@@ -316,6 +316,14 @@ class Runner:
             return taken
 
         return advance
+
+    def _compiled_copies(self) -> EnvArrays | None:
+        """Return the compiled copies if ``fused`` is on and they apply now (as `_fused_loop`)."""
+        if not self.fused or not compiled_envs_apply(self):
+            return None
+        if self._env_arrays is None:
+            self._env_arrays = env_arrays(self)
+        return self._env_arrays
 
     def _step(self, segment: Segment, states: NDArray[np.int64]) -> NDArray[np.int64]:
         """One lockstep step of every running slot; returns the next states."""

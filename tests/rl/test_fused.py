@@ -98,6 +98,19 @@ def test_compiled_copies_equal_the_environment_objects(case):
     assert compiled.agent_steps == stepped.agent_steps > 9 * 3
 
 
+def test_fused_false_takes_the_environment_objects_from_the_next_segment():
+    """``fused`` is read at every segment, for the compiled copies as for the fused loop."""
+    runner = _runner("dqn", "cartpole", {}, fused=True)
+    _play(runner, (1,))
+    assert runner._envs is not None
+    runner.fused = False
+    calls = []
+    step = runner.env.step
+    runner.env.step = lambda actions, active: calls.append(1) or step(actions, active)
+    assert len(list(runner.episodes(1, 2))) == 1
+    assert runner._envs is None and calls
+
+
 def test_visit_table_grows_inside_a_fused_run():
     runner = _runner("teql-released", "cartpole", {"visit_storage": "sparse"}, fused=True, seeds=8)
     initial_rows = len(runner.agent.visits_.arrays().row_keys)
