@@ -38,22 +38,15 @@ def payload_run(tmp_path):
 
     Returns (run directory, marker path): importing ``payload`` writes the marker.
     """
-    import dataclasses
-    import json
-
-    from rl.runs.checkpoint import load_checkpoint, save_checkpoint
     from rl.runs.config import TrainConfig
     from rl.runs.training import train
+    from tests.run_records import rewrite_recorded_config
 
     run_dir = tmp_path / "run"
     config = TrainConfig(
         env="tests.rl.toy_envs:Toy-v0", agent="tabular", out=str(run_dir), episodes=2, eval_every=0
     )
     train(config)
-    path = run_dir / "checkpoint.npz"
-    checkpoint = load_checkpoint(path)
-    recorded = {**checkpoint.config, "env": "payload:Foo-v0"}
-    save_checkpoint(path, dataclasses.replace(checkpoint, config=recorded))
-    (run_dir / "config.json").write_text(json.dumps(recorded))
+    rewrite_recorded_config(run_dir, lambda recorded: {**recorded, "env": "payload:Foo-v0"})
     (tmp_path / "payload.py").write_text(PAYLOAD_SOURCE)
     return run_dir, tmp_path / "imported.marker"

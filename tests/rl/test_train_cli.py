@@ -20,6 +20,7 @@ from rl.agents.readings import AGENT_STEPS
 from rl.runs import training as runner
 from rl.runs.checkpoint import load_checkpoint
 from rl.runs.metrics import COLUMNS, read_metrics
+from tests.run_records import rewrite_recorded_config
 
 ROOT = Path(__file__).resolve().parents[2]
 EXCEPT_WALL = [c for c in COLUMNS if c != "wall_time"]
@@ -480,16 +481,12 @@ def test_an_environment_error_is_one_line_and_debug_shows_its_traceback(tmp_path
 
 def _written_before(run_dir: Path, field: str) -> None:
     """Make ``run_dir`` a run written before the agent config had ``field``."""
-    import dataclasses
 
-    from rl.runs.checkpoint import save_checkpoint
+    def without(recorded):
+        params = {k: v for k, v in recorded["agent_params"].items() if k != field}
+        return {**recorded, "agent_params": params}
 
-    path = run_dir / "checkpoint.npz"
-    checkpoint = load_checkpoint(path)
-    recorded = {**checkpoint.config}
-    recorded["agent_params"] = {k: v for k, v in recorded["agent_params"].items() if k != field}
-    save_checkpoint(path, dataclasses.replace(checkpoint, config=recorded))
-    (run_dir / "config.json").write_text(json.dumps(recorded))
+    rewrite_recorded_config(run_dir, without)
 
 
 def test_a_run_written_before_a_parameter_existed_resumes_with_its_default(tmp_path):
