@@ -15,7 +15,6 @@ made (command, git commit, the lock's dependency versions, the machine).
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import os
@@ -37,7 +36,7 @@ from rl.experiments.claims import (
     judge_all,
 )
 from rl.experiments.document import Block, to_html, to_markdown
-from rl.experiments.executor import read_index
+from rl.experiments.executor import ExecutorError, read_csv_rows, read_index
 from rl.experiments.paper import PAPER_ABLATION_STD, PAPER_FIGURE, experiment
 from rl.experiments.parts import read_parts
 from rl.experiments.report import ENV_TITLES, LineStats, line_stats, load_line, scale_label
@@ -146,14 +145,23 @@ def _deciding(result: ClaimResult) -> str:
     return "-"
 
 
+def _energy_by_rank(path: Path) -> dict[int, float]:
+    """Return rank -> spectral energy from a ``rank_profile.csv`` (empty if there is none)."""
+    rows = read_csv_rows(path, "rank profile", ("rank", "energy"))
+    try:
+        return {int(row["rank"]): float(row["energy"]) for row in rows}
+    except ValueError:
+        raise ExecutorError(
+            f"Cannot read {path}: a rank or an energy is not a number; it was not written by "
+            "this project."
+        ) from None
+
+
 def _rank_rows(out: Path) -> tuple[list[list[str]], dict[str, str]]:
     rows, verdicts = [], {}
     for env in ("pendulum", "cartpole"):
         path = out / "analysis" / f"rank-{env}" / "rank_profile.csv"
-        energy: dict[int, float] = {}
-        if path.is_file():
-            with open(path, newline="", encoding="utf-8") as handle:
-                energy = {int(r["rank"]): float(r["energy"]) for r in csv.DictReader(handle)}
+        energy = _energy_by_rank(path)
         verdicts[env] = energy_verdict(energy.get(10))
         reach = [r for r, e in sorted(energy.items()) if e > 0.9]
         rows.append(

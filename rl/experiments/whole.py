@@ -341,6 +341,10 @@ def main(argv: Sequence[str], run_experiment: Callable[[list[str]], int]) -> int
                 file=sys.stderr,
             )
             return 130
-    written = write_paper_report(out, command)
+    try:
+        written = write_paper_report(out, command)
+    except ExecutorError as error:  # a damaged file of a part, read back for the report
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     print(f"Report: {written[0]} and {written[1]}")
     return code

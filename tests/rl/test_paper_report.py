@@ -234,3 +234,25 @@ def test_a_damaged_table_of_parts_is_one_line(tmp_path: Path, capsys, content, m
         error = capsys.readouterr().err
         assert error.startswith(f"error: Cannot read {out / PARTS_FILE}: {message}")
         assert error.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"rank,energy\n10,0.9\xf6\n", "it is not UTF-8 text (byte 0xf6 at offset 18)"),
+        (b"rank,mass\n10,0.95\n", "it is not a CSV rank profile (no column 'energy')"),
+        (b"rank,energy\nten,0.95\n", "a rank or an energy is not a number"),
+    ],
+)
+def test_a_damaged_rank_profile_is_one_line(tmp_path: Path, capsys, content, message) -> None:
+    out = tmp_path / "paper"
+    args = ["paper", "--episodes-scale", "0.01", "--seeds", "2", "--out", str(out)]
+    parser_args = whole.build_parser().parse_args(args[1:])
+    whole._check_manifest(out, whole.settings_from(parser_args), False)  # a started run
+    profile = out / "analysis" / "rank-cartpole" / "rank_profile.csv"
+    profile.parent.mkdir(parents=True)
+    profile.write_bytes(content)
+    assert main([*args, "--report-only"]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith(f"error: Cannot read {profile}: {message}")
+    assert error.count("\n") == 1
