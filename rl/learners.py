@@ -486,14 +486,19 @@ def _effective_of(config: TrainConfig, run_dir: Path) -> dict[str, Any]:
 class TEQL(Learner):
     """TEQL (Algorithms 1-3 of the paper) as a learner (`rl.agents.teql`).
 
-    Readings ``paper`` (the default), ``released`` and ``stable`` (`rl.agents.readings`).
+    Readings ``paper`` (the default on the paper's problems), ``released`` and ``stable``
+    (the default elsewhere; `rl.agents.readings.default_reading`).
     """
 
     agent = "teql"
 
 
 class TLR(Learner):
-    """Tensor low-rank Q-learning as a learner (`rl.agents.tlr`)."""
+    """Tensor low-rank Q-learning as a learner (`rl.agents.tlr`).
+
+    The released runs' settings on the paper's problems; elsewhere tabular Q-learning's
+    discount and epsilon schedule (`rl.agents.readings.TLR_ELSEWHERE`).
+    """
 
     agent = "tlr"
 

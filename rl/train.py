@@ -81,7 +81,8 @@ def _readings_help() -> str:
         names.append(f"{name}{' (default)' if name == DEFAULT_READING else ''}{only}")
     return (
         f"which settings the agent starts from: {', '.join(names)}; teql on a problem "
-        f"without a paper setting defaults to {TEQL_DEFAULT_ELSEWHERE} (rl.agents.readings; "
+        f"without a paper setting defaults to {TEQL_DEFAULT_ELSEWHERE}, and tlr there takes "
+        "tabular Q-learning's gamma and epsilon schedule (rl.agents.readings; "
         "--list-presets shows them per environment)"
     )
 

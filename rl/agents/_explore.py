@@ -14,9 +14,17 @@ run together give bitwise the same numbers as each run alone.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from types import MappingProxyType
 
 import numpy as np
 from numpy.typing import NDArray
+
+#: Tabular Q-learning's epsilon schedule (`rl.agents.tabular.TabularQConfig`), also TLR's on
+#: a problem without a paper setting (`rl.agents.readings`): epsilon from 1 by a factor
+#: 0.9999 per step (about 0.37 after 10^4 steps) down to a floor of 0.05 (after 30,000).
+EPSILON_SCHEDULE = MappingProxyType(
+    {"epsilon_start": 1.0, "epsilon_decay": 0.9999, "epsilon_min": 0.05}
+)
 
 
 def greedy_indices(action_values: NDArray[np.float64]) -> NDArray[np.int64]:

@@ -17,6 +17,9 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
+#: The discount factor gamma of every agent config where a reading gives none.
+DEFAULT_GAMMA = 0.99
+
 
 class Transitions(NamedTuple):
     """One environment step of every replica.

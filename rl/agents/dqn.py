@@ -34,7 +34,7 @@ from rl.agents import _stacked as st
 from rl.agents import _torch_utils as tu
 from rl.agents._restore import saved_fraction
 from rl.agents._torch_agent import BatchedTorchAgent, gradient
-from rl.agents.base import Transitions
+from rl.agents.base import DEFAULT_GAMMA, Transitions
 from rl.agents.registry import AgentSpec
 from rl.problems import Problem
 from rl.seeding import AgentRandom
@@ -50,7 +50,7 @@ class DQNConfig:
 
     hidden: int = 46
     """Width of the single hidden layer (46 matches CartPole's 700-parameter budget)."""
-    gamma: float = 0.99
+    gamma: float = DEFAULT_GAMMA
     """Discount factor."""
     learning_rate: float = 1e-3
     """Adam step size."""

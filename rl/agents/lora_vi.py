@@ -58,7 +58,7 @@ from rl.agents._explore import (
     set_generator_states,
 )
 from rl.agents._restore import check_generator_states, saved_array
-from rl.agents.base import Agent, Transitions
+from rl.agents.base import DEFAULT_GAMMA, Agent, Transitions
 from rl.agents.cur import (
     ANCHOR_RULES,
     cur_complete,
@@ -88,7 +88,7 @@ class LoRaVIConfig:
     """K, the number of anchor rows (states) and of anchor columns (actions)."""
     rank: int = 3
     """d, the truncation rank of W^+ and of the SVD giving leverage scores (d <= K)."""
-    gamma: float = 0.99
+    gamma: float = DEFAULT_GAMMA
     """Discount factor gamma in [0, 1)."""
     step_size: float = 0.1
     """Step size alpha in (0, 1] of the TD update of skeleton entries."""

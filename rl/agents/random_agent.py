@@ -25,7 +25,7 @@ from numpy.typing import NDArray
 
 from rl.agents._explore import generator_states, set_generator_states
 from rl.agents._restore import check_generator_states, saved_array
-from rl.agents.base import Agent, Transitions
+from rl.agents.base import DEFAULT_GAMMA, Agent, Transitions
 from rl.agents.registry import AgentSpec
 from rl.problems import Problem
 from rl.seeding import AgentRandom
@@ -35,7 +35,7 @@ from rl.seeding import AgentRandom
 class RandomConfig:
     """Hyperparameters of the random agent (none that change its behaviour)."""
 
-    gamma: float = 0.99
+    gamma: float = DEFAULT_GAMMA
     """Discount factor in [0, 1]; unused, kept so every agent config has one."""
 
     def __post_init__(self) -> None:

@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from rl.agents._explore import EPSILON_SCHEDULE
+from rl.agents.base import DEFAULT_GAMMA
 from rl.agents.param_formulas import cp_params, match_width, mlp_params, sac_params
 
 # ----------------------------------------------------------------------------- the paper
@@ -65,11 +67,11 @@ PAPER_CUR: Mapping[str, Mapping[str, Any]] = MappingProxyType({
 #: Effective settings of the released TEQL and TLR runs (REFERENCE-FACTS, "TEQL as released").
 RELEASED_TABLE: Mapping[str, Mapping[str, Any]] = MappingProxyType({
     "pendulum": {"rank": 10, "alpha": 0.005, "gamma": 0.9, "max_inner": 1,
-                 "epsilon_start": 1.0, "epsilon_decay": 0.999995},
+                 "epsilon_start": 1.0, "epsilon_decay": 0.999995, "epsilon_min": 0.0},
     "cartpole": {"rank": 10, "alpha": 0.005, "gamma": 0.9, "max_inner": 5,
-                 "epsilon_start": 0.4, "epsilon_decay": 0.999999},
+                 "epsilon_start": 0.4, "epsilon_decay": 0.999999, "epsilon_min": 0.0},
     "highway": {"rank": 20, "alpha": 0.0002, "gamma": 0.8, "max_inner": 1,
-                "epsilon_start": 1.0, "epsilon_decay": 0.999999},
+                "epsilon_start": 1.0, "epsilon_decay": 0.999999, "epsilon_min": 0.0},
 })  # fmt: skip
 
 #: Hidden widths of the released DQN and SAC (not the formula-nearest ones on Pendulum).
@@ -201,7 +203,7 @@ def _teql_released() -> Reading:
 
 
 def _tlr(continuous: bool) -> dict[str, dict[str, Any]]:
-    keys = ("rank", "alpha", "gamma", "epsilon_start", "epsilon_decay")
+    keys = ("rank", "alpha", "gamma", "epsilon_start", "epsilon_decay", "epsilon_min")
     per_problem: dict[str, dict[str, Any]] = {}
     for problem, col in RELEASED_TABLE.items():
         per_problem[problem] = {k: col[k] for k in keys}
@@ -214,7 +216,10 @@ def _networks(agent: str, released: bool) -> dict[str, dict[str, Any]]:
     per_problem: dict[str, dict[str, Any]] = {}
     for problem in PAPER_TABLE:
         if not released:
-            per_problem[problem] = {"hidden": matched_hidden(agent, problem), "gamma": 0.99}
+            per_problem[problem] = {
+                "hidden": matched_hidden(agent, problem),
+                "gamma": PAPER_TABLE[problem]["gamma"],
+            }
             continue
         values: dict[str, Any] = {"hidden": RELEASED_HIDDEN[agent][problem], "input_scaling": "raw"}
         if agent == "dqn":
@@ -263,6 +268,12 @@ TABULAR_LIKE_STEPS: Mapping[str, Any] = MappingProxyType({
     "step_count": "entry", "kappa": 0.05, "footprint_power": 2.0, "init_actions": "identity",
 })  # fmt: skip
 
+#: TLR's settings on a problem without a column in the paper's table (issue 28): tabular
+#: Q-learning's discount and epsilon schedule, so that the two differ only in the form of Q
+#: and its update (docs/agents.md, "Defaults on problems without a paper setting"). The
+#: paper's problems override every key with the released runs' settings.
+TLR_ELSEWHERE: Mapping[str, Any] = MappingProxyType({"gamma": DEFAULT_GAMMA, **EPSILON_SCHEDULE})
+
 #: agent -> reading name -> `Reading`. Add a reading here (see the module docstring).
 READINGS: dict[str, dict[str, Reading]] = {
     "teql": {
@@ -303,12 +314,15 @@ READINGS: dict[str, dict[str, Reading]] = {
     },
     "tlr": {
         "paper": Reading(
-            "the paper's table lists no TLR values: the released TLR runs behind its curves",
+            "the paper's table lists no TLR values: the released TLR runs behind its curves; "
+            "elsewhere tabular Q-learning's discount and epsilon schedule",
+            common=TLR_ELSEWHERE,
             per_problem=_tlr(continuous=False),
         ),
         "released": Reading(
             "Rozada et al.'s released TLR: normalized Jacobi step, epsilon-greedy, continuous "
-            "random actions",
+            "random actions; elsewhere tabular Q-learning's discount and epsilon schedule",
+            common=TLR_ELSEWHERE,
             per_problem=_tlr(continuous=True),
         ),
     },

@@ -31,7 +31,7 @@ from rl.agents import _stacked as st
 from rl.agents import _torch_utils as tu
 from rl.agents._restore import saved_array
 from rl.agents._torch_agent import BatchedTorchAgent, gradient
-from rl.agents.base import Transitions
+from rl.agents.base import DEFAULT_GAMMA, Transitions
 from rl.agents.registry import AgentSpec
 from rl.problems import Problem
 from rl.seeding import AgentRandom
@@ -44,7 +44,7 @@ class DiscreteSACConfig:
 
     hidden: int = 15
     """Width of the hidden layer of the actor and of each critic (15 matches CartPole's 700)."""
-    gamma: float = 0.99
+    gamma: float = DEFAULT_GAMMA
     """Discount factor."""
     learning_rate: float = 3e-4
     """Adam step size of actor, critics and temperature."""

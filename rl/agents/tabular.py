@@ -22,6 +22,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from rl.agents._explore import (
+    EPSILON_SCHEDULE,
     decay_epsilon,
     epsilon_greedy,
     generator_states,
@@ -29,7 +30,7 @@ from rl.agents._explore import (
     set_generator_states,
 )
 from rl.agents._restore import check_generator_states, saved_array
-from rl.agents.base import Agent, Transitions
+from rl.agents.base import DEFAULT_GAMMA, Agent, Transitions
 from rl.agents.registry import AgentSpec
 from rl.problems import Problem
 from rl.seeding import AgentRandom
@@ -50,17 +51,17 @@ STEP_SIZE_RULES = ("constant", "inverse_visits")
 class TabularQConfig:
     """Hyperparameters of tabular Q-learning."""
 
-    gamma: float = 0.99
+    gamma: float = DEFAULT_GAMMA
     """Discount factor gamma in [0, 1)."""
     step_size: float = 0.1
     """Constant step size alpha in (0, 1], used when ``step_size_rule`` is ``"constant"``."""
     step_size_rule: str = "constant"
     """``"constant"`` (alpha) or ``"inverse_visits"`` (alpha_t = 1 / N(s, a), visit included)."""
-    epsilon_start: float = 1.0
+    epsilon_start: float = EPSILON_SCHEDULE["epsilon_start"]
     """Initial exploration probability epsilon_0."""
-    epsilon_decay: float = 0.9999
+    epsilon_decay: float = EPSILON_SCHEDULE["epsilon_decay"]
     """Multiplicative decay of epsilon after every observed transition."""
-    epsilon_min: float = 0.05
+    epsilon_min: float = EPSILON_SCHEDULE["epsilon_min"]
     """Floor of epsilon."""
     initial_value: float = 0.0
     """Initial value of every table entry."""

@@ -29,7 +29,7 @@ from rl.agents._explore import (
     set_generator_states,
 )
 from rl.agents._restore import check_generator_states, saved_array
-from rl.agents.base import Agent, ContinuousActions, Transitions
+from rl.agents.base import DEFAULT_GAMMA, Agent, ContinuousActions, Transitions
 from rl.agents.engine import (
     Engine,
     EngineName,
@@ -64,7 +64,7 @@ class TensorAgentConfig:
 
     rank: int = 10
     """CP rank R of the Q-tensor."""
-    gamma: float = 0.99
+    gamma: float = DEFAULT_GAMMA
     """Discount factor gamma in (0, 1)."""
     init_scale: float = 1.0
     """Factors start i.i.d. uniform in [0, init_scale), as in the authors' code."""

@@ -27,7 +27,12 @@ from tensorq import normalized_step
 
 @dataclass(frozen=True)
 class TLRConfig(TensorAgentConfig):
-    """Hyperparameters of TLR; defaults are the released CartPole settings."""
+    """Hyperparameters of TLR; defaults are the released CartPole settings.
+
+    Runs through a reading (``python -m rl.train``, `rl.learners`) on a problem without a
+    column in the paper's table get tabular Q-learning's discount and epsilon schedule
+    instead (`rl.agents.readings.TLR_ELSEWHERE`).
+    """
 
     gamma: float = 0.9
     """Discount factor (the released runs used 0.9, 0.8 on Highway)."""

@@ -10,6 +10,7 @@ import pytest
 
 from rl.agents import readings
 from rl.agents.param_formulas import cp_params
+from rl.agents.tabular import TabularQConfig
 from rl.experiments import presets
 from rl.experiments.presets import preset_config
 from rl.runs.config import ConfigError, TrainConfig, resolve_settings
@@ -68,6 +69,26 @@ def test_readings_that_agree_are_the_same_settings():
             assert readings.same_settings(agent, "paper", "released", env)
     assert not readings.same_settings("teql", "paper", "released", "cartpole")
     assert not readings.same_settings("dqn", "paper", "released", "cartpole")
+
+
+def test_tlr_off_the_papers_problems_explores_and_discounts_as_tabular_does(tmp_path):
+    tabular = TabularQConfig()
+    schedule = ("gamma", "epsilon_start", "epsilon_decay", "epsilon_min")
+    for reading in ("paper", "released"):
+        config = TrainConfig(env="FrozenLake-v1", agent="tlr", out=str(tmp_path), reading=reading)
+        agent = resolve_settings(config).agent
+        assert [getattr(agent, k) for k in schedule] == [getattr(tabular, k) for k in schedule]
+        assert (agent.gamma, agent.epsilon_min) == (0.99, 0.05)  # not TLRConfig's 0.9 and 0
+        # the paper's problems keep the released runs' settings, without a floor
+        for problem, column in readings.RELEASED_TABLE.items():
+            config = TrainConfig(env=problem, agent="tlr", out=str(tmp_path), reading=reading)
+            agent = resolve_settings(config, build_problem=False).agent
+            assert [getattr(agent, k) for k in schedule] == [column[k] for k in schedule]
+            assert agent.epsilon_min == 0.0 and agent.gamma < 0.99
+    # a problem's own discount still wins (inventory: 0.9), the schedule stays
+    config = TrainConfig(env="inventory", agent="tlr", out=str(tmp_path))
+    agent = resolve_settings(config).agent
+    assert (agent.gamma, agent.epsilon_decay, agent.epsilon_min) == (0.9, 0.9999, 0.05)
 
 
 def test_budgets_and_widths_come_from_the_formulas():
