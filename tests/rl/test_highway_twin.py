@@ -5,16 +5,12 @@ import pytest
 
 pytest.importorskip("highway_env")
 
+from rl.envs import highway_equality  # noqa: E402
 from rl.envs.highway import Highway  # noqa: E402
+from rl.envs.highway_equality import POLICIES  # noqa: E402
 from rl.envs.highway_twin import HighwayTwin, HighwayTwinVector  # noqa: E402
 from rl.loop.replicas import ReplicaEnvs  # noqa: E402
 from rl.problems import make_problem  # noqa: E402
-
-POLICIES = {
-    "random": lambda rng: int(rng.integers(5)),
-    "idle": lambda rng: 1,
-    "faster": lambda rng: 3,
-}
 
 
 def trained_teql_policy(episodes, replicas=2):
@@ -193,6 +189,27 @@ def test_twin_equals_highway_env_trained_teql_policy():
 @pytest.mark.parametrize("policy", sorted(POLICIES))
 def test_twin_equals_highway_env_many_episodes(policy):
     assert compare(policy, seeds=list(range(100, 120)), episodes=50, max_partings=5) > 1000
+
+
+def test_equality_command_counts_equal_episodes_and_resumes(tmp_path, capsys):
+    out = tmp_path / "equality.csv"
+    assert highway_equality.main(["--seeds", "2", "--episodes", "2", "--out", str(out)]) == 0
+    summary = highway_equality.summarize(out)
+    assert summary["episodes"] == summary["equal_episodes"] == 4
+    assert summary["steps_twin"] == summary["steps_reference"] > 4
+    assert summary["max_return_gap"] <= highway_equality.TOLERANCE
+    assert summary["p_returns"] == summary["p_lengths"] == 1.0
+    before = out.read_bytes()
+    # a rerun skips the seeds the file holds and plays only the new one
+    assert highway_equality.main(["--seeds", "3", "--episodes", "2", "--out", str(out)]) == 0
+    assert out.read_bytes().startswith(before)
+    assert highway_equality.summarize(out)["episodes"] == 6
+    capsys.readouterr()
+    out.write_bytes(b"seed,episode\n0,0\n")
+    assert highway_equality.main(["--summary-only", "--out", str(out)]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith(f"error: Cannot read {out}: it is not a CSV equality table")
+    assert error.count("\n") == 1
 
 
 @pytest.mark.slow
