@@ -14,10 +14,9 @@ of episode lengths can be told apart (two-sample Kolmogorov-Smirnov,
     python -m rl.envs.highway_equality --policy random --seeds 100 --episodes 100 \
         --out highway-equality-random.csv
 
-Every finished seed's episodes are appended to ``--out`` at once (columns
-``seed, episode, twin_return, twin_length, reference_return,
-reference_length``); a rerun with the same file skips the seeds it holds, so an
-interrupted run loses at most the seed it was playing. highway-env costs about
+Every finished seed's episodes are appended to ``--out`` at once (`COLUMNS`); a
+rerun with the same file skips the seeds it holds, so an interrupted run loses
+at most the seed it was playing. A file holds one policy. highway-env costs about
 13 ms a step here, so 10,000 random-policy episodes take about half an hour.
 """
 
@@ -25,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import math
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -33,8 +31,13 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import ks_2samp
 
+from rl.envs.highway_twin import HighwayTwin
+from rl.experiments.executor import ExecutorError, read_csv_rows
+from rl.validation import check_int
+
 COLUMNS = (
-    "seed", "episode", "twin_return", "twin_length", "reference_return", "reference_length",
+    "policy", "seed", "episode", "twin_return", "twin_length", "reference_return",
+    "reference_length",
 )  # fmt: skip
 """Columns of the output CSV, one row per (seed, episode)."""
 
@@ -64,25 +67,35 @@ def play(env, policy: str, seed: int, episodes: int) -> list[tuple[float, int]]:
     return played
 
 
-def _done_seeds(path: Path) -> set[int]:
-    """Return the seeds whose episodes ``path`` already holds (none if it does not exist)."""
-    from rl.experiments.executor import read_csv_rows
+def _read(path: Path, policy: str | None = None) -> list[dict[str, str]]:
+    """Return the rows of ``path`` (none if it does not exist), all of one policy.
 
-    return {int(row["seed"]) for row in read_csv_rows(path, "equality table", COLUMNS)}
+    Raises
+    ------
+    ValueError
+        If the rows are of another policy than ``policy`` (None: any one) or of several.
+    """
+    rows = read_csv_rows(path, "equality table", COLUMNS)
+    held = sorted({row["policy"] for row in rows})
+    if len(held) > 1 or (held and policy is not None and held != [policy]):
+        raise ValueError(f"{path} holds episodes of the policies {held}; use another --out.")
+    return rows
 
 
 def run(policy: str, seeds: Sequence[int], episodes: int, out: Path) -> None:
     """Play every seed not yet in ``out`` in both simulators and append its rows."""
-    from rl.envs.highway import Highway
-    from rl.envs.highway_twin import HighwayTwin
+    from rl.envs.highway import Highway  # highway-env, imported only when it is played
 
-    done = _done_seeds(out)
+    done = {int(row["seed"]) for row in _read(out, policy)}
     for seed in seeds:
         if seed in done:
             continue
         twin = play(HighwayTwin(), policy, seed, episodes)
         reference = play(Highway(), policy, seed, episodes)
-        rows = [(seed, k, *map(repr, twin[k]), *map(repr, reference[k])) for k in range(episodes)]
+        rows = [
+            (policy, seed, k, *map(repr, twin[k]), *map(repr, reference[k]))
+            for k in range(episodes)
+        ]
         new = not out.exists()
         with open(out, "a", newline="", encoding="utf-8") as handle:
             writer = csv.writer(handle, lineterminator="\n")
@@ -93,11 +106,17 @@ def run(policy: str, seeds: Sequence[int], episodes: int, out: Path) -> None:
 
 
 def summarize(out: Path) -> dict[str, float]:
-    """Return the counts and the two-sample tests of the episodes in ``out``."""
-    from rl.experiments.executor import read_csv_rows
+    """Return the counts and the two-sample tests of the episodes in ``out``.
 
-    rows = read_csv_rows(out, "equality table", COLUMNS)
-    values = {c: np.array([float(r[c]) for r in rows]) for c in COLUMNS[2:]}
+    Raises
+    ------
+    ValueError
+        If ``out`` holds no episodes, or episodes of several policies.
+    """
+    rows = _read(out)
+    if not rows:
+        raise ValueError(f"{out} holds no episodes; nothing to summarize.")
+    values = {c: np.array([float(r[c]) for r in rows]) for c in COLUMNS[3:]}
     equal = (values["twin_length"] == values["reference_length"]) & (
         np.abs(values["twin_return"] - values["reference_return"]) <= TOLERANCE
     )
@@ -108,9 +127,7 @@ def summarize(out: Path) -> dict[str, float]:
         "steps_twin": int(values["twin_length"].sum()),
         "steps_reference": int(values["reference_length"].sum()),
         "equal_episodes": int(equal.sum()),
-        "max_return_gap": float(np.abs(values["twin_return"] - values["reference_return"]).max())
-        if rows
-        else math.nan,
+        "max_return_gap": float(np.abs(values["twin_return"] - values["reference_return"]).max()),
         "mean_return_twin": float(values["twin_return"].mean()),
         "mean_return_reference": float(values["reference_return"].mean()),
         "ks_returns": float(returns.statistic),
@@ -138,9 +155,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; return its exit code (2: bad input or a damaged --out)."""
-    from rl.experiments.executor import ExecutorError
-    from rl.validation import check_int
-
     args = build_parser().parse_args(argv)
     out = Path(args.out)
     try:
@@ -149,8 +163,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.summary_only:
             seeds = range(args.first_seed, args.first_seed + args.seeds)
             run(args.policy, seeds, args.episodes, out)
-        if not out.is_file():
-            raise ValueError(f"{out} holds no episodes; nothing to summarize.")
         summary = summarize(out)
     except (ValueError, TypeError, ExecutorError) as error:
         print(f"error: {error}", file=sys.stderr)

@@ -205,6 +205,9 @@ def test_equality_command_counts_equal_episodes_and_resumes(tmp_path, capsys):
     assert out.read_bytes().startswith(before)
     assert highway_equality.summarize(out)["episodes"] == 6
     capsys.readouterr()
+    # a file holds one policy
+    assert highway_equality.main(["--policy", "idle", "--seeds", "1", "--out", str(out)]) == 2
+    assert "holds episodes of the policies ['random']" in capsys.readouterr().err
     out.write_bytes(b"seed,episode\n0,0\n")
     assert highway_equality.main(["--summary-only", "--out", str(out)]) == 2
     error = capsys.readouterr().err
