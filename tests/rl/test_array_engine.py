@@ -3,7 +3,7 @@
 In float64 on the CPU the array engine takes the reference engine's actions
 (the same exploration doubles from the same generators) and its factors agree
 to 1e-10; `test_long` runs the issue's check (CartPole, 4 seeds x 200
-episodes) with the slow tests, as do the JAX cases (compiling takes seconds).
+episodes) with the slow tests, as does JAX's growing visit table (it compiles for seconds).
 """
 
 import dataclasses
@@ -25,14 +25,18 @@ from tensorq.validation import as_numpy
 from tests.rl.agent_drivers import make_problem as toy_problem
 from tests.rl.agent_drivers import random_drive, streams
 
-BACKENDS = [
+NO_TORCH = pytest.mark.skipif(
+    importlib.util.find_spec("torch") is None, reason="PyTorch is not installed"
+)
+NO_JAX = pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="JAX is not installed")
+BACKENDS = ["numpy", pytest.param("pytorch", marks=NO_TORCH), pytest.param("jax", marks=NO_JAX)]
+"""Every backend, in the default run (JAX's short cases cost about 15 s in all: it compiles)."""
+LONG_BACKENDS = [
     "numpy",
-    pytest.param("pytorch", marks=pytest.mark.skipif(
-        importlib.util.find_spec("torch") is None, reason="PyTorch is not installed")),
-    pytest.param("jax", marks=[pytest.mark.slow, pytest.mark.skipif(
-        importlib.util.find_spec("jax") is None, reason="JAX is not installed")]),
-]  # fmt: skip
-"""JAX's cases are slow (it compiles each step's programs, seconds): they run with -m slow."""
+    pytest.param("pytorch", marks=NO_TORCH),
+    pytest.param("jax", marks=[pytest.mark.slow, NO_JAX]),
+]
+"""For a test of many steps, where JAX compiles for tens of seconds: JAX runs with -m slow."""
 
 STABLE = reading("teql", "stable").agent_params("cartpole")
 RELEASED = reading("teql", "released").agent_params("cartpole")
@@ -226,7 +230,7 @@ def test_cuda_run_equals_the_compiled_engine(case, backend):
     assert abs(final_a.mean() - final_b.mean()) <= 2 * noise + 1e-12
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", LONG_BACKENDS)
 def test_device_visit_table_grows_in_place(backend):
     """Through several doublings: the same rows as the host's sparse table, the index kept."""
     from rl.agents._array_backend import array_namespace
