@@ -216,43 +216,36 @@ def test_tiny_scale_writes_a_report_with_every_section(tmp_path: Path) -> None:
     assert (out / "report.md").read_text().split("## Decision rule")[0] == before
 
 
+RANK_PROFILE = "analysis/rank-cartpole/rank_profile.csv"
+BOTH, REPORT = ("--resume", "--report-only"), ("--report-only",)  # --resume would train first
+
+
 @pytest.mark.parametrize(
-    ("content", "message"),
+    ("name", "content", "message", "flags"),
     [
-        (b"part,status\nreleased/x,d\xf6ne\n", "it is not UTF-8 text (byte 0xf6 at offset 24)"),
-        (b"name,state\nreleased/x,done\n", "it is not a CSV table of parts (no column 'part')"),
+        (PARTS_FILE, b"part,status\nreleased/x,d\xf6ne\n",
+         "it is not UTF-8 text (byte 0xf6 at offset 24)", BOTH),
+        (PARTS_FILE, b"name,state\nreleased/x,done\n",
+         "it is not a CSV table of parts (no column 'part')", BOTH),
+        (RANK_PROFILE, b"rank,energy\n10,0.9\xf6\n",
+         "it is not UTF-8 text (byte 0xf6 at offset 18)", REPORT),
+        (RANK_PROFILE, b"rank,mass\n10,0.95\n",
+         "it is not a CSV rank profile (no column 'energy')", REPORT),
+        (RANK_PROFILE, b"rank,energy\nten,0.95\n", "a rank or an energy is not a number", REPORT),
     ],
-)
-def test_a_damaged_table_of_parts_is_one_line(tmp_path: Path, capsys, content, message) -> None:
+)  # fmt: skip
+def test_a_damaged_file_of_a_started_run_is_one_line(
+    tmp_path: Path, capsys, name, content, message, flags
+) -> None:
     out = tmp_path / "paper"
     args = ["paper", "--episodes-scale", "0.01", "--seeds", "2", "--out", str(out)]
     parser_args = whole.build_parser().parse_args(args[1:])
     whole._check_manifest(out, whole.settings_from(parser_args), False)  # a started run
-    (out / PARTS_FILE).write_bytes(content)
-    for flag in ("--resume", "--report-only"):
+    path = out / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(content)
+    for flag in flags:
         assert main([*args, flag]) == 2
         error = capsys.readouterr().err
-        assert error.startswith(f"error: Cannot read {out / PARTS_FILE}: {message}")
+        assert error.startswith(f"error: Cannot read {path}: {message}")
         assert error.count("\n") == 1
-
-
-@pytest.mark.parametrize(
-    ("content", "message"),
-    [
-        (b"rank,energy\n10,0.9\xf6\n", "it is not UTF-8 text (byte 0xf6 at offset 18)"),
-        (b"rank,mass\n10,0.95\n", "it is not a CSV rank profile (no column 'energy')"),
-        (b"rank,energy\nten,0.95\n", "a rank or an energy is not a number"),
-    ],
-)
-def test_a_damaged_rank_profile_is_one_line(tmp_path: Path, capsys, content, message) -> None:
-    out = tmp_path / "paper"
-    args = ["paper", "--episodes-scale", "0.01", "--seeds", "2", "--out", str(out)]
-    parser_args = whole.build_parser().parse_args(args[1:])
-    whole._check_manifest(out, whole.settings_from(parser_args), False)  # a started run
-    profile = out / "analysis" / "rank-cartpole" / "rank_profile.csv"
-    profile.parent.mkdir(parents=True)
-    profile.write_bytes(content)
-    assert main([*args, "--report-only"]) == 2
-    error = capsys.readouterr().err
-    assert error.startswith(f"error: Cannot read {profile}: {message}")
-    assert error.count("\n") == 1
