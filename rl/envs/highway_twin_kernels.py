@@ -112,8 +112,15 @@ def _not_zero(x: float) -> float:
 
 @njit(cache=True)
 def _wrap_to_pi(x: float) -> float:
-    """``utils.wrap_to_pi`` (Python's float modulo)."""
-    return ((x + np.pi) % (2 * np.pi)) - np.pi
+    """``utils.wrap_to_pi`` (Python's float modulo).
+
+    The modulo is skipped where it is the identity (``x + pi`` in [0, 2 pi), as for
+    every heading on a straight road), so the result is the same to the bit.
+    """
+    shifted = x + np.pi
+    if 0.0 <= shifted < 2 * np.pi:
+        return shifted - np.pi
+    return (shifted % (2 * np.pi)) - np.pi
 
 
 @njit(cache=True)
@@ -313,6 +320,8 @@ def steering_control(vehicles: NDArray[np.float64], i: int) -> float:
     """``ControlledVehicle.steering_control`` toward the target lane's centre."""
     lateral = vehicles[i, F_Y] - LANE_WIDTH * vehicles[i, F_TARGET_LANE]
     speed = vehicles[i, F_SPEED]
+    if lateral == 0.0 and vehicles[i, F_HEADING] == 0.0 and speed >= 0.0:
+        return 0.0  # on the lane's centre line, heading along it: every angle below is +0.0
     lateral_speed_command = -KP_LATERAL * lateral
     heading_command = np.arcsin(_clip(lateral_speed_command / _not_zero(speed), -1.0, 1.0))
     heading_ref = 0.0 + _clip(heading_command, -np.pi / 4, np.pi / 4)
@@ -386,20 +395,27 @@ def _vehicle_step(vehicles: NDArray[np.float64], i: int, dt: float) -> None:
     elif speed < MIN_SPEED:
         acceleration = max(acceleration, 1.0 * (MIN_SPEED - speed))
     vehicles[i, F_STEERING], vehicles[i, F_ACCELERATION] = steering, acceleration
-    beta = np.arctan(1 / 2 * np.tan(steering))
     heading = vehicles[i, F_HEADING]
-    vehicles[i, F_X] += speed * np.cos(heading + beta) * dt
-    vehicles[i, F_Y] += speed * np.sin(heading + beta) * dt
+    # With zero steering, beta = arctan(tan(0) / 2) is a zero, heading + beta is the heading
+    # (never -0.0) and its cosine and sine are the kept ones: skipped, the same to the bit.
+    turning = steering != 0.0
+    beta, cos_direction, sin_direction = 0.0, vehicles[i, F_COS], vehicles[i, F_SIN]
+    if turning:
+        beta = np.arctan(1 / 2 * np.tan(steering))
+        cos_direction, sin_direction = np.cos(heading + beta), np.sin(heading + beta)
+    vehicles[i, F_X] += speed * cos_direction * dt
+    vehicles[i, F_Y] += speed * sin_direction * dt
     if vehicles[i, F_IMPACT] != 0.0:
         vehicles[i, F_X] += vehicles[i, F_IMPACT_X]
         vehicles[i, F_Y] += vehicles[i, F_IMPACT_Y]
         vehicles[i, F_CRASHED] = 1.0
         vehicles[i, F_IMPACT] = 0.0
-    vehicles[i, F_HEADING] = heading + speed * np.sin(beta) / (LENGTH / 2) * dt
-    vehicles[i, F_COS], vehicles[i, F_SIN] = (
-        np.cos(vehicles[i, F_HEADING]),
-        np.sin(vehicles[i, F_HEADING]),
-    )
+    if turning:
+        vehicles[i, F_HEADING] = heading + speed * np.sin(beta) / (LENGTH / 2) * dt
+        vehicles[i, F_COS], vehicles[i, F_SIN] = (
+            np.cos(vehicles[i, F_HEADING]),
+            np.sin(vehicles[i, F_HEADING]),
+        )
     vehicles[i, F_SPEED] = speed + acceleration * dt
     vehicles[i, F_LANE] = closest_lane(vehicles[i, F_X], vehicles[i, F_Y], vehicles[i, F_HEADING])
 
