@@ -55,6 +55,11 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
         "analysis.teql_dynamics",
         "TEQL's learning dynamics on one replica",
     ),
+    (
+        "python -m rl.experiments.highway_equality",
+        "rl.experiments.highway_equality",
+        "the Highway twin against highway-env over many episodes",
+    ),
     ("python -m benchmarks", "benchmarks.__main__", "speed benchmarks"),
 )
 

@@ -5,10 +5,10 @@ import pytest
 
 pytest.importorskip("highway_env")
 
-from rl.envs import highway_equality  # noqa: E402
 from rl.envs.highway import Highway  # noqa: E402
-from rl.envs.highway_equality import POLICIES  # noqa: E402
 from rl.envs.highway_twin import HighwayTwin, HighwayTwinVector  # noqa: E402
+from rl.experiments import highway_equality  # noqa: E402
+from rl.experiments.highway_equality import POLICIES  # noqa: E402
 from rl.loop.replicas import ReplicaEnvs  # noqa: E402
 from rl.problems import make_problem  # noqa: E402
 

@@ -11,7 +11,7 @@ part; this counts them and tests whether the two samples of episode returns and
 of episode lengths can be told apart (two-sample Kolmogorov-Smirnov,
 `scipy.stats.ks_2samp`). Run from the repository root:
 
-    python -m rl.envs.highway_equality --policy random --seeds 100 --episodes 100 \
+    python -m rl.experiments.highway_equality --policy random --seeds 100 --episodes 100 \
         --out highway-equality-random.csv
 
 Every finished seed's episodes are appended to ``--out`` at once (`COLUMNS`); a
@@ -138,13 +138,16 @@ def summarize(out: Path) -> dict[str, float]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """Return the argument parser of ``python -m rl.envs.highway_equality``."""
+    """Return the argument parser of ``python -m rl.experiments.highway_equality``."""
     parser = argparse.ArgumentParser(
-        prog="python -m rl.envs.highway_equality",
+        prog="python -m rl.experiments.highway_equality",
         description="Play the Highway twin and highway-env from the same seeds; count equal "
         "episodes and test the two samples of returns and lengths.",
     )
-    parser.add_argument("--policy", choices=sorted(POLICIES), default="random")
+    parser.add_argument(
+        "--policy", choices=sorted(POLICIES), default="random",
+        help="open-loop policy: uniform meta-actions, always IDLE or always FASTER",
+    )  # fmt: skip
     parser.add_argument("--seeds", type=int, default=100, help="copies: seeds 0..N-1")
     parser.add_argument("--first-seed", type=int, default=0, help="the first seed (default 0)")
     parser.add_argument("--episodes", type=int, default=100, help="episodes per seed")
