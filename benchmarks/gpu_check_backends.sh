@@ -9,7 +9,7 @@
 #    factors on "cuda" (PyTorch, JAX), equal to NumPy to 1e-10 in float64, results on the device.
 # 2. The gpu-marked tests of the agents: TEQL (released, stable) and TLR on "cuda" through the
 #    array engine, 4 seeds x 200 CartPole episodes against the compiled CPU engine (-rP prints
-#    where runs part).
+#    where runs part); the CartPole copies on the device (rl.loop.device_copies).
 # 3. The end-to-end table of `python -m benchmarks backends` with the array engine on cuda
 #    beside the compiled CPU engine, then the batched-update table of
 #    `python -m benchmarks tensorq` with PyTorch and JAX on cuda.
@@ -44,7 +44,7 @@ status=0
 export XLA_PYTHON_CLIENT_PREALLOCATE=false
 tests=(-m pytest -q -p no:cacheprovider --noconftest -m gpu -rsP)
 "$python" "${tests[@]}" -n 2 tests/tensorq/test_backend.py || status=1
-"$python" "${tests[@]}" -n 6 tests/rl/test_array_engine.py || status=1
+"$python" "${tests[@]}" -n 6 tests/rl/test_array_engine.py tests/rl/test_device_copies.py || status=1
 unset XLA_PYTHON_CLIENT_PREALLOCATE
 "$python" -m benchmarks backends ${JSON_DIR:+--json "$JSON_DIR"} \
     --device cuda --replicas 1000 10000 100000 --seconds 2 || status=1

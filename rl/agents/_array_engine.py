@@ -32,13 +32,19 @@ exactly.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from rl.agents import _array_visits as visits_ops
-from rl.agents._array_backend import UniformStreams, array_namespace, read_uniform
+from rl.agents._array_backend import (
+    ArrayNamespace,
+    UniformStreams,
+    array_namespace,
+    read_uniform,
+)
 from rl.agents._array_visits import DeviceVisits, VisitState
 from rl.agents.base import Transitions
 from rl.agents.engine import StepRule, UpdateStats
@@ -49,6 +55,26 @@ if TYPE_CHECKING:
     from rl.agents.tensor_agent import TensorAgent
 
 Array = Any
+
+
+def ravel(index: Array, dims: Sequence[int]) -> Array:
+    """Return the flat (C-order) indices of the rows of ``index`` (B, len(dims)).
+
+    As ``numpy.ravel_multi_index``, on any backend.
+    """
+    flat = index[:, 0]
+    for k, size in enumerate(dims[1:], start=1):
+        flat = flat * size + index[:, k]
+    return flat
+
+
+def unravel(space: ArrayNamespace, flat: Array, dims: Sequence[int]) -> Array:
+    """Return the index vectors (B, len(dims)) of the flat indices ``flat`` (``unravel_index``)."""
+    columns = []
+    for size in reversed(dims):
+        columns.append(flat % size)
+        flat = flat // size
+    return space.ops.stack(columns[::-1], axis=1)
 
 
 class ArrayEngine:
@@ -94,6 +120,7 @@ class ArrayEngine:
             self._act = space.compile(self._act_core)
             self._targets = space.compile(self._targets_core)
             self._update = space.compile(self._update_core, donate=(0, 2))
+            self._pack = space.compile(self._pack_core)
         if not self._loaded:
             agent, space = self.agent, self.space
             self.steps = space.put(agent.steps_, space.ops.int64)
@@ -133,31 +160,48 @@ class ArrayEngine:
         greedy: NDArray[np.bool_] | None = None,
     ) -> NDArray[np.int64]:
         """Explore where ``active & ~greedy``, argmax Q where ``greedy``; (B, D_A) on the host."""
-        self._ready()
-        agent, space = self.agent, self.space
-        drawn = agent.continuous_actions_
+        drawn = self.agent.continuous_actions_
         if drawn is not None:
             drawn.mask[:] = False
-        factors = tuple(agent.q_.factors)
-        exploring = active if greedy is None else active & ~greedy
-        if not exploring.any():
-            flat = self._greedy(factors, self.ids, space.put(states, space.ops.int64))
-            return agent.action_vectors(np.asarray(space.host(flat), dtype=np.int64))
-        streams = self.streams
-        streams.reserve()
-        greedy = np.zeros_like(active) if greedy is None else greedy
-        columns = (states, agent.flat_states(states)[:, None], exploring[:, None], greedy[:, None])
-        packed = space.put(np.concatenate(columns, axis=1, dtype=np.int64))  # one copy in
-        flat, explored, values, streams.cursor = self._act(
-            factors, self.ids, None if self.visits is None else self.visits.table, self.epsilon,
-            streams.buffer, streams.cursor, packed,
-        )  # fmt: skip
-        if drawn is not None:
+        space = self.space
+        flat, explored, values = self.act_arrays(space.put(states, space.ops.int64), active, greedy)
+        if drawn is not None and explored is not None:
             mask = np.asarray(space.host(explored), dtype=bool)
             drawn.mask[:] = mask
             if mask.any():
                 drawn.values[mask] = np.stack([space.host(v) for v in values], axis=-1)[mask]
-        return agent.action_vectors(np.asarray(space.host(flat), dtype=np.int64))
+        return self.agent.action_vectors(np.asarray(space.host(flat), dtype=np.int64))
+
+    def act_arrays(
+        self, states: Array, active: NDArray[np.bool_], greedy: NDArray[np.bool_] | None = None
+    ) -> tuple[Array, Array | None, tuple[Array, ...]]:
+        """`act` on the device: the state index vectors (B, D_S) are a backend array there.
+
+        Returns
+        -------
+        flat : backend int64 array, shape (B,)
+            The flat joint actions.
+        explored : backend bool array, shape (B,), or None
+            The replicas that took a random action (None: no replica explored).
+        drawn : tuple of backend float64 arrays, shape (B,) each
+            The released reading's continuous random actions, one per action
+            component, executed where ``explored`` (empty without continuous draws).
+        """
+        self._ready()
+        space = self.space
+        factors = tuple(self.agent.q_.factors)
+        exploring = active if greedy is None else active & ~greedy
+        if not exploring.any():
+            return self._greedy(factors, self.ids, states), None, ()
+        streams = self.streams
+        streams.reserve()
+        greedy = np.zeros_like(active) if greedy is None else greedy
+        flags = space.put(np.stack([exploring, greedy], axis=1).astype(np.int64))
+        flat, explored, drawn, streams.cursor = self._act(
+            factors, self.ids, None if self.visits is None else self.visits.table, self.epsilon,
+            streams.buffer, streams.cursor, states, flags,
+        )  # fmt: skip
+        return flat, explored, drawn
 
     def explore(self, states: NDArray[np.int64], active: NDArray[np.bool_]) -> NDArray[np.int64]:
         """Exploratory actions of the active replicas (B, D_A)."""
@@ -190,23 +234,25 @@ class ArrayEngine:
 
     def _act_core(
         self, factors: tuple[Array, ...], ids: Array, table: VisitState | None, epsilon: Array,
-        buffer: Array, cursor: Array, packed: Array,
+        buffer: Array, cursor: Array, states: Array, flags: Array,
     ) -> tuple[Array, Array, tuple[Array, ...], Array]:  # fmt: skip
         """Algorithm 2 (EUGE) or epsilon-greedy with the replicas' own doubles.
 
-        ``packed`` holds the state index vectors, the flat states, and the
-        exploring and greedy flags as columns. Returns the flat actions, which
-        replicas took a random action, the continuous draws (one (B,) array
-        per action component) and the cursor.
+        ``states`` holds the state index vectors, ``flags`` the exploring and
+        greedy flags as two columns. Returns the flat actions, which replicas
+        took a random action, the continuous draws (one (B,) array per action
+        component) and the cursor.
         """
         rule, space = self.rule, self.space
         ops, xp, int64 = space.ops, space.xp, space.ops.int64
-        modes = len(self.agent.problem.state_dims)
-        states, flat_states = packed[:, :modes], packed[:, modes]
-        exploring, greedy = packed[:, modes + 1] > 0, packed[:, modes + 2] > 0
+        exploring, greedy = flags[:, 0] > 0, flags[:, 1] > 0
         values = self._values(factors, ids, states)
         first = xp.argmax(values, axis=-1)
-        scores = values if table is None else self._scores(table, ids, values, flat_states)
+        if table is None:
+            scores = values
+        else:
+            flat_states = ravel(states, self.agent.problem.state_dims)
+            scores = self._scores(table, ids, values, flat_states)
         used = space.astype(exploring, int64) * 0
         explored = exploring & False
         random_flat, drawn = first, ()
@@ -253,18 +299,53 @@ class ArrayEngine:
         ValueError
             If a TD target is not finite (nothing has changed then).
         """
-        self._ready()
-        agent, space = self.agent, self.space
-        factors = tuple(agent.q_.factors)
         columns = [
             batch.states, batch.actions, batch.next_states,
             batch.terminated[:, None], batch.active[:, None],
         ]  # fmt: skip
-        if self.visits is not None:
-            columns += [agent.flat_states(batch.states)[:, None]]
-            columns += [agent.flat_actions(batch.actions)[:, None]]
+        space = self.space
         packed = space.put(np.concatenate(columns, axis=1, dtype=np.int64))  # one copy in
-        rewards = space.put(np.asarray(batch.rewards, dtype=np.float64))
+        return self._learn(packed, space.put(np.asarray(batch.rewards, dtype=np.float64)))
+
+    def observe_arrays(
+        self,
+        states: Array,
+        flat_actions: Array,
+        rewards: Array,
+        next_states: Array,
+        terminated: Array,
+        active: NDArray[np.bool_],
+    ) -> UpdateStats | None:
+        """`observe` on the device: every argument but ``active`` a backend array there.
+
+        ``flat_actions`` are `act_arrays`'s flat joint actions; None is returned
+        when no replica is active (nothing is learned).
+        """
+        if not active.any():
+            return None
+        self._ready()
+        space = self.space
+        packed = self._pack(states, flat_actions, next_states, terminated, space.put(active))
+        return self._learn(packed, rewards)
+
+    def _pack_core(
+        self, states: Array, flat_actions: Array, next_states: Array, terminated: Array,
+        active: Array,
+    ) -> Array:  # fmt: skip
+        """Pack `observe_arrays`'s device arrays into the columns of `_learn`."""
+        space = self.space
+        int64 = space.ops.int64
+        columns = [
+            states, unravel(space, flat_actions, self.agent.problem.action_dims), next_states,
+            space.astype(terminated, int64)[:, None], space.astype(active, int64)[:, None],
+        ]  # fmt: skip
+        return space.xp.concat(columns, axis=1)
+
+    def _learn(self, packed: Array, rewards: Array) -> UpdateStats:
+        """TD targets and Algorithm 1 on the packed columns (`_columns`); see `observe`."""
+        self._ready()
+        agent, space = self.agent, self.space
+        factors = tuple(agent.q_.factors)
         targets, finite = self._targets(factors, self.ids, packed, rewards)
         if not bool(space.host(finite)):
             values = np.asarray(space.host(targets))
@@ -280,15 +361,12 @@ class ArrayEngine:
         return UpdateStats(*stats)
 
     def _columns(self, packed: Array) -> tuple[Array, ...]:
-        """Split `observe`'s packed columns: index, next states, terminated, active, s, a."""
+        """Split the packed columns of `_learn`: index (s, a), next states, terminated, active."""
         state_modes = len(self.agent.problem.state_dims)
         modes = state_modes + len(self.agent.problem.action_dims)
         index, next_states = packed[:, :modes], packed[:, modes : modes + state_modes]
-        flags = packed[:, modes + state_modes :]
-        terminated, active = flags[:, 0] > 0, flags[:, 1] > 0
-        if flags.shape[1] == 2:
-            return index, next_states, terminated, active, None, None
-        return index, next_states, terminated, active, flags[:, 2], flags[:, 3]
+        terminated, active = packed[:, -2] > 0, packed[:, -1] > 0
+        return index, next_states, terminated, active
 
     def _targets_core(
         self, factors: tuple[Array, ...], ids: Array, packed: Array, rewards: Array
@@ -306,13 +384,16 @@ class ArrayEngine:
     ) -> tuple[Any, ...]:  # fmt: skip
         """One update per active replica (Algorithm 1 with the visit table of Algorithm 3)."""
         rule, space, config = self.rule, self.space, self.agent.config
-        index, _, terminated, active, states, actions = self._columns(packed)
+        index, _, terminated, active = self._columns(packed)
         ops, int64, float64 = space.ops, space.ops.int64, space.ops.float64
         if table is None:  # TLR: one normalized step with the constant step size
             step = targets * 0.0 + rule.alpha0
             counts = targets * 0.0
             vectors: tuple[Array, ...] = (targets, step)
         else:
+            problem = self.agent.problem
+            states = ravel(index[:, : len(problem.state_dims)], problem.state_dims)
+            actions = ravel(index[:, len(problem.state_dims) :], problem.action_dims)
             rows = visits_ops.visit_rows(space, table, ids, states)
             table, rows = visits_ops.insert(
                 space, table, ids, states, rows, active, self.agent.n_states

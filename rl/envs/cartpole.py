@@ -33,13 +33,18 @@ References
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from gymnasium import spaces
 from numpy.typing import NDArray
 
-from rl.envs.physics import PhysicsEnv, PhysicsVectorEnv
-from rl.jit import kernel
+from rl.envs import physics
+from rl.envs.physics import SCALAR_OPS, PhysicsEnv, PhysicsVectorEnv
+from rl.jit import drop_stale, kernel
+
+drop_stale(__file__, [physics.__file__])  # the kernels compile in SCALAR_OPS
 
 GRAVITY = 9.8
 MASS_CART = 1.0
@@ -68,9 +73,61 @@ REWARD_BOUND = max(
 _OBS_HIGH = np.array([2 * X_THRESHOLD, np.inf, 2 * THETA_THRESHOLD, np.inf])
 
 
+def cartpole_dynamics(xp: Any) -> Callable[..., Any]:
+    """Return the cart-pole's one Euler step written with the array functions of ``xp``.
+
+    The one definition of the dynamics: compiled by Numba for one copy
+    (`cartpole_row`, with ``xp`` = `rl.envs.physics.SCALAR_OPS`) and run on
+    whole batches by NumPy, PyTorch or JAX (``xp`` = ``numpy``, ``torch`` or
+    ``jax.numpy``; `rl.envs.physics.PhysicsEnv.array_dynamics`).
+
+    Parameters
+    ----------
+    xp : module
+        Supplies ``sin``, ``cos``, ``clip`` and ``where``.
+
+    Returns
+    -------
+    callable
+        ``step(x, x_dot, theta, theta_dot, a) -> ((x', x_dot', theta', theta_dot'),
+        reward, terminated)``, on floats or on (B,) arrays; ``a`` is the
+        normalised force, clipped to [-1, 1].
+
+    References
+    ----------
+    Rozada et al. (2024), continuous cart-pole; see the module docstring.
+    """
+
+    def step(x: Any, x_dot: Any, theta: Any, theta_dot: Any, a: Any) -> tuple:
+        a = xp.clip(a, -1.0, 1.0)
+        cos_t = xp.cos(theta)
+        sin_t = xp.sin(theta)
+        temp = (FORCE_MAG * a + POLE_MASS_LENGTH * theta_dot * theta_dot * sin_t) / TOTAL_MASS
+        theta_acc = (GRAVITY * sin_t - cos_t * temp) / (
+            HALF_LENGTH * (4.0 / 3.0 - MASS_POLE * cos_t * cos_t / TOTAL_MASS)
+        )
+        x_acc = temp - POLE_MASS_LENGTH * theta_acc * cos_t / TOTAL_MASS
+        new_x = x + TAU * x_dot
+        new_theta = theta + TAU * theta_dot
+        new_theta_dot = theta_dot + TAU * theta_acc
+        done = (abs(new_x) > X_THRESHOLD) | (abs(new_theta) > THETA_THRESHOLD)
+        theta_sq = new_theta * new_theta
+        theta_dot_sq = new_theta_dot * new_theta_dot
+        effort = 10.0 * a * a
+        reward = xp.where(
+            done, -theta_sq - 0.1 * theta_dot_sq - effort, 1.0 - theta_sq - theta_dot_sq - effort
+        )
+        return (new_x, x_dot + TAU * x_acc, new_theta, new_theta_dot), reward, done
+
+    return step
+
+
+_scalar_step = kernel(cartpole_dynamics(SCALAR_OPS))
+
+
 @kernel
 def cartpole_row(state: NDArray[np.float64], a: float, out: NDArray[np.float64]) -> tuple:
-    """Advance one cart-pole by one Euler step: ``out`` gets the next state.
+    """Advance one cart-pole by one Euler step (`cartpole_dynamics`): ``out`` gets the next state.
 
     Parameters
     ----------
@@ -85,34 +142,11 @@ def cartpole_row(state: NDArray[np.float64], a: float, out: NDArray[np.float64])
     -------
     reward : float
     terminated : bool
-
-    References
-    ----------
-    Rozada et al. (2024), continuous cart-pole; see the module docstring.
     """
-    a = min(max(a, -1.0), 1.0)
-    x, x_dot, theta, theta_dot = state[0], state[1], state[2], state[3]
-    cos_t = math.cos(theta)
-    sin_t = math.sin(theta)
-    temp = (FORCE_MAG * a + POLE_MASS_LENGTH * theta_dot * theta_dot * sin_t) / TOTAL_MASS
-    theta_acc = (GRAVITY * sin_t - cos_t * temp) / (
-        HALF_LENGTH * (4.0 / 3.0 - MASS_POLE * cos_t * cos_t / TOTAL_MASS)
+    (out[0], out[1], out[2], out[3]), reward, done = _scalar_step(
+        state[0], state[1], state[2], state[3], a
     )
-    x_acc = temp - POLE_MASS_LENGTH * theta_acc * cos_t / TOTAL_MASS
-    new_x = x + TAU * x_dot
-    new_theta = theta + TAU * theta_dot
-    new_theta_dot = theta_dot + TAU * theta_acc
-    out[0] = new_x
-    out[1] = x_dot + TAU * x_acc
-    out[2] = new_theta
-    out[3] = new_theta_dot
-    done = abs(new_x) > X_THRESHOLD or abs(new_theta) > THETA_THRESHOLD
-    theta_sq = new_theta * new_theta
-    theta_dot_sq = new_theta_dot * new_theta_dot
-    effort = 10.0 * a * a
-    if done:
-        return -theta_sq - 0.1 * theta_dot_sq - effort, done
-    return 1.0 - theta_sq - theta_dot_sq - effort, done
+    return reward, done
 
 
 @kernel
@@ -180,6 +214,8 @@ class ContinuousCartPole(PhysicsEnv):
     _transition = staticmethod(cartpole_step)
     #: One copy's step, ``(state, action, out) -> (reward, terminated)`` (compiled).
     row_kernel = staticmethod(cartpole_row)
+    #: The dynamics over any array namespace (one definition; see `cartpole_dynamics`).
+    dynamics = staticmethod(cartpole_dynamics)
 
 
 class ContinuousCartPoleVector(PhysicsVectorEnv):

@@ -26,13 +26,18 @@ References
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from gymnasium import spaces
 from numpy.typing import NDArray
 
-from rl.envs.physics import PhysicsEnv, PhysicsVectorEnv
-from rl.jit import kernel
+from rl.envs import physics
+from rl.envs.physics import SCALAR_OPS, PhysicsEnv, PhysicsVectorEnv
+from rl.jit import drop_stale, kernel
+
+drop_stale(__file__, [physics.__file__])  # the kernels compile in SCALAR_OPS
 
 GRAVITY = 10.0
 MASS = 1.0
@@ -51,15 +56,53 @@ REWARD_BOUND = THETA_THRESHOLD**2 + 0.1 * MAX_SPEED**2 + 0.1 * MAX_TORQUE**2 - 1
 _OBS_HIGH = np.array([math.pi, MAX_SPEED])
 
 
-@kernel
-def angle_normalize(theta: float) -> float:
-    """Wrap an angle to [-pi, pi)."""
-    return ((theta + math.pi) % (2.0 * math.pi)) - math.pi
+def pendulum_dynamics(xp: Any) -> Callable[..., Any]:
+    """Return the bounded pendulum's one step written with the array functions of ``xp``.
+
+    The one definition of the dynamics: compiled by Numba for one copy
+    (`pendulum_row`, with ``xp`` = `rl.envs.physics.SCALAR_OPS`) and run on
+    whole batches by NumPy, PyTorch or JAX (``xp`` = ``numpy``, ``torch`` or
+    ``jax.numpy``; `rl.envs.physics.PhysicsEnv.array_dynamics`).
+
+    Parameters
+    ----------
+    xp : module
+        Supplies ``sin`` and ``clip``.
+
+    Returns
+    -------
+    callable
+        ``step(theta, theta_dot, u) -> ((theta', theta_dot'), reward, terminated)``,
+        on floats or on (B,) arrays; the torque ``u`` is clipped to [-2, 2], the
+        reward is computed from the state before the step, and the episode
+        terminates when |theta'| > pi/4.
+
+    References
+    ----------
+    Rozada et al. (2024), bounded pendulum; see the module docstring.
+    """
+
+    def step(theta: Any, theta_dot: Any, u: Any) -> tuple:
+        u = xp.clip(u, -MAX_TORQUE, MAX_TORQUE)
+        wrapped = ((theta + math.pi) % (2.0 * math.pi)) - math.pi  # norm(theta), in [-pi, pi)
+        reward = 1.0 - (wrapped * wrapped + 0.1 * theta_dot * theta_dot + 0.1 * u * u)
+        new_theta_dot = (
+            theta_dot
+            + (3.0 * GRAVITY / (2.0 * LENGTH) * xp.sin(theta) + 3.0 / (MASS * LENGTH**2) * u) * DT
+        )
+        new_theta = theta + new_theta_dot * DT
+        clipped = xp.clip(new_theta_dot, -MAX_SPEED, MAX_SPEED)
+        return (new_theta, clipped), reward, abs(new_theta) > THETA_THRESHOLD
+
+    return step
+
+
+_scalar_step = kernel(pendulum_dynamics(SCALAR_OPS))
 
 
 @kernel
 def pendulum_row(state: NDArray[np.float64], u: float, out: NDArray[np.float64]) -> tuple:
-    """Advance one bounded pendulum by one step: ``out`` gets the next state.
+    """Advance one bounded pendulum by one step (`pendulum_dynamics`): ``out`` gets the next state.
 
     Parameters
     ----------
@@ -76,23 +119,9 @@ def pendulum_row(state: NDArray[np.float64], u: float, out: NDArray[np.float64])
         Computed from the state before the step.
     terminated : bool
         |theta'| > pi/4.
-
-    References
-    ----------
-    Rozada et al. (2024), bounded pendulum; see the module docstring.
     """
-    u = min(max(u, -MAX_TORQUE), MAX_TORQUE)
-    theta, theta_dot = state[0], state[1]
-    wrapped = angle_normalize(theta)
-    reward = 1.0 - (wrapped * wrapped + 0.1 * theta_dot * theta_dot + 0.1 * u * u)
-    new_theta_dot = (
-        theta_dot
-        + (3.0 * GRAVITY / (2.0 * LENGTH) * math.sin(theta) + 3.0 / (MASS * LENGTH**2) * u) * DT
-    )
-    new_theta = theta + new_theta_dot * DT
-    out[0] = new_theta
-    out[1] = min(max(new_theta_dot, -MAX_SPEED), MAX_SPEED)
-    return reward, abs(new_theta) > THETA_THRESHOLD
+    (out[0], out[1]), reward, done = _scalar_step(state[0], state[1], u)
+    return reward, done
 
 
 @kernel
@@ -160,6 +189,8 @@ class BoundedPendulum(PhysicsEnv):
     _transition = staticmethod(pendulum_step)
     #: One copy's step, ``(state, action, out) -> (reward, terminated)`` (compiled).
     row_kernel = staticmethod(pendulum_row)
+    #: The dynamics over any array namespace (one definition; see `pendulum_dynamics`).
+    dynamics = staticmethod(pendulum_dynamics)
 
 
 class BoundedPendulumVector(PhysicsVectorEnv):

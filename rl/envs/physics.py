@@ -1,14 +1,19 @@
-"""Small physical systems (CartPole, Pendulum) whose dynamics are one compiled kernel.
+"""Small physical systems (CartPole, Pendulum) whose dynamics are written once, for any backend.
 
-A subclass of `PhysicsEnv` supplies four pure pieces (the two spaces, the
-initial-state sampler and the batched step kernel ``(state, action) ->
-(next_state, reward, terminated)`` on (B, ...) arrays, a Numba ``@njit``
-function); `PhysicsEnv` makes it a single Gymnasium environment that steps a
-batch of one, and a subclass of `PhysicsVectorEnv` naming it as ``single_env``
-makes B copies stepped at once (see `rl.envs.vector`). Both run the same kernel
-on the same draws from ``np_random``, and the kernel computes each row on its
-own, so copy ``i`` of the vector environment equals the single environment bit
-for bit.
+A subclass of `PhysicsEnv` supplies its dynamics once, as a function of an
+array namespace (``dynamics(xp)``: the step written with ``xp.sin``,
+``xp.cos``, ``xp.clip``, ``xp.where`` and arithmetic), which runs on Python
+floats inside Numba kernels (``xp`` = `SCALAR_OPS`) and on whole batches in
+NumPy, PyTorch or JAX (``xp`` = ``numpy``, ``torch``, ``jax.numpy``: the array
+engine's environments on its device, `rl.loop.device_copies`). It also
+supplies the two spaces, the initial-state sampler and the batched step kernel
+``(state, action) -> (next_state, reward, terminated)`` on (B, ...) arrays (a
+Numba kernel over the compiled one-copy step). `PhysicsEnv` makes it a single
+Gymnasium environment that steps a batch of one, and a subclass of
+`PhysicsVectorEnv` naming it as ``single_env`` makes B copies stepped at once
+(see `rl.envs.vector`). Both run the same kernel on the same draws from
+``np_random``, and the kernel computes each row on its own, so copy ``i`` of
+the vector environment equals the single environment bit for bit.
 
 Used by `rl.envs.cartpole` and `rl.envs.pendulum`.
 
@@ -24,6 +29,9 @@ and steps and resets any declared environment through one compiled call.
 from __future__ import annotations
 
 import abc
+import math
+import types
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import gymnasium as gym
@@ -33,8 +41,29 @@ from gymnasium.vector import AutoresetMode
 from numpy.typing import NDArray
 
 from rl.envs.vector import NumpyVectorEnv
+from rl.jit import kernel
 
 Transition = tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.bool_]]
+
+
+def _select(condition: bool, if_true: float, if_false: float) -> float:
+    """``where`` on Python scalars."""
+    return if_true if condition else if_false
+
+
+def _clip(x: float, low: float, high: float) -> float:
+    """``clip`` on Python scalars."""
+    return min(max(x, low), high)
+
+
+SCALAR_OPS = types.ModuleType("SCALAR_OPS", "The array functions of the dynamics on floats.")
+"""The namespace a system's ``dynamics(xp)`` takes to run on Python floats, in Numba kernels.
+
+``sin`` and ``cos`` are the `math` module's (which Numba compiles to the C
+library's), ``where`` and ``clip`` compiled scalar versions of NumPy's.
+"""
+SCALAR_OPS.sin, SCALAR_OPS.cos = math.sin, math.cos
+SCALAR_OPS.where, SCALAR_OPS.clip = kernel(_select), kernel(_clip)
 
 
 class CompiledLayout(NamedTuple):
@@ -75,6 +104,10 @@ class PhysicsEnv(gym.Env[NDArray[np.float64], NDArray[np.float64]], abc.ABC):
     reward_bound: float
     reset_interval: tuple[float, float]
     """(low, high): `_initial_state` draws every coordinate uniformly from [low, high)."""
+    dynamics: Callable[[Any], Callable[..., tuple]]
+    """``dynamics(xp)``: the system's one step over the array namespace ``xp``,
+    ``step(*state_coordinates, action) -> (next_coordinates, reward, terminated)``
+    (the one definition, `rl.envs.cartpole.cartpole_dynamics`)."""
     row_kernel: Any
     """The compiled step of one copy, ``row_kernel(state, action, out) -> (reward,
     terminated)``, on which `_transition` loops; compiled loops (`rl.loop.fused`) call it

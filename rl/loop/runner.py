@@ -36,6 +36,10 @@ Python and the copies step, encode and reset in compiled code
 (`rl.loop.fused.step_envs`, `rl.loop.fused.reset_envs`), which spares a
 Python call per copy and per reset. The results are bitwise the same
 (``fused=False`` forces the step-by-step loop through the environment objects).
+With the array engine on CartPole or Pendulum the copies live on the agent's
+device instead (`rl.loop.device_copies`), and the states, actions and the
+agent's learning stay there; the results equal the compiled engine's to the
+last bits of PyTorch's and JAX's ``sin`` and ``cos``.
 
 References
 ----------
@@ -54,6 +58,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from rl.agents.base import Agent, Transitions
+from rl.loop.device_copies import DeviceCopies, device_copies_apply
 from rl.loop.fused import (
     Draws,
     EnvArrays,
@@ -226,6 +231,8 @@ class Runner:
         self._fused: FusedLoop | None = None  # made by `_fused_loop` when first needed
         self._env_arrays: EnvArrays | None = None  # made by `_compiled_copies` when first needed
         self._envs: EnvArrays | None = None  # the compiled copies of the segment playing, or None
+        self._device_arrays: DeviceCopies | None = None  # made by `_device_copies` when needed
+        self._device: DeviceCopies | None = None  # the device copies of the segment, or None
 
     @property
     def replicas(self) -> int:
@@ -307,6 +314,7 @@ class Runner:
     def _stepper(self, segment: Segment) -> Callable[[], int]:
         """Return a callable that plays one lockstep step and returns the agent-steps taken."""
         self._envs = self._compiled_copies()
+        self._device = self._device_copies()
         states = self._reset(segment, np.ones(self.replicas, dtype=bool), None)
 
         def advance() -> int:
@@ -325,20 +333,34 @@ class Runner:
             self._env_arrays = env_arrays(self)
         return self._env_arrays
 
+    def _device_copies(self) -> DeviceCopies | None:
+        """Return the device copies if the compiled copies play and they apply (made once)."""
+        if self._envs is None or not device_copies_apply(self):
+            return None
+        if self._device_arrays is None:  # kept: JAX compiles its step once per object
+            self._device_arrays = DeviceCopies(self, self._envs)
+        return self._device_arrays
+
     def _step(self, segment: Segment, states: NDArray[np.int64]) -> NDArray[np.int64]:
-        """One lockstep step of every running slot; returns the next states."""
+        """One lockstep step of every running slot; returns the next states.
+
+        With `rl.loop.device_copies` the states are the agent's device arrays,
+        and the agent's and the copies' parts of the step run there.
+        """
         active, greedy, training = segment.running, segment.greedy, segment.training
-        actions = self.agent.act(states, active, greedy if segment.any_greedy else None)
-        if self._envs is None:
-            step = self.env.step(self._env_actions(actions), active)
-            _check_finite(step, active, self.problem.env_id, self.seeds)
-            next_states = self.problem.encode(step.observations)
+        if self._device is not None:
+            step, next_states = self._device.step(segment, states)
         else:
-            step, next_states = self._step_compiled(actions, active, states)
-        if segment.any_training:
-            self.agent.observe(
-                Transitions(states, actions, step.rewards, next_states, step.terminated, training)
-            )
+            actions = self.agent.act(states, active, greedy if segment.any_greedy else None)
+            if self._envs is None:
+                step = self.env.step(self._env_actions(actions), active)
+                _check_finite(step, active, self.problem.env_id, self.seeds)
+                next_states = self.problem.encode(step.observations)
+            else:
+                step, next_states = self._step_compiled(actions, active, states)
+            if segment.any_training:
+                batch = (states, actions, step.rewards, next_states, step.terminated, training)
+                self.agent.observe(Transitions(*batch))
         ended = step.terminated | step.truncated  # both False for inactive slots
         trained = ended & training
         if trained.any():
@@ -404,10 +426,10 @@ class Runner:
         slots = segment.slots
         if self._envs is not None:
             fresh = np.zeros((self.replicas, len(self.problem.state_dims)), dtype=np.int64)
-            if states is not None:
+            if states is not None and self._device is None:
                 fresh[:] = states
             reset_envs(self._envs, slots.episode, slots.eval_index, mask, fresh)
-            return fresh
+            return fresh if self._device is None else self._device.reset(mask, fresh, states)
         seeds = np.zeros(self.replicas, dtype=np.int64)
         for i in np.flatnonzero(mask).tolist():
             episode, k = int(slots.episode[i]), int(slots.eval_index[i])

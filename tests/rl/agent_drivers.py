@@ -1,7 +1,10 @@
 """Drivers shared by the agent tests: toy problems, random transitions, a chain task."""
 
+import importlib.util
+
 import numpy as np
 
+from rl.agents._array_backend import check_backend
 from rl.agents.base import Transitions
 from rl.problems import Problem
 from rl.seeding import replica_streams
@@ -102,3 +105,14 @@ def random_drive_single(agent, steps, seed, replica, mask, replicas=2):
         taken.append(np.where(active[:, None], actions, -1)[0])
         states = next_states
     return np.stack(taken)
+
+
+def cuda_available(backend):
+    """True where ``backend`` ("pytorch", "jax") sees a CUDA device (gpu tests skip if not)."""
+    if importlib.util.find_spec("torch" if backend == "pytorch" else "jax") is None:
+        return False
+    try:
+        check_backend(backend, "cuda")
+    except ValueError:
+        return False
+    return True

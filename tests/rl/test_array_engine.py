@@ -22,8 +22,8 @@ from rl.problems import make_problem
 from rl.runs.config import ConfigError, TrainConfig, resolve_settings
 from rl.seeding import spawn_replicas
 from tensorq.validation import as_numpy
+from tests.rl.agent_drivers import cuda_available, random_drive, streams
 from tests.rl.agent_drivers import make_problem as toy_problem
-from tests.rl.agent_drivers import random_drive, streams
 
 NO_TORCH = pytest.mark.skipif(
     importlib.util.find_spec("torch") is None, reason="PyTorch is not installed"
@@ -185,17 +185,6 @@ def test_long(case, backend):
     assert gap < 1e-9, f"factors part by {gap:.1e} (relative) after 200 episodes"
 
 
-def _cuda_available(backend):
-    """True where ``backend`` sees a CUDA device (the gpu tests skip otherwise)."""
-    if importlib.util.find_spec("torch" if backend == "pytorch" else "jax") is None:
-        return False
-    try:
-        check_backend(backend, "cuda")
-    except ValueError:
-        return False
-    return True
-
-
 @pytest.mark.gpu
 @pytest.mark.skipif(not Path("/dev/nvidiactl").exists(), reason="no NVIDIA device")
 @pytest.mark.parametrize("backend", ["pytorch", "jax"])
@@ -209,7 +198,7 @@ def test_cuda_run_equals_the_compiled_engine(case, backend):
     and asserts the first 3 episodes identical, and the last 50 episodes' mean return
     within twice the seeds' standard error of the compiled engine's.
     """
-    if not _cuda_available(backend):
+    if not cuda_available(backend):
         pytest.skip(f"{backend} sees no CUDA device")
     agent_class, config_class, params = CARTPOLE[case]
     seeds = range(4)

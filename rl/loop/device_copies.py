@@ -1,0 +1,190 @@
+"""An array-engine run's environment copies on its device: CartPole and Pendulum, array API.
+
+With the array engine (TEQL in any reading and TLR on NumPy, PyTorch or JAX,
+`rl.agents._array_engine`) on a physical system
+(`rl.envs.physics.PhysicsVectorEnv`: CartPole, Pendulum), the runner keeps the
+copies on the engine's device. They step with the system's one definition of
+its dynamics, ``dynamics(xp)`` on the backend's namespace (the function that
+Numba compiles for the other engines), and the observations are encoded into
+state indices and the actions decoded there. A lockstep step then passes no
+state and no action through the host. Per step, one (B,) mask of the
+running slots goes up and one (B, 4) array comes down (rewards, terminated,
+truncated, and whether the step is finite) for the episode bookkeeping
+(`rl.loop.slots`), which stays on the host. When episodes end, the new initial
+states go up: the host draws them with the compiled copies' seeded reset
+(`rl.loop.fused.reset_envs`), as every other engine does, so each episode of
+a seed starts from the same state on every engine.
+
+Equality. NumPy evaluates the dynamics as Numba does, bit for bit on the
+development machine (the same C library's ``sin`` and ``cos``, unless
+NumPy's SIMD versions differ from it in the last bit). PyTorch and JAX
+compute ``sin`` and ``cos`` with their own vectorized code, which differs in the
+last bit on a few per cent of the arguments. Rewards and states then agree to
+about 1e-15, and the actions stay the same unless such a difference moves an
+observation across a bin edge. `tests/rl/test_device_copies.py` compares
+whole CartPole and Pendulum runs with the compiled engine.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from rl.envs.physics import PhysicsVectorEnv
+from rl.loop.fused import EnvArrays, compiled_envs_apply
+from rl.loop.replicas import StepResult, non_finite_error
+
+if TYPE_CHECKING:
+    from rl.loop.runner import Runner, Segment
+
+Array = Any
+
+
+def device_copies_apply(runner: Runner) -> bool:
+    """Whether ``runner``'s copies can run on its agent's device (see the module docstring).
+
+    The agent runs on the array engine, the environment is a physical system
+    and its copies step in compiled code (`rl.loop.fused.compiled_envs_apply`,
+    whose seeded resets draw the initial states).
+    """
+    engine = getattr(runner.agent, "engine_", None)
+    return (
+        getattr(engine, "name", None) == "array"
+        and isinstance(runner.env.vector, PhysicsVectorEnv)
+        and compiled_envs_apply(runner)
+    )
+
+
+class DeviceCopies:
+    """The B copies of ``runner``'s physical system on its agent's device.
+
+    Parameters
+    ----------
+    runner : rl.loop.runner.Runner
+        One for which `device_copies_apply` holds.
+    host : rl.loop.fused.EnvArrays
+        The runner's compiled copies, which draw the initial states.
+    """
+
+    def __init__(self, runner: Runner, host: EnvArrays) -> None:
+        self.runner = runner
+        self.engine = engine = runner.agent.engine_
+        self.space = space = engine.space
+        self.host = host
+        self.dynamics = runner.env.vector.single_env.dynamics(space.xp)
+        replicas, dims = host.sim.obs.shape
+        self.obs = space.zeros((replicas, dims), np.float64)
+        self.elapsed = space.zeros((replicas,), np.int64)
+        grid = host.states
+        self._low, self._scale = space.put(grid.low), space.put(grid.scale)
+        self._last = space.put(grid.last.astype(np.float64))
+        action_grid = runner.problem.grids[1]
+        indices = np.arange(runner.problem.action_dims[0])
+        table = indices if host.discrete_actions else action_grid.value(indices[:, None])[:, 0]
+        self._actions = space.put(np.asarray(table, dtype=np.float64))
+        self._step = space.compile(self._step_core)
+        self._reset = space.compile(self._reset_core)
+
+    def step(self, segment: Segment, states: Array) -> tuple[StepResult, Array]:
+        """Play one lockstep step of ``segment``'s running slots from the device ``states``.
+
+        The agent acts, the copies step, and the agent learns from the slots on a
+        training episode, all on the device. Returns the step (host rewards and
+        flags; no observations) and the next state indices (device).
+
+        Raises
+        ------
+        ValueError
+            `rl.loop.replicas.non_finite_error` for the first running copy whose
+            reward or state is not finite.
+        """
+        engine, space = self.engine, self.space
+        active = segment.running
+        greedy = segment.greedy if segment.any_greedy else None
+        flat, explored, drawn = engine.act_arrays(states, active, greedy)
+        self.obs, self.elapsed, next_states, rewards, terminated, report = self._step(
+            self.obs, self.elapsed, flat, explored, drawn, space.put(active)
+        )
+        report = np.asarray(space.host(report))
+        bad = np.flatnonzero(active & (report[:, 3] == 0))
+        if bad.size:
+            b = int(bad[0])
+            raise non_finite_error(
+                self.runner.problem.env_id, b, self.runner.seeds[b], float(report[b, 0]),
+                np.asarray(space.host(self.obs))[b],
+            )  # fmt: skip
+        if segment.any_training:
+            engine.observe_arrays(states, flat, rewards, next_states, terminated, segment.training)
+        result = StepResult(None, report[:, 0], report[:, 1] > 0, report[:, 2] > 0)
+        return result, next_states
+
+    def reset(
+        self, mask: NDArray[np.bool_], fresh: NDArray[np.int64], states: Array | None
+    ) -> Array:
+        """Take the masked copies' new initial states from the host copies; return all states.
+
+        ``fresh`` holds the masked copies' encoded initial states (from
+        `rl.loop.fused.reset_envs`), ``states`` the others' (None: every copy resets).
+        """
+        space = self.space
+        fresh = space.put(fresh, space.ops.int64)
+        self.obs, self.elapsed, states = self._reset(
+            self.obs, self.elapsed, fresh if states is None else states, space.put(mask),
+            space.put(self.host.sim.obs), fresh,
+        )  # fmt: skip
+        return states
+
+    def _reset_core(
+        self, obs: Array, elapsed: Array, states: Array, mask: Array, new_obs: Array,
+        new_states: Array,
+    ) -> tuple[Array, Array, Array]:  # fmt: skip
+        """Take the masked rows of the new observations and states; zero their step counts."""
+        where = self.space.ops.where
+        return (
+            where(mask[:, None], new_obs, obs),
+            where(mask, 0, elapsed),
+            where(mask[:, None], new_states, states),
+        )
+
+    def _step_core(
+        self, obs: Array, elapsed: Array, flat: Array, explored: Array | None,
+        drawn: tuple[Array, ...], active: Array,
+    ) -> tuple[Array, ...]:  # fmt: skip
+        """Step the copies as array operations (compiled by ``jax.jit`` on JAX).
+
+        The action is the agent's continuous draw where it explored with one (the
+        released reading), else the point of its bin; inactive copies keep their
+        state and get reward 0 and both flags False, as `rl.loop.fused.step_envs` does.
+        """
+        space = self.space
+        ops, int64, float64 = space.ops, space.ops.int64, space.ops.float64
+        action = self._actions[flat]
+        if drawn:
+            action = ops.where(explored, drawn[0], action)
+        moved, reward, terminated = self.dynamics(*(obs[:, j] for j in range(obs.shape[1])), action)
+        moved = ops.where(active[:, None], ops.stack(moved, axis=1), obs)
+        reward = ops.where(active, reward, 0.0)
+        terminated = terminated & active
+        elapsed = elapsed + space.astype(active, int64)
+        truncated = active & False
+        if self.host.sim.max_steps >= 0:
+            truncated = active & (elapsed >= self.host.sim.max_steps)
+        finite = space.xp.isfinite(reward) & space.xp.all(space.xp.isfinite(moved), axis=1)
+        flags = (terminated, truncated, finite)
+        report = ops.stack([reward, *(space.astype(f, float64) for f in flags)], axis=1)
+        return moved, elapsed, self._encode(moved), reward, terminated, report
+
+    def _encode(self, obs: Array) -> Array:
+        """Return the state index vectors of ``obs`` (B, D), as `bin_index` computes them.
+
+        (`rl.problems.discretize.bin_index`: floored or rounded, NaN to bin 0, clipped.)
+        """
+        space = self.space
+        ops, xp = space.ops, space.xp
+        scaled = (obs - self._low) * self._scale
+        raw = xp.floor(scaled) if self.host.states.centre else xp.round(scaled)
+        raw = ops.where(raw >= self._last, self._last, raw)
+        raw = ops.where(xp.isnan(raw) | (raw <= 0.0), 0.0, raw)
+        return space.astype(raw, ops.int64)
