@@ -3,9 +3,11 @@
 ``tests/rl/test_highway_twin.py`` compares the two simulators step by step (to
 1e-9) over hundreds of episodes. This command plays many more, each simulator on
 its own: copy ``seed`` of both is reset with that seed, later episodes continue
-its generator (``reset()`` without a seed), and the open-loop policy of the
-equality tests plays in each, from its own generator seeded ``seed + 10_000``
-(the random policy). Where a last-bit difference ever flipped a discrete
+its generator (``reset()`` without a seed), and the same policy plays in each:
+an open-loop policy of the equality tests, from its own generator seeded
+``seed + 10_000`` (the random policy), or the greedy policy of a trained run
+(``--policy run --run DIR``: replica 0 of a run on ``highway``, acting on each
+simulator's own observations). Where a last-bit difference ever flipped a discrete
 decision (a lane change, a collision, the nearest-vehicle order), the episodes
 part; this counts them and tests whether the two samples of episode returns and
 of episode lengths can be told apart (two-sample Kolmogorov-Smirnov,
@@ -13,11 +15,16 @@ of episode lengths can be told apart (two-sample Kolmogorov-Smirnov,
 
     python -m rl.experiments.highway_equality --policy random --seeds 100 --episodes 100 \
         --out highway-equality-random.csv
+    python -m rl.train --env highway --env-option 'env_kwargs={"engine": "twin"}' \
+        --agent teql --reading paper --seeds 1 --episodes 300 --out teql-highway
+    python -m rl.experiments.highway_equality --policy run --run teql-highway \
+        --seeds 100 --episodes 100 --out highway-equality-teql.csv
 
 Every finished seed's episodes are appended to ``--out`` at once (`COLUMNS`); a
 rerun with the same file skips the seeds it holds, so an interrupted run loses
-at most the seed it was playing. A file holds one policy. highway-env costs about
-13 ms a step here, so 10,000 random-policy episodes take about half an hour.
+at most the seed it was playing. A file holds one policy (a run's policy is
+named ``run:`` and the run directory's name). highway-env costs about 13 ms a
+step here, so 10,000 random-policy episodes take about 50 minutes.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import csv
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from scipy.stats import ks_2samp
@@ -41,10 +49,13 @@ COLUMNS = (
 )  # fmt: skip
 """Columns of the output CSV, one row per (seed, episode)."""
 
-POLICIES: dict[str, Callable[[np.random.Generator], int]] = {
-    "random": lambda rng: int(rng.integers(5)),
-    "idle": lambda rng: 1,
-    "faster": lambda rng: 3,
+Policy = Callable[[np.random.Generator, Any], int]
+"""``policy(rng, observation) -> meta-action``."""
+
+POLICIES: dict[str, Policy] = {
+    "random": lambda rng, observation: int(rng.integers(5)),
+    "idle": lambda rng, observation: 1,
+    "faster": lambda rng, observation: 3,
 }
 """Open-loop policies of the equality tests: uniform meta-actions, always IDLE, always FASTER."""
 
@@ -52,15 +63,37 @@ TOLERANCE = 1e-9
 """Two episodes are equal when their lengths agree and their returns differ by at most this."""
 
 
-def play(env, policy: str, seed: int, episodes: int) -> list[tuple[float, int]]:
-    """Return (return, length) of ``episodes`` episodes of ``env`` from ``seed``."""
-    choose, rng = POLICIES[policy], np.random.default_rng(seed + 10_000)
+def run_policy(run_dir: str | Path) -> Policy:
+    """Return the greedy policy of replica 0 of the run in ``run_dir`` (a run on ``highway``).
+
+    Raises
+    ------
+    ValueError
+        If ``run_dir`` is not a loadable run (`rl.runs.load.load_run`) or not one on Highway.
+    """
+    from rl.runs.load import load_run
+
+    loaded = load_run(run_dir)
+    if loaded.config.env != "highway":
+        raise ValueError(
+            f"--run {run_dir} is a run on {loaded.config.env!r}; the policy must be one "
+            "trained on 'highway'."
+        )
+    return lambda rng, observation: int(loaded.policy(observation))
+
+
+def play(env, choose: Policy, seed: int, episodes: int) -> list[tuple[float, int]]:
+    """Return (return, length) of ``episodes`` episodes of ``env`` from ``seed``.
+
+    ``choose(rng, observation)`` gives each action; ``rng`` is seeded ``seed + 10_000``.
+    """
+    rng = np.random.default_rng(seed + 10_000)
     played = []
     for episode in range(episodes):
-        env.reset(seed=seed) if episode == 0 else env.reset()
+        observation, _ = env.reset(seed=seed) if episode == 0 else env.reset()
         total, length, done = 0.0, 0, False
         while not done:
-            _, reward, terminated, truncated, _ = env.step(choose(rng))
+            observation, reward, terminated, truncated, _ = env.step(choose(rng, observation))
             total, length, done = total + float(reward), length + 1, terminated or truncated
         played.append((total, length))
     env.close()
@@ -82,16 +115,22 @@ def _read(path: Path, policy: str | None = None) -> list[dict[str, str]]:
     return rows
 
 
-def run(policy: str, seeds: Sequence[int], episodes: int, out: Path) -> None:
-    """Play every seed not yet in ``out`` in both simulators and append its rows."""
+def run(
+    policy: str, seeds: Sequence[int], episodes: int, out: Path, choose: Policy | None = None
+) -> None:
+    """Play every seed not yet in ``out`` in both simulators and append its rows.
+
+    ``policy`` names the policy in the file; ``choose`` is it (default ``POLICIES[policy]``).
+    """
     from rl.envs.highway import Highway  # highway-env, imported only when it is played
 
+    choose = POLICIES[policy] if choose is None else choose
     done = {int(row["seed"]) for row in _read(out, policy)}
     for seed in seeds:
         if seed in done:
             continue
-        twin = play(HighwayTwin(), policy, seed, episodes)
-        reference = play(Highway(), policy, seed, episodes)
+        twin = play(HighwayTwin(), choose, seed, episodes)
+        reference = play(Highway(), choose, seed, episodes)
         rows = [
             (policy, seed, k, *map(repr, twin[k]), *map(repr, reference[k]))
             for k in range(episodes)
@@ -145,9 +184,10 @@ def build_parser() -> argparse.ArgumentParser:
         "episodes and test the two samples of returns and lengths.",
     )
     parser.add_argument(
-        "--policy", choices=sorted(POLICIES), default="random",
-        help="open-loop policy: uniform meta-actions, always IDLE or always FASTER",
+        "--policy", choices=[*sorted(POLICIES), "run"], default="random",
+        help="uniform meta-actions, always IDLE, always FASTER, or the greedy policy of --run",
     )  # fmt: skip
+    parser.add_argument("--run", help="with --policy run: a run directory of training on highway")
     parser.add_argument("--seeds", type=int, default=100, help="copies: seeds 0..N-1")
     parser.add_argument("--first-seed", type=int, default=0, help="the first seed (default 0)")
     parser.add_argument("--episodes", type=int, default=100, help="episodes per seed")
@@ -165,7 +205,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_int("episodes", args.episodes, 1, 10**6)
         if not args.summary_only:
             seeds = range(args.first_seed, args.first_seed + args.seeds)
-            run(args.policy, seeds, args.episodes, out)
+            if (args.policy == "run") != (args.run is not None):
+                raise ValueError("--run DIR goes with --policy run, and only with it.")
+            label, choose = args.policy, None
+            if args.run is not None:
+                label, choose = f"run:{Path(args.run).resolve().name}", run_policy(args.run)
+            run(label, seeds, args.episodes, out, choose)
         summary = summarize(out)
     except (ValueError, TypeError, ExecutorError) as error:
         print(f"error: {error}", file=sys.stderr)

@@ -72,7 +72,8 @@ def compare(policy, seeds, episodes, normalization="paper", max_partings=0):
     if callable(policy):  # a function of the observations, shape (B, 9) -> (B,)
         choose = policy
     else:
-        choose = lambda obs: np.array([POLICIES[policy](rng) for rng in rngs])  # noqa: E731
+        rule = POLICIES[policy]
+        choose = lambda obs: np.array([rule(rng, None) for rng in rngs])  # noqa: E731
     done = np.zeros(copies, dtype=bool)
     played = np.zeros(copies, dtype=int)
     compared = 0
@@ -245,3 +246,31 @@ def test_training_through_the_runner_is_the_same_with_either_engine(tmp_path):
     for key, value in reference_arrays.items():
         if value.dtype.kind in "fiub":
             np.testing.assert_array_equal(twin_arrays[key], value, err_msg=key)
+
+
+def test_equality_command_plays_a_trained_runs_policy(tmp_path, capsys):
+    """``--policy run --run DIR``: the greedy policy of a run on Highway, in both simulators."""
+    from rl import train
+
+    run_dir = tmp_path / "teql"
+    twin = 'env_kwargs={"engine": "twin"}'
+    args = ["--env", "highway", "--env-option", twin, "--agent", "teql", "--seeds", "1",
+            "--episodes", "2", "--no-progress", "--no-plot", "--out", str(run_dir)]  # fmt: skip
+    assert train.main(args) == 0
+    out = tmp_path / "equality.csv"
+    argv = ["--policy", "run", "--run", str(run_dir), "--seeds", "1", "--episodes", "2"]
+    assert highway_equality.main([*argv, "--out", str(out)]) == 0
+    summary = highway_equality.summarize(out)
+    assert summary["episodes"] == summary["equal_episodes"] == 2
+    assert {row.split(",")[0] for row in out.read_text().splitlines()[1:]} == {"run:teql"}
+    capsys.readouterr()
+    assert highway_equality.main(["--run", str(run_dir), "--out", str(tmp_path / "x.csv")]) == 2
+    assert "--run DIR goes with --policy run" in capsys.readouterr().err
+    cartpole = tmp_path / "cartpole"
+    assert train.main(["--env", "cartpole", "--agent", "teql", "--seeds", "1", "--episodes", "1",
+                       "--no-progress", "--no-plot", "--out", str(cartpole)]) == 0  # fmt: skip
+    capsys.readouterr()
+    argv = ["--policy", "run", "--run", str(cartpole), "--out", str(tmp_path / "y.csv")]
+    assert highway_equality.main(argv) == 2
+    error = capsys.readouterr().err
+    assert "is a run on 'cartpole'" in error and error.count("\n") == 1
