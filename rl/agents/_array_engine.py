@@ -103,6 +103,7 @@ class ArrayEngine:
         self.ids = space.put(np.arange(agent.replicas), space.ops.int64)
         self._loaded = False
         self.rule: StepRule | None = None
+        self._pending: tuple[Array, Array] | None = None  # last targets, all finite (unchecked)
 
     # ------------------------------------------------------------------ state
 
@@ -315,18 +316,43 @@ class ArrayEngine:
         next_states: Array,
         terminated: Array,
         active: NDArray[np.bool_],
+        valid: Array,
     ) -> UpdateStats | None:
-        """`observe` on the device: every argument but ``active`` a backend array there.
+        """`observe` on the device, asking the host nothing: see `check_targets`.
 
-        ``flat_actions`` are `act_arrays`'s flat joint actions; None is returned
-        when no replica is active (nothing is learned).
+        Every argument but ``active`` is a backend array on the device;
+        ``flat_actions`` are `act_arrays`'s flat joint actions. ``valid`` (a
+        device bool scalar) and the finiteness of every TD target decide
+        together whether the update happens: where either fails nothing
+        changes, and the caller raises (its own error where ``valid`` is False,
+        else `check_targets`'s). Returns None when no replica is active.
         """
         if not active.any():
             return None
         self._ready()
         space = self.space
         packed = self._pack(states, flat_actions, next_states, terminated, space.put(active))
-        return self._learn(packed, rewards)
+        return self._learn(packed, rewards, valid)
+
+    def check_targets(self) -> None:
+        """Raise `observe_arrays`'s divergence error, if its last TD targets were not all finite.
+
+        One host read, which `observe_arrays` leaves out so that a step asks the
+        device once.
+
+        Raises
+        ------
+        ValueError
+            The agent's divergence error, naming the first replica whose target is not finite.
+        """
+        if self._pending is None:
+            return
+        (targets, finite), self._pending = self._pending, None
+        space = self.space
+        if not bool(space.host(finite)):
+            values = np.asarray(space.host(targets))
+            replica = int(np.flatnonzero(~np.isfinite(values))[0])
+            raise self.agent.divergence(replica, float(values[replica]))
 
     def _pack_core(
         self, states: Array, flat_actions: Array, next_states: Array, terminated: Array,
@@ -341,19 +367,25 @@ class ArrayEngine:
         ]  # fmt: skip
         return space.xp.concat(columns, axis=1)
 
-    def _learn(self, packed: Array, rewards: Array) -> UpdateStats:
-        """TD targets and Algorithm 1 on the packed columns (`_columns`); see `observe`."""
+    def _learn(self, packed: Array, rewards: Array, valid: Array | None = None) -> UpdateStats:
+        """TD targets and Algorithm 1 on the packed columns (`_columns`).
+
+        Without ``valid`` (`observe`) the targets are checked at once (`check_targets`);
+        with it (`observe_arrays`) the check waits, and the update is skipped unless
+        ``valid`` holds and every target is finite.
+        """
         self._ready()
-        agent, space = self.agent, self.space
+        agent = self.agent
         factors = tuple(agent.q_.factors)
         targets, finite = self._targets(factors, self.ids, packed, rewards)
-        if not bool(space.host(finite)):
-            values = np.asarray(space.host(targets))
-            replica = int(np.flatnonzero(~np.isfinite(values))[0])
-            raise agent.divergence(replica, float(values[replica]))
+        self._pending = (targets, finite)
+        if valid is None:
+            self.check_targets()
+        else:
+            finite = finite & valid
         table = None if self.visits is None else self.visits.reserve()
         factors, table, self.steps, self.epsilon, stats = self._update(
-            factors, self.ids, table, self.steps, self.epsilon, packed, targets
+            factors, self.ids, table, self.steps, self.epsilon, packed, targets, finite
         )
         agent.q_.factors[:] = factors
         if self.visits is not None:
@@ -380,11 +412,15 @@ class ArrayEngine:
 
     def _update_core(
         self, factors: tuple[Array, ...], ids: Array, table: VisitState | None, steps: Array,
-        epsilon: Array, packed: Array, targets: Array,
+        epsilon: Array, packed: Array, targets: Array, proceed: Array,
     ) -> tuple[Any, ...]:  # fmt: skip
-        """One update per active replica (Algorithm 1 with the visit table of Algorithm 3)."""
+        """One update per active replica (Algorithm 1 with the visit table of Algorithm 3).
+
+        ``proceed`` (a bool scalar) False makes every replica inactive: nothing changes.
+        """
         rule, space, config = self.rule, self.space, self.agent.config
         index, _, terminated, active = self._columns(packed)
+        active = active & proceed
         ops, int64, float64 = space.ops, space.ops.int64, space.ops.float64
         if table is None:  # TLR: one normalized step with the constant step size
             step = targets * 0.0 + rule.alpha0

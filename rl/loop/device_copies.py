@@ -7,10 +7,13 @@ copies on the engine's device. They step with the system's one definition of
 its dynamics, ``dynamics(xp)`` on the backend's namespace (the function that
 Numba compiles for the other engines), and the observations are encoded into
 state indices and the actions decoded there. A lockstep step then passes no
-state and no action through the host. Per step, one (B,) mask of the
-running slots goes up and one (B, 4) array comes down (rewards, terminated,
-truncated, and whether the step is finite) for the episode bookkeeping
-(`rl.loop.slots`), which stays on the host. When episodes end, the new initial
+state and no action through the host. Per step, the (B,) masks of the
+running, exploring and training slots go up and one (B, 4) array comes down
+(rewards, terminated, truncated, and whether the step is finite) for the
+episode bookkeeping (`rl.loop.slots`), which stays on the host; that read is
+the step's one wait for the device, after the update has been queued (a
+non-finite copy or TD target makes that update change nothing, and the step
+then raises). When episodes end, the new initial
 states go up: the host draws them with the compiled copies' seeded reset
 (`rl.loop.fused.reset_envs`), as every other engine does, so each episode of
 a seed starts from the same state on every engine.
@@ -91,23 +94,28 @@ class DeviceCopies:
         """Play one lockstep step of ``segment``'s running slots from the device ``states``.
 
         The agent acts, the copies step, and the agent learns from the slots on a
-        training episode, all on the device. Returns the step (host rewards and
-        flags; no observations) and the next state indices (device).
+        training episode, all on the device; the host waits for the device once,
+        for the step's report. Returns the step (host rewards and flags; no
+        observations) and the next state indices (device).
 
         Raises
         ------
         ValueError
             `rl.loop.replicas.non_finite_error` for the first running copy whose
-            reward or state is not finite.
+            reward or state is not finite, else the agent's divergence error
+            for a TD target that is not finite; the agent has not learned then.
         """
         engine, space = self.engine, self.space
         active = segment.running
         greedy = segment.greedy if segment.any_greedy else None
         flat, explored, drawn = engine.act_arrays(states, active, greedy)
-        self.obs, self.elapsed, next_states, rewards, terminated, report = self._step(
+        self.obs, self.elapsed, next_states, rewards, terminated, finite, report = self._step(
             self.obs, self.elapsed, flat, explored, drawn, space.put(active)
         )
-        report = np.asarray(space.host(report))
+        if segment.any_training:  # learns unless a copy or a target is not finite
+            batch = (states, flat, rewards, next_states, terminated, segment.training, finite)
+            engine.observe_arrays(*batch)
+        report = np.asarray(space.host(report))  # the step's one wait for the device
         bad = np.flatnonzero(active & (report[:, 3] == 0))
         if bad.size:
             b = int(bad[0])
@@ -115,8 +123,7 @@ class DeviceCopies:
                 self.runner.problem.env_id, b, self.runner.seeds[b], float(report[b, 0]),
                 np.asarray(space.host(self.obs))[b],
             )  # fmt: skip
-        if segment.any_training:
-            engine.observe_arrays(states, flat, rewards, next_states, terminated, segment.training)
+        engine.check_targets()
         result = StepResult(None, report[:, 0], report[:, 1] > 0, report[:, 2] > 0)
         return result, next_states
 
@@ -174,7 +181,8 @@ class DeviceCopies:
         finite = space.xp.isfinite(reward) & space.xp.all(space.xp.isfinite(moved), axis=1)
         flags = (terminated, truncated, finite)
         report = ops.stack([reward, *(space.astype(f, float64) for f in flags)], axis=1)
-        return moved, elapsed, self._encode(moved), reward, terminated, report
+        all_finite = space.xp.all(finite | ~active)
+        return moved, elapsed, self._encode(moved), reward, terminated, all_finite, report
 
     def _encode(self, obs: Array) -> Array:
         """Return the state index vectors of ``obs`` (B, D), as `bin_index` computes them.

@@ -138,10 +138,25 @@ def test_long(env, case, backend):
     _assert_same_run(case, backend, env, range(4), 200)
 
 
+def _learned(agent):
+    """The agent's factors and step counters as NumPy (its host copies brought up to date)."""
+    state = agent.state_dict()
+    return [as_numpy(f) for f in agent.q_.factors], np.array(state["steps"])
+
+
+def _assert_unchanged(before, agent):
+    factors, steps = _learned(agent)
+    for a, b in zip(before[0], factors, strict=True):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(before[1], steps)
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_a_non_finite_state_is_named(backend, monkeypatch):
+def test_a_non_finite_state_is_named_and_not_learned(backend, monkeypatch):
     """A NaN in replica 1's copy stops the run with the replica and its seed named."""
     reset = DeviceCopies.reset
+    runner = _runner("tlr-released", backend, "cartpole", (0, 5))
+    runner.episode(1)
 
     def poisoned(self, mask, fresh, states):
         result = reset(self, mask, fresh, states)
@@ -151,10 +166,24 @@ def test_a_non_finite_state_is_named(backend, monkeypatch):
         return result
 
     monkeypatch.setattr(DeviceCopies, "reset", poisoned)
-    runner = _runner("tlr-released", backend, "cartpole", (0, 5))
+    before = _learned(runner.agent)
     message = r"non-finite reward or observation for replica 1 \(seed 5\)"
     with pytest.raises(ValueError, match=message):
-        runner.episode(1)
+        runner.episode(2)
+    _assert_unchanged(before, runner.agent)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_diverged_target_is_named_and_not_learned(backend):
+    """Q-values that overflow: the divergence error of the agent, and no update."""
+    runner = _runner("tlr-released", backend, "cartpole", (0, 5))
+    runner.episode(1)
+    agent = runner.agent
+    agent.q_.factors[:] = [f * 1e120 for f in agent.q_.factors]  # products overflow to inf
+    before = _learned(agent)
+    with pytest.raises(ValueError, match="TLRAgent diverged: the TD target of replica 0"):
+        runner.episode(2)
+    _assert_unchanged(before, agent)
 
 
 @pytest.mark.gpu
