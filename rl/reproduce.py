@@ -27,7 +27,8 @@ runner. Each
 task's run directory (``OUT/ENV/LINE`` or ``OUT/ENV/LINE/seed-S``, as ``rl.train`` writes it) and
 its row of ``OUT/index.csv`` are written when it finishes; ``--resume`` runs
 only the configurations not yet done (or whose files are missing or damaged,
-one line each on stderr, see `rl.runs.verify`), then redraws everything. Progress lines
+one line each on stderr, see `rl.runs.verify`), each from its last checkpoint
+where it has one (`rl.experiments.executor`), then redraws everything. Progress lines
 on stderr give configurations done and the time left, estimated from the
 finished tasks' speed and the remaining tasks' estimated cost.
 

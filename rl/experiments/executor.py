@@ -48,8 +48,12 @@ the others. With ``resume=True`` a task whose configuration hash has a
 ``done`` row (matched by hash, not by position) is not run again if its run
 files are complete (`rl.runs.verify.verify_run`: the checkpoint loads and
 reaches the configured episodes, ``metrics.csv`` has one row per seed and
-episode); the pending and failed ones, and those whose files are missing or
-damaged, run afresh. Without ``resume`` the call refuses an
+episode). The others run again: a run directory that holds a checkpoint of
+the same configuration (a task killed mid-run keeps its periodic checkpoints)
+is continued from it, as ``python -m rl.train --resume`` does; one whose
+files are missing, damaged or of another configuration starts afresh, and the
+worker says why on stderr. On Ray, the run files travel from the driver's
+machine to the worker and back. Without ``resume`` the call refuses an
 ``OUT`` that already holds an ``index.csv`` or any of the run directories.
 A second driver on the same ``OUT`` is refused while the first runs
 (``OUT/.lock``, see `rl.runs.rundir`).
@@ -490,9 +494,9 @@ def _drive(
     if not jobs:
         return list(results)
     outcomes = (
-        local_outcomes(jobs, workers_local, plot)
+        local_outcomes(jobs, workers_local, plot, resume)
         if backend == "local"
-        else ray_outcomes(jobs, address, workers, plot)
+        else ray_outcomes(jobs, address, workers, plot, resume)
     )
     bar = _progress_bar(len(jobs), progress)
     failed = 0

@@ -24,9 +24,10 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from rl.runs.config import TrainConfig
-from rl.runs.rundir import LOCK_FILE
-from rl.runs.training import FIGURE_FILE, build, run
+from rl.runs.checkpoint import CheckpointError
+from rl.runs.config import ConfigError, TrainConfig
+from rl.runs.rundir import LOCK_FILE, RunDirError
+from rl.runs.training import FIGURE_FILE, build, has_checkpoint, resumable_checkpoint, run
 
 RAY_INSTALL_HINT = 'Ray is not installed; install the extra with: pip install -e ".[ray]"'
 """The one line shown when ``backend="ray"`` is asked for without Ray."""
@@ -61,8 +62,15 @@ def _one_thread() -> Iterator[None]:
         yield
 
 
-def _train_into(config: TrainConfig, work_dir: str, shown_out: str, plot: bool) -> None:
-    """Train ``config`` into ``work_dir``; ``config.json`` says ``shown_out`` is the run's home."""
+def _train_into(
+    config: TrainConfig, work_dir: str, shown_out: str, plot: bool, resume: bool
+) -> None:
+    """Train ``config`` into ``work_dir``; ``config.json`` says ``shown_out`` is the run's home.
+
+    With ``resume``, a checkpoint in ``work_dir`` of the same configuration is
+    continued (a killed task keeps its trained episodes); one that cannot be
+    (damaged, another configuration) is said on stderr, and the task starts afresh.
+    """
     config = dataclasses.replace(config, out=work_dir)
     with _one_thread():
         runner, effective = build(config)
@@ -70,8 +78,17 @@ def _train_into(config: TrainConfig, work_dir: str, shown_out: str, plot: bool) 
         if torch is not None:
             torch.set_num_threads(1)
         effective["out"] = shown_out
+        go_on = False
+        if resume and has_checkpoint(Path(work_dir)):
+            try:
+                episode = resumable_checkpoint(Path(work_dir), effective, config.seeds).episode
+            except (CheckpointError, ConfigError, RunDirError) as error:
+                print(f"{shown_out}: starting afresh: {one_line(error)}", file=sys.stderr)
+            else:
+                print(f"{shown_out}: continuing from episode {episode}", file=sys.stderr)
+                go_on = True
         try:
-            run(runner, config, effective, overwrite=True)
+            run(runner, config, effective, resume=go_on, overwrite=not go_on)
         finally:
             runner.close()
     if plot:
@@ -89,7 +106,14 @@ def _read_run_files(run_dir: Path) -> dict[str, tuple[bytes, int]]:
     }
 
 
-def execute_task(config: TrainConfig, run_dir: str, collect: bool, plot: bool = True) -> Outcome:
+def execute_task(
+    config: TrainConfig,
+    run_dir: str,
+    collect: bool,
+    plot: bool = True,
+    resume: bool = False,
+    start_files: dict[str, tuple[bytes, int]] | None = None,
+) -> Outcome:
     """Train one configuration and report how it went; never raises (the worker side).
 
     Parameters
@@ -103,6 +127,11 @@ def execute_task(config: TrainConfig, run_dir: str, collect: bool, plot: bool = 
         instead of writing ``run_dir`` directly (local pool).
     plot : bool
         Draw ``learning_curve.png`` as ``python -m rl.train`` does.
+    resume : bool
+        Continue the run's checkpoint where one of this configuration is there.
+    start_files : dict, optional
+        With ``collect``: the run files the driver holds (`_read_run_files`),
+        written into the temporary directory first, so that ``resume`` finds them.
     """
     start = time.perf_counter()
     try:
@@ -110,10 +139,15 @@ def execute_task(config: TrainConfig, run_dir: str, collect: bool, plot: bool = 
             with tempfile.TemporaryDirectory(prefix="rl-task-") as temporary:
                 work_dir = Path(temporary) / Path(run_dir).name  # the figure shows the name
                 work_dir.mkdir()
-                _train_into(config, str(work_dir), run_dir, plot)
+                for name, (content, mode) in (start_files or {}).items():
+                    path = work_dir / name
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    path.write_bytes(content)
+                    path.chmod(mode)
+                _train_into(config, str(work_dir), run_dir, plot, resume)
                 files = _read_run_files(work_dir)
         else:
-            _train_into(config, run_dir, run_dir, plot)
+            _train_into(config, run_dir, run_dir, plot, resume)
             files = None
     except Exception as error:  # recorded by the driver; the other tasks go on
         return Outcome(
@@ -169,11 +203,12 @@ def _end_with_driver(driver: Connection) -> None:
 
 
 def local_outcomes(
-    jobs: Sequence[tuple[int, TrainConfig, str]], workers: int, plot: bool
+    jobs: Sequence[tuple[int, TrainConfig, str]], workers: int, plot: bool, resume: bool
 ) -> Iterator[tuple[int, Outcome]]:
     """Yield (position, outcome) as the local pool's tasks finish.
 
-    ``jobs`` are (position, config, run directory as the driver names it).
+    ``jobs`` are (position, config, run directory as the driver names it);
+    ``resume`` continues the checkpoints found there (`execute_task`).
     Closing the generator early (the driver interrupted) terminates the
     running tasks; if the driver dies, the workers end with it
     (`_end_with_driver`).
@@ -190,7 +225,7 @@ def local_outcomes(
     completed = False
     try:
         pending = {
-            pool.submit(execute_task, config, run_dir, False, plot): position
+            pool.submit(execute_task, config, run_dir, False, plot, resume): position
             for position, config, run_dir in jobs
         }
         for future in futures.as_completed(pending):
@@ -248,15 +283,22 @@ def ray_outcomes(
     address: str | None,
     workers: int | None,
     plot: bool,
+    resume: bool,
 ) -> Iterator[tuple[int, Outcome]]:
     """Yield (position, outcome) as the Ray tasks finish; outcomes carry the run files.
 
-    Closing the generator early cancels the unfinished tasks.
+    With ``resume`` the files of each job's run directory on the driver's machine
+    travel with it, so that the worker continues its checkpoint. Closing the
+    generator early cancels the unfinished tasks.
     """
+
+    def files(run_dir: str) -> dict[str, tuple[bytes, int]] | None:
+        return _read_run_files(Path(run_dir)) if resume and Path(run_dir).is_dir() else None
+
     with _ray_session(address, workers) as ray:
         remote = ray.remote(num_cpus=1)(execute_task)
         pending = {
-            remote.remote(config, run_dir, True, plot): position
+            remote.remote(config, run_dir, True, plot, resume, files(run_dir)): position
             for position, config, run_dir in jobs
         }
         try:

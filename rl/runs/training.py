@@ -171,7 +171,7 @@ def _prepare_run_dir(run_dir: Path, overwrite: bool) -> RunLock:
         raise ConfigError(f"The 'out' parameter {str(run_dir)!r} is a file, not a directory.")
     if has_run_files(run_dir) and not overwrite:
         refuse_if_locked(run_dir)
-        if not _has_checkpoint(run_dir):
+        if not has_checkpoint(run_dir):
             raise ConfigError(
                 f"The run directory {str(run_dir)!r} is not empty but holds no checkpoint, "
                 "so it cannot be resumed; use --overwrite to start again."
@@ -195,7 +195,7 @@ def _prepare_run_dir(run_dir: Path, overwrite: bool) -> RunLock:
     return lock
 
 
-def _has_checkpoint(run_dir: Path) -> bool:
+def has_checkpoint(run_dir: Path) -> bool:
     """Whether ``run_dir`` holds a checkpoint file (of either format), valid or not."""
     return any(
         os.path.lexists(run_dir / name) for name in (CHECKPOINT_FILE, LEGACY_CHECKPOINT_NAME)
@@ -230,10 +230,18 @@ def _write_error(path: Path, doing: str, error: OSError, kept: int | None) -> Ru
     )
 
 
-def _resume_checkpoint(runner: Runner, run_dir: Path, effective: dict) -> Checkpoint:
-    """Load, check and restore the checkpoint of ``run_dir``; nothing in it is changed.
+def resumable_checkpoint(run_dir: Path, effective: dict[str, Any], seeds: int) -> Checkpoint:
+    """Load and check the checkpoint of ``run_dir`` for a resume of ``effective``.
 
-    Raises `CheckpointError`, `rl.runs.rundir.RunDirError` or `ConfigError` (one line each).
+    Nothing is changed or restored. The checkpoint must load, record the same
+    configuration (but for ``episodes``, ``out`` and ``checkpoint_every``), not
+    go beyond ``effective["episodes"]``, and agree with ``metrics.csv`` (``seeds``
+    rows per episode).
+
+    Raises
+    ------
+    CheckpointError, rl.runs.rundir.RunDirError, ConfigError
+        Why the run cannot be resumed, in one line.
     """
     check_run_files(run_dir, (*RUN_FILES, LEGACY_CHECKPOINT_NAME))
     path = run_dir / CHECKPOINT_FILE
@@ -251,9 +259,15 @@ def _resume_checkpoint(runner: Runner, run_dir: Path, effective: dict) -> Checkp
             f"{checkpoint.episode} episodes, and config.json would then understate them (omit "
             f"--episodes or give at least {checkpoint.episode})."
         )
-    check_checkpoint_against_metrics(checkpoint, run_dir / METRICS_FILE, len(runner.seeds))
+    check_checkpoint_against_metrics(checkpoint, run_dir / METRICS_FILE, seeds)
+    return checkpoint
+
+
+def _resume_checkpoint(runner: Runner, run_dir: Path, effective: dict) -> Checkpoint:
+    """Load, check (`resumable_checkpoint`) and restore the checkpoint of ``run_dir``."""
+    checkpoint = resumable_checkpoint(run_dir, effective, len(runner.seeds))
     check_writable(run_dir)
-    restore_agent(runner.agent, checkpoint, path)
+    restore_agent(runner.agent, checkpoint, run_dir / CHECKPOINT_FILE)
     return checkpoint
 
 
@@ -324,7 +338,7 @@ def run(
     lock = RunLock.acquire(run_dir) if resume else _prepare_run_dir(run_dir, overwrite)
     try:  # the lock is released in the ``finally`` below, or here if training never starts
         if resume:
-            if not _has_checkpoint(run_dir):
+            if not has_checkpoint(run_dir):
                 raise ConfigError(
                     f"Cannot resume {run_dir}: no checkpoint was written (the run stopped before "
                     f"its first one); start afresh with: {_afresh(run_dir)}"

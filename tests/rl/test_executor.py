@@ -79,6 +79,52 @@ def test_killed_driver_resumes_only_unfinished_tasks(tmp_path):
     assert run_tasks(tasks, tmp_path, resume=True, on_done=ran.append) and len(ran) == 3
 
 
+def _killed_mid_run(tmp_path, task, config):
+    """Leave ``tmp_path / task.name`` as a task killed after its checkpoint of episode 4."""
+    result = train(dataclasses.replace(config, out=str(tmp_path / task.name)), stop_after_episode=4)
+    assert result.interrupted and result.episodes_done == 4
+    return read_metrics(tmp_path / task.name / "metrics.csv")
+
+
+@pytest.mark.parametrize("same_config", [True, False])
+def test_resume_continues_a_task_killed_mid_run(tmp_path, same_config):
+    """A pending task's checkpoint of the same configuration is continued, not retrained;
+    one of another configuration is replaced. Either way the run is the uninterrupted one."""
+    (task,) = _tasks(1, checkpoint_every=4)
+    reference = read_metrics(
+        train(dataclasses.replace(task.config, out=str(tmp_path / "ref"))).run_dir / "metrics.csv"
+    )
+    other = task.config if same_config else dataclasses.replace(task.config, seed=99)
+    partial = _killed_mid_run(tmp_path / "out", task, other)
+    (result,) = run_tasks([task], tmp_path / "out", workers=1, resume=True, plot=False)
+    assert result.status == "done" and result.ran
+    after = read_metrics(tmp_path / "out" / task.name / "metrics.csv")
+    for column in EXCEPT_WALL:
+        np.testing.assert_array_equal(after[column], reference[column], column)
+    first = after["episode"] <= 4  # trained before the kill: kept, down to the wall time
+    kept = np.array_equal(after["wall_time"][first], partial["wall_time"][partial["episode"] <= 4])
+    assert kept == same_config
+
+
+@pytest.mark.slow  # a local Ray instance starts in 10 to 30 s
+def test_resume_on_ray_continues_from_the_drivers_checkpoint(tmp_path):
+    ray = pytest.importorskip("ray")
+    (task,) = _tasks(1, checkpoint_every=4)
+    partial = _killed_mid_run(tmp_path, task, task.config)
+    ray.init(num_cpus=1, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    try:
+        (result,) = run_tasks([task], tmp_path, backend="ray", resume=True, plot=False)
+    finally:
+        ray.shutdown()
+    assert result.status == "done"
+    after = read_metrics(tmp_path / task.name / "metrics.csv")
+    assert len(after["episode"]) == 2 * 12
+    kept = after["episode"] <= 4
+    np.testing.assert_array_equal(
+        after["wall_time"][kept], partial["wall_time"][partial["episode"] <= 4]
+    )
+
+
 def test_hash_ignores_out_and_spelling_of_defaults():
     same = dataclasses.replace(BASE, out="elsewhere", agent_params={"rank": 10})
     assert config_hash(same) == config_hash(BASE)
