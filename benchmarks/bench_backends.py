@@ -7,7 +7,10 @@ loop) and on the array engine with PyTorch and JAX (and NumPy with
 ``--array-numpy``), for B = 1, 100, 1,000 and 10,000 replicas (``--full`` adds
 100,000). Each row runs in its own subprocess, which also gives its peak
 resident memory (and the device's peak on CUDA). A warm-up (imports, JAX's
-compilation, the first allocations) comes before the timed seconds. PyTorch
+compilation, the first allocations, ``--warmup`` seconds) comes before the
+timed seconds. It is long because JAX compiles the step again each time the
+visit table doubles (about 0.3-1 s each on this CPU): a 1.5 s warm-up and 3
+timed seconds gave JAX 26 µs per agent-step at B = 10,000, 20 timed seconds 4.2. PyTorch
 and XLA run on one CPU thread by default (``--threads``), as the compiled
 engine does: on a small machine shared with other work their thread pools
 otherwise spin against it (five times slower on our 2-core machine).
@@ -45,7 +48,9 @@ def _device_peak_mb(backend: str, device: str) -> float:
     return stats.get("peak_bytes_in_use", 0) / 2**20
 
 
-def measure(agent: str, engine: str, replicas: int, device: str, seconds: float) -> dict[str, Any]:
+def measure(
+    agent: str, engine: str, replicas: int, device: str, seconds: float, warmup: float
+) -> dict[str, Any]:
     """Time one configuration in this process; returns a JSON-able row."""
     from rl.runs.config import TrainConfig
     from rl.runs.training import build
@@ -66,7 +71,7 @@ def measure(agent: str, engine: str, replicas: int, device: str, seconds: float)
             pass
         return runner.agent_steps - before, time.perf_counter() - start
 
-    play(max(1.0, seconds / 2))  # warm-up: compilation, allocation, the first visits
+    play(warmup)  # compilation, allocation, the first visits and doublings of the visit table
     steps, elapsed = play(seconds)
     runner.close()
     return {
@@ -87,10 +92,14 @@ def _thread_environment(threads: int) -> dict[str, str]:
 
 
 def _row(
-    agent: str, engine: str, replicas: int, device: str, seconds: float, threads: int
+    agent: str, engine: str, replicas: int, device: str, times: tuple[float, float], threads: int
 ) -> dict | str:
-    """Measure one configuration in a fresh subprocess; a string says why it failed."""
-    child = ["-m", "benchmarks.bench_backends", "--seconds", str(seconds)]
+    """Measure one configuration in a fresh subprocess; a string says why it failed.
+
+    ``times`` holds the timed and the warm-up seconds.
+    """
+    child = ["-m", "benchmarks.bench_backends", "--seconds", str(times[0])]
+    child += ["--warmup", str(times[1])]
     child += ["--one", agent, engine, str(replicas), device]
     return measure_in_child(child, _thread_environment(threads))
 
@@ -108,6 +117,9 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument("--device", default="cpu", help="device of the array engine")
     parser.add_argument("--seconds", type=float, default=3.0, help="timed seconds per row")
     parser.add_argument(
+        "--warmup", type=float, default=10.0, help="seconds played before the timed ones"
+    )
+    parser.add_argument(
         "--threads", type=int, default=1,
         help="CPU threads of PyTorch and XLA per row (1, as the compiled engine; 0: their default)",
     )  # fmt: skip
@@ -116,7 +128,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     args = parser.parse_args(argv)
     if args.one:  # child process: one configuration, JSON on stdout
         agent, engine, replicas, device = args.one
-        print(json.dumps(measure(agent, engine, int(replicas), device, args.seconds)))
+        row = measure(agent, engine, int(replicas), device, args.seconds, args.warmup)
+        print(json.dumps(row))
         return []
     replicas = [*args.replicas, *([100_000] if args.full else [])]
     engines = [
@@ -130,7 +143,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     for engine in engines:
         cells = []
         for b in replicas:
-            row = _row(args.agent, engine, b, args.device, args.seconds, args.threads)
+            times = (args.seconds, args.warmup)
+            row = _row(args.agent, engine, b, args.device, times, args.threads)
             if isinstance(row, str):
                 print(f"  {engine} B={b} failed: {row}", flush=True)
                 cells.append(f"{'-':>18}")

@@ -47,7 +47,7 @@ tests=(-m pytest -q -p no:cacheprovider --noconftest -m gpu -rsP)
 "$python" "${tests[@]}" -n 6 tests/rl/test_array_engine.py tests/rl/test_device_copies.py || status=1
 unset XLA_PYTHON_CLIENT_PREALLOCATE
 "$python" -m benchmarks backends ${JSON_DIR:+--json "$JSON_DIR"} \
-    --device cuda --replicas 1000 10000 100000 --seconds 2 || status=1
+    --device cuda --replicas 1000 10000 100000 --seconds 2 --warmup 6 || status=1
 "$python" -m benchmarks tensorq --batched-only --device cuda --replicas 100 10000 100000 \
     --number 200 || status=1
 exit $status

@@ -35,3 +35,11 @@ def test_flags_go_to_the_one_benchmark_named(capsys):
         main(["--episodes=2"])
     assert refused.value.code == 2
     assert "exactly one benchmark" in capsys.readouterr().err
+
+
+def test_backends_benchmark_times_each_engine_after_its_warmup(tmp_path, capsys):
+    args = ["--replicas", "2", "--engines", "compiled", "numpy", "--seconds", "0.2"]
+    assert main(["backends", *args, "--warmup", "0.2", "--json", str(tmp_path)]) == 0
+    rows = json.loads((tmp_path / "backends.json").read_text())
+    assert [(r["engine"], r["B"]) for r in rows] == [("compiled", 2), ("numpy", 2)]
+    assert all(r["agent_steps"] > 0 and r["us_per_agent_step"] > 0 for r in rows)

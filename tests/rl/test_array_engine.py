@@ -221,31 +221,47 @@ def test_cuda_run_equals_the_compiled_engine(case, backend):
 
 @pytest.mark.parametrize("backend", LONG_BACKENDS)
 def test_device_visit_table_grows_in_place(backend):
-    """Through several doublings: the same rows as the host's sparse table, the index kept."""
+    """Through doublings of rows and pages, and a restore midway: the host's sparse table."""
     from rl.agents._array_backend import array_namespace
     from rl.agents._array_visits import DeviceVisits, increment, insert, set_delta, visit_rows
     from rl.agents.visits import SparseVisits
 
-    replicas, n_states, n_actions = 3, 4000, 2
+    replicas, n_states, n_actions = 3, 100_000, 2
     space = array_namespace(backend, "cpu")
     device, host = (
         DeviceVisits(space, replicas, n_states, n_actions),
         SparseVisits(replicas, n_states, n_actions, capacity=1),
     )
-    first = int(device.table.counts.shape[0])
+    rows, pages = int(device.table.counts.shape[0]), int(device.table.pages.shape[0])
     rng = np.random.default_rng(0)
     ids = space.put(np.arange(replicas))
-    for _ in range(1500):
-        states, actions = rng.integers(n_states, size=replicas), rng.integers(2, size=replicas)
+    for step in range(3000):
+        if step == 1500:  # as a resumed run: rebuilt from the host table
+            device = DeviceVisits(space, replicas, n_states, n_actions)
+            device.restore(host)
+        # half the states from a few pages, so that rows are found again
+        states = np.where(
+            rng.random(replicas) < 0.5, rng.integers(64, size=replicas),
+            rng.integers(n_states, size=replicas),
+        )  # fmt: skip
+        actions = rng.integers(2, size=replicas)
         active, values = rng.random(replicas) < 0.8, rng.normal(size=replicas)
-        table = device.reserve()
         s, a, on = space.put(states), space.put(actions), space.put(active)
-        table, rows = insert(space, table, ids, s, visit_rows(space, table, ids, s), on, n_states)
-        table = increment(space, table, rows, a, on)
-        device.table = set_delta(space, table, rows, a, space.put(values), on)
+        table = device.reserve()
+        before = space.host(visit_rows(space, table, ids, s))
+        table, rows_of = insert(
+            space, table, ids, s, visit_rows(space, table, ids, s), on, n_states
+        )
+        found = space.host(rows_of)
+        np.testing.assert_array_equal(found[before >= 0], before[before >= 0])
+        assert np.all(found[active] > 0)
+        table = increment(space, table, rows_of, a, on)
+        device.table = set_delta(space, table, rows_of, a, space.put(values), on)
         host.increment(states, actions, active)
         host.set_delta(states, actions, values, active)
-    assert int(device.table.counts.shape[0]) >= 4 * first  # grew at least twice
+        if step == 1499:
+            assert int(device.table.counts.shape[0]) >= 2 * rows  # the rows grew
+            assert int(device.table.pages.shape[0]) >= 2 * pages  # and the pages
     saved = SparseVisits(replicas, n_states, n_actions, capacity=1)
     device.save(saved)
     for name, value in host.state_dict().items():

@@ -1,5 +1,7 @@
 """Replicas are limited by memory, not by a constant (rl.validation.check_replicas)."""
 
+import importlib.util
+
 import numpy as np
 import pytest
 
@@ -78,3 +80,45 @@ def test_100_000_cartpole_teql_replicas_start():
     runner, _ = build(TrainConfig(env="cartpole", agent="teql", out="unused", seeds=100_000))
     assert runner.agent.q_.replicas == 100_000
     runner.close()
+
+
+ARRAY_BACKENDS = [
+    pytest.param(b, marks=pytest.mark.skipif(not importlib.util.find_spec(m), reason=f"no {m}"))
+    for b, m in (("pytorch", "torch"), ("jax", "jax"))
+]
+
+
+def _array_config(backend, seeds):
+    params = {"engine": "array", "backend": backend, "device": "cpu"}
+    return TrainConfig(env="cartpole", agent="teql", out="unused", seeds=seeds, agent_params=params)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ARRAY_BACKENDS)
+def test_100_000_cartpole_teql_replicas_start_on_the_array_engine(backend):
+    """The device visit index is paged: B = 100,000 fits in this machine's memory and plays."""
+    runner, _ = build(_array_config(backend, 100_000))
+    try:
+        episodes = runner.episodes(0, 1, lambda: runner.agent_steps >= 200_000)
+        for _ in episodes:
+            pass
+        assert runner.agent_steps >= 200_000
+        table = runner.agent.engine_.visits.table
+        assert table.page_of.shape == (100_000, 40_000 // 32)
+    finally:
+        runner.close()
+
+
+@pytest.mark.parametrize("backend", ARRAY_BACKENDS)
+def test_an_array_visit_table_too_large_is_refused_in_one_line(monkeypatch, backend):
+    """The device table is made when the run starts: its first step refuses it."""
+    runner, _ = build(_array_config(backend, 50))  # its table would take 0.6 MB
+    monkeypatch.setattr(validation, "device_memory", lambda device=None: 2**20)
+    try:
+        with pytest.raises(ValueError, match="'seeds'") as error:
+            for _ in runner.episodes(0, 1, lambda: False):
+                pass
+    finally:
+        runner.close()
+    message = str(error.value)
+    assert "\n" not in message and "visit table" in message, message
