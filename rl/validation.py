@@ -300,16 +300,19 @@ def check_replicas(
     """
     limit = max_replicas(per_replica_bytes, device)
     if replicas > limit:
-        where = "this machine's memory" if device in (None, "cpu") else f"{device}'s memory"
         raise ValueError(
             f"The 'seeds' parameter asks for {replicas} replicas of {what}, "
             f"{_gib(per_replica_bytes)} each; at most {limit} fit in "
-            f"{_gib(memory_budget(device))} ({MEMORY_FRACTION:.0%} of {where})."
+            f"{_gib(memory_budget(device))} ({MEMORY_FRACTION:.0%} of {_memory_of(device)})."
         )
     return replicas
 
 
-def check_memory(name: str, n_bytes: float, what: str) -> None:
+def _memory_of(device: str | None) -> str:
+    return "this machine's memory" if device in (None, "cpu") else f"{device}'s memory"
+
+
+def check_memory(name: str, n_bytes: float, what: str, device: str | None = None) -> None:
     """Raise ValueError naming ``name`` if ``what`` would need more than `memory_budget` bytes.
 
     Parameters
@@ -320,10 +323,12 @@ def check_memory(name: str, n_bytes: float, what: str) -> None:
         Bytes the object would need (a float, so that huge products do not overflow).
     what : str
         The object, for example "the Q-table (B x |S| x |A| float64)".
+    device : str, optional
+        Where the object lives (`device_memory`): the machine's memory by default.
     """
-    budget = memory_budget()
+    budget = memory_budget(device)
     if n_bytes > budget:
         raise ValueError(
             f"The {name!r} parameter makes {what} need {_gib(n_bytes)}, more than the "
-            f"{_gib(budget)} allowed ({MEMORY_FRACTION:.0%} of this machine's memory)."
+            f"{_gib(budget)} allowed ({MEMORY_FRACTION:.0%} of {_memory_of(device)})."
         )

@@ -128,7 +128,9 @@ class ArrayEngine:
             self.epsilon = space.put(agent.epsilon_, space.ops.float64)
             self.visits: DeviceVisits | None = None
             if agent.visits_ is not None:
-                self.visits = DeviceVisits(space, agent.replicas, agent.n_states, agent.n_actions)
+                self.visits = DeviceVisits(
+                    space, agent.replicas, agent.n_states, agent.n_actions, agent.config.device
+                )
                 self.visits.restore(agent.visits_)
             epsilon = self.rule.exploration != "euge"
             per_step = 1 + (1 + len(agent.problem.action_dims) if epsilon else 0)

@@ -173,9 +173,13 @@ class DeviceVisits:
     space : ArrayNamespace
     replicas, n_states, n_actions : int
         B, |S| and |A|.
+    device : str
+        The device's name (``"cpu"``, ``"cuda:0"``), whose memory must hold the table.
     """
 
-    def __init__(self, space: ArrayNamespace, replicas: int, n_states: int, n_actions: int) -> None:
+    def __init__(
+        self, space: ArrayNamespace, replicas: int, n_states: int, n_actions: int, device: str
+    ) -> None:
         self.space, self.replicas, self.n_states, self.n_actions = (
             space, replicas, n_states, n_actions,
         )  # fmt: skip
@@ -185,6 +189,7 @@ class DeviceVisits:
             "seeds",
             4.0 * replicas * self.n_pages + 4.0 * PAGE * pages + (16.0 * n_actions + 8) * rows,
             f"the array engine's visit table (B x |S| / {PAGE} int32 and its first rows)",
+            device,
         )
         self.table = self._table(
             np.zeros(0, np.int64), np.zeros((0, n_actions), np.int64), np.zeros((0, n_actions)),

@@ -229,7 +229,7 @@ def test_device_visit_table_grows_in_place(backend):
     replicas, n_states, n_actions = 3, 100_000, 2
     space = array_namespace(backend, "cpu")
     device, host = (
-        DeviceVisits(space, replicas, n_states, n_actions),
+        DeviceVisits(space, replicas, n_states, n_actions, "cpu"),
         SparseVisits(replicas, n_states, n_actions, capacity=1),
     )
     rows, pages = int(device.table.counts.shape[0]), int(device.table.pages.shape[0])
@@ -237,7 +237,7 @@ def test_device_visit_table_grows_in_place(backend):
     ids = space.put(np.arange(replicas))
     for step in range(3000):
         if step == 1500:  # as a resumed run: rebuilt from the host table
-            device = DeviceVisits(space, replicas, n_states, n_actions)
+            device = DeviceVisits(space, replicas, n_states, n_actions, "cpu")
             device.restore(host)
         # half the states from a few pages, so that rows are found again
         states = np.where(
