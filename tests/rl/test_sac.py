@@ -10,6 +10,7 @@ from rl.agents.readings import reading  # noqa: E402
 from rl.agents.sac import (  # noqa: E402
     DiscreteSAC,
     DiscreteSACConfig,
+    log_policy,
     policy_loss,
     soft_bellman_targets,
     temperature_loss,
@@ -115,3 +116,17 @@ def test_input_scaling():
     problem = make_problem((3, 5, 1), (2,))
     agent = DiscreteSAC(problem, DiscreteSACConfig(), streams(0))
     np.testing.assert_allclose(agent.codec.features(np.array([[2, 2, 0]])), [[1.0, 0.5, 0.0]])
+
+
+def test_log_policy_is_the_log_softmax_over_actions_and_keeps_replicas_apart():
+    generator = torch.Generator().manual_seed(0)
+    logits = (torch.randn(7, 64, 10, generator=generator) * 5).requires_grad_()
+    weights = torch.randn(7, 64, 10, generator=generator)
+    got, expected = log_policy(logits), torch.nn.functional.log_softmax(logits, dim=2)
+    assert got.shape == expected.shape
+    torch.testing.assert_close(got, expected, rtol=0, atol=2e-6)
+    (grad_got,) = torch.autograd.grad((got.exp() * weights).sum(), logits)
+    (grad_expected,) = torch.autograd.grad((expected.exp() * weights).sum(), logits)
+    torch.testing.assert_close(grad_got, grad_expected, rtol=0, atol=1e-6)
+    alone = log_policy(logits[3:4])  # a replica's values do not depend on the others
+    assert torch.equal(alone[0], got[3])
