@@ -188,7 +188,7 @@ class DQNAgent(BatchedTorchAgent):
         sample, states, next_states = self._sample(rows)
         with torch.no_grad():
             target = self.layout.views(st.take(self.target, rows))
-            next_values = st.forward(target, next_states).max(dim=2).values
+            next_values = st.forward(target, next_states).amax(dim=2)  # max(dim=2) without indices
             not_done = 1.0 - sample.terminated
             targets = sample.rewards + self.config.gamma * not_done * next_values
         params = st.leaf(self.q, rows)
