@@ -40,7 +40,9 @@ Records and resume
 ``OUT/index.csv`` has one row per task, in task order: ``position``, ``name``
 (the run directory, relative to ``OUT``), ``hash`` (`config_hash`), the task's
 ``values`` (one column per key, JSON for non-strings), ``status`` (``pending``,
-``done`` or ``failed``), ``wall_time`` (seconds) and ``error`` (one line). The
+``done`` or ``failed``), ``wall_time`` (seconds of training, summed over the
+segments of a run continued by ``resume``; of the attempt, for a failed task)
+and ``error`` (one line). The
 driver rewrites it atomically when a task finishes, so a killed driver or a
 lost worker loses only the unfinished tasks. A failed task also leaves
 ``OUT/NAME/error.txt`` (its configuration and the traceback); it does not stop
@@ -163,7 +165,7 @@ class TaskResult(NamedTuple):
     status : str
         ``"done"`` or ``"failed"``.
     wall_time : float
-        Seconds the task took (recorded by the run that did it).
+        Seconds of training of its run, over every segment (a failed task: of the attempt).
     run_dir : Path
         ``out / name``.
     error : str or None

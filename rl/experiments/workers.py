@@ -45,6 +45,7 @@ class Outcome(NamedTuple):
 
     ok: bool
     wall_time: float
+    """Seconds: the run's training wall time over all its segments (done), or this attempt's."""
     error: str | None
     details: str | None
     files: dict[str, tuple[bytes, int]] | None
@@ -64,8 +65,10 @@ def _one_thread() -> Iterator[None]:
 
 def _train_into(
     config: TrainConfig, work_dir: str, shown_out: str, plot: bool, resume: bool
-) -> None:
-    """Train ``config`` into ``work_dir``; ``config.json`` says ``shown_out`` is the run's home.
+) -> float:
+    """Train ``config`` into ``work_dir``; return the run's wall time over all its segments.
+
+    ``config.json`` says ``shown_out`` is the run's home.
 
     With ``resume``, a checkpoint in ``work_dir`` of the same configuration is
     continued (a killed task keeps its trained episodes); one that cannot be
@@ -88,13 +91,14 @@ def _train_into(
                 print(f"{shown_out}: continuing from episode {episode}", file=sys.stderr)
                 go_on = True
         try:
-            run(runner, config, effective, resume=go_on, overwrite=not go_on)
+            wall = run(runner, config, effective, resume=go_on, overwrite=not go_on).wall_time
         finally:
             runner.close()
     if plot:
         from rl.runs.plot import plot_runs
 
         plot_runs([work_dir], Path(work_dir) / FIGURE_FILE)
+    return wall
 
 
 def _read_run_files(run_dir: Path) -> dict[str, tuple[bytes, int]]:
@@ -144,16 +148,16 @@ def execute_task(
                     path.parent.mkdir(parents=True, exist_ok=True)
                     path.write_bytes(content)
                     path.chmod(mode)
-                _train_into(config, str(work_dir), run_dir, plot, resume)
+                wall = _train_into(config, str(work_dir), run_dir, plot, resume)
                 files = _read_run_files(work_dir)
         else:
-            _train_into(config, run_dir, run_dir, plot, resume)
+            wall = _train_into(config, run_dir, run_dir, plot, resume)
             files = None
     except Exception as error:  # recorded by the driver; the other tasks go on
         return Outcome(
             False, time.perf_counter() - start, one_line(error), traceback.format_exc(), None
         )
-    return Outcome(True, time.perf_counter() - start, None, None, files)
+    return Outcome(True, wall, None, None, files)
 
 
 def one_line(error: BaseException) -> str:

@@ -104,6 +104,7 @@ def test_resume_continues_a_task_killed_mid_run(tmp_path, same_config):
     first = after["episode"] <= 4  # trained before the kill: kept, down to the wall time
     kept = np.array_equal(after["wall_time"][first], partial["wall_time"][partial["episode"] <= 4])
     assert kept == same_config
+    assert result.wall_time >= after["wall_time"].max()  # the run's, over both segments
 
 
 @pytest.mark.slow  # a local Ray instance starts in 10 to 30 s
