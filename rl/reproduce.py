@@ -90,6 +90,10 @@ from rl.runs.rundir import open_run_file
 
 READING_CHOICES = ("paper", "released", "stable")
 
+CHECKPOINTS_PER_LINE = 20
+"""Checkpoints in each line's run (every 500 of 10,000 episodes), so that ``--resume``
+continues a killed line from the last one; until session 12 there was one, at the end."""
+
 #: Rough seconds per replica-step, to order tasks longest first and to estimate time left.
 _STEP_COST = {"sac": 2.5e-3, "dqn": 1.2e-3, "teql": 4e-5, "tlr": 2e-5, "lora-vi": 5e-5}
 _HIGHWAY_STEP = {"reference": 11e-3, "twin": 2.5e-5}
@@ -179,7 +183,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
             fields: dict[str, Any] = {
                 "out": "-",
                 "episodes": episodes[env],
-                "checkpoint_every": episodes[env],
+                "checkpoint_every": max(1, episodes[env] // CHECKPOINTS_PER_LINE),
                 "agent_params": dict(line.agent_params),
                 "env_options": dict(line.env_options),
             }

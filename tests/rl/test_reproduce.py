@@ -57,6 +57,12 @@ def test_list_lists_every_experiment():
     }
 
 
+@pytest.mark.parametrize(("scale", "every"), [("1", 500), ("0.1", 50), ("0.001", 1)])
+def test_every_line_checkpoints_twenty_times_so_a_killed_line_resumes(scale, every):
+    plan = _plan("comparison", "--env", "cartpole", "--episodes-scale", scale)
+    assert {p.task.config.checkpoint_every for p in plan.tasks} == {every}
+
+
 # Tiny end-to-end runs: (arguments, environments whose files must exist, box plots?).
 # Highway at scale 0.0001 is one episode of at most 50 simulator steps per seed (TEQL only,
 # on highway-env: each seed is a task there; the twin's plan is test_highway_plan_...); it has
