@@ -280,12 +280,12 @@ def test_workers_end_with_a_killed_driver_and_resume_completes(tmp_path, capsys)
     )
     try:
         deadline = time.monotonic() + 40
-        while not _holders(out, names):  # a worker is training
+        while not (held := _holders(out, names)):  # a worker is training
             assert driver.poll() is None and time.monotonic() < deadline
             time.sleep(0.02)
         os.kill(driver.pid, signal.SIGKILL)  # the driver alone
         driver.wait()
-        workers = set()
+        workers = {holder["pid"] for holder in held}  # they may be gone before the next look
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             held = _holders(out, names)
