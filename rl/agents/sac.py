@@ -227,19 +227,24 @@ class DiscreteSAC(BatchedTorchAgent):
     def _greedy_network(self) -> torch.Tensor:
         return self.actor
 
-    def _critics(self, critics: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
-        """Return Q1 and Q2 (2, R, N, |A|) of the stacked critic rows ``critics`` (R, 2P)."""
+    def _critic_pair(
+        self, critics: torch.Tensor, inputs: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Return Q1 and Q2, each (R, N, |A|), of the stacked critic rows ``critics`` (R, 2P)."""
         views = self.critic_layout.views(critics)
-        return torch.stack([st.forward(views[:4], inputs), st.forward(views[4:], inputs)])
+        return st.forward(views[:4], inputs), st.forward(views[4:], inputs)
+
+    def _critics(self, critics: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
+        """Return Q1 and Q2 stacked, (2, R, N, |A|)."""
+        return torch.stack(self._critic_pair(critics, inputs))
 
     def _min_critic(self, critics: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
-        """Return min(Q1, Q2) (R, N, |A|) of the stacked critic rows ``critics`` (R, 2P).
+        """Return min(Q1, Q2), (R, N, |A|).
 
         ``torch.minimum`` of the two, not ``min(dim=0)`` of their stack: the same
         values, seven times faster on the CPU (no indices, no reduction kernel).
         """
-        views = self.critic_layout.views(critics)
-        return torch.minimum(st.forward(views[:4], inputs), st.forward(views[4:], inputs))
+        return torch.minimum(*self._critic_pair(critics, inputs))
 
     # ------------------------------------------------------------------ acting
 
