@@ -146,9 +146,17 @@ class BatchedTorchAgent(Agent):
         return self._rows(r[ready])
 
     def _sample(self, rows: st.Rows) -> tuple[st.Sample, torch.Tensor, torch.Tensor]:
-        """Draw a mini-batch per replica of ``rows``; return it and its (next) states' inputs."""
+        """Draw a mini-batch per replica of ``rows``; return it and its (next) states' inputs.
+
+        The inputs are in the column layout of `rl.agents._stacked.forward_pass`,
+        (R, D_S, batch_size), contiguous.
+        """
         sample = self.buffer.sample(self._explore, rows, self.config.batch_size)
-        return sample, self._features(sample.states), self._features(sample.next_states)
+        inputs = [
+            self._features(states).transpose(1, 2).contiguous()
+            for states in (sample.states, sample.next_states)
+        ]
+        return sample, *inputs
 
     def end_episode(self, active: NDArray[np.bool_]) -> None:
         """Count the episode of each active replica."""
@@ -204,9 +212,3 @@ class BatchedTorchAgent(Agent):
             self._write_replica(i, own)
             tu.set_rng_state(self._init[i], saved[i]["init_rng"])
             tu.set_rng_state(self._explore[i], saved[i]["explore_rng"])
-
-
-def gradient(loss: torch.Tensor, params: torch.Tensor) -> torch.Tensor:
-    """Return the gradient of ``loss`` (a sum of each replica's loss) for the leaf ``params``."""
-    (grad,) = torch.autograd.grad(loss, [params])
-    return grad

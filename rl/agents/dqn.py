@@ -33,7 +33,7 @@ from numpy.typing import NDArray
 from rl.agents import _stacked as st
 from rl.agents import _torch_utils as tu
 from rl.agents._restore import saved_fraction
-from rl.agents._torch_agent import BatchedTorchAgent, gradient
+from rl.agents._torch_agent import BatchedTorchAgent
 from rl.agents.base import DEFAULT_GAMMA, Transitions
 from rl.agents.registry import AgentSpec
 from rl.problems import Problem
@@ -96,6 +96,30 @@ class DQNConfig:
         check_choice("input_scaling", self.input_scaling, tu.INPUT_SCALINGS)
 
 
+def td_loss(
+    values: torch.Tensor, targets: torch.Tensor, loss: str
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Return each replica's mean TD loss and its gradient with respect to ``values``.
+
+    ``values`` and ``targets`` are (R, N): Q(s, a) of the mini-batch and
+    y = r + gamma (1 - terminated) max_a' Q_target(s', a'). ``loss`` is
+    ``"huber"`` (smooth L1 with delta 1, whose gradient is the difference
+    clipped to [-1, 1]) or ``"mse"`` (gradient twice the difference); both
+    divided by N, the mean's count. The losses are PyTorch's
+    ``F.smooth_l1_loss`` and ``F.mse_loss``; the gradients are tested against
+    autograd.
+    """
+    difference = values - targets
+    count = values.shape[-1]
+    if loss == "huber":
+        losses = F.smooth_l1_loss(values, targets, reduction="none")
+        d_values = difference.clamp(-1.0, 1.0)
+    else:
+        losses = F.mse_loss(values, targets, reduction="none")
+        d_values = 2.0 * difference
+    return losses.mean(dim=-1), d_values / count
+
+
 class DQNAgent(BatchedTorchAgent):
     """Deep Q-learning with experience replay and a target network, B replicas computed together.
 
@@ -136,7 +160,6 @@ class DQNAgent(BatchedTorchAgent):
 
     def __init__(self, problem: Problem, config: DQNConfig, streams: Sequence[AgentRandom]) -> None:
         super().__init__(problem, config, streams)
-        self._loss_fn = F.smooth_l1_loss if config.loss == "huber" else F.mse_loss
         shape = (self.codec.n_inputs, config.hidden, self.codec.n_actions)
         rows = np.stack([st.init_mlp(*shape, rng) for rng in self._init])
         self.q = torch.from_numpy(rows).to(self.device)
@@ -188,15 +211,17 @@ class DQNAgent(BatchedTorchAgent):
         sample, states, next_states = self._sample(rows)
         with torch.no_grad():
             target = self.layout.views(st.take(self.target, rows))
-            next_values = st.forward(target, next_states).amax(dim=2)  # max(dim=2) without indices
+            next_values = st.forward_pass(target, next_states).outputs.amax(dim=1)  # no indices
             not_done = 1.0 - sample.terminated
             targets = sample.rewards + self.config.gamma * not_done * next_values
-        params = st.leaf(self.q, rows)
-        outputs = st.forward(self.layout.views(params), states)
-        values = outputs.gather(2, sample.actions[:, :, None]).squeeze(2)
-        losses = self._loss_fn(values, targets, reduction="none").mean(dim=1)
-        self.optimizer.step(gradient(losses.sum(), params), rows)
-        return losses.detach().cpu().numpy().astype(np.float64)
+            params = self.layout.views(st.take(self.q, rows))
+            done = st.forward_pass(params, states)
+            chosen = sample.actions[:, None, :]
+            values = done.outputs.gather(1, chosen).squeeze(1)
+            losses, d_values = td_loss(values, targets, self.config.loss)
+            d_outputs = torch.zeros_like(done.outputs).scatter_(1, chosen, d_values[:, None, :])
+            self.optimizer.step(st.backward(params, done, d_outputs.transpose(1, 2)), rows)
+        return losses.cpu().numpy().astype(np.float64)
 
     def end_episode(self, active: NDArray[np.bool_]) -> None:
         """Count the episode; decay epsilon here when ``epsilon_schedule == "episode"``."""

@@ -5,6 +5,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as hs  # noqa: E402
+
 from rl.agents import _stacked as st  # noqa: E402
 from rl.agents.dqn import DQNAgent, DQNConfig  # noqa: E402
 from rl.agents.sac import DiscreteSACConfig  # noqa: E402
@@ -20,8 +23,10 @@ def test_stacked_adam_is_torch_adam_per_replica():
     adam = st.StackedAdam(flat, 1e-2, st.Layout([(size,)]))
     alone = [torch.from_numpy(start[i].copy()).requires_grad_(True) for i in range(replicas)]
     optimizers = [torch.optim.Adam([p], lr=1e-2, foreach=False) for p in alone]
+    # column 0 never has a gradient; column 1's squares are subnormal, column 2's underflow
+    scale = np.array([0.0, 1e-21, 1e-24, 1.0, 1.0, 1.0, 1.0], dtype=np.float32)
     for _ in range(25):
-        grads = rng.normal(size=(replicas, size)).astype(np.float32)
+        grads = rng.normal(size=(replicas, size)).astype(np.float32) * scale
         active = np.flatnonzero(rng.random(replicas) < 0.7)
         if not len(active):
             continue
@@ -38,6 +43,28 @@ def test_stacked_adam_is_torch_adam_per_replica():
         assert saved["step"] == reference["step"].numpy()
         np.testing.assert_array_equal(saved["exp_avg"], reference["exp_avg"].numpy())
         np.testing.assert_array_equal(saved["exp_avg_sq"], reference["exp_avg_sq"].numpy())
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    hs.integers(1, 4), hs.integers(1, 5), hs.integers(1, 9), hs.integers(1, 6), hs.integers(1, 7)
+)
+def test_backward_is_autograd(replicas, n_in, hidden, n_out, batch):
+    """The written-out backpropagation of `st.backward` equals autograd's, replica by replica."""
+    layout = st.mlp_layout(n_in, hidden, n_out)
+    rng = np.random.default_rng([replicas, n_in, hidden, n_out, batch])
+    rows = np.stack([st.init_mlp(n_in, hidden, n_out, rng) for _ in range(replicas)])
+    flat = torch.from_numpy(rows).requires_grad_(True)
+    inputs = torch.from_numpy(rng.random((replicas, n_in, batch)).astype(np.float32))
+    weights = torch.from_numpy(rng.normal(size=(replicas, batch, n_out)).astype(np.float32))
+    done = st.forward_pass(layout.views(flat), inputs)
+    loss = (done.outputs.transpose(1, 2) * weights).sum()  # d loss / d outputs = weights
+    (expected,) = torch.autograd.grad(loss, [flat])
+    with torch.no_grad():
+        got = st.backward(layout.views(flat), done, weights)
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
+    row = st.forward(layout.views(flat), inputs.transpose(1, 2))
+    torch.testing.assert_close(row, done.outputs.transpose(1, 2), rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("config_type", [DQNConfig, DiscreteSACConfig])

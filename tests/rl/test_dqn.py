@@ -4,10 +4,10 @@ test_deep_replicas.py for determinism, replicas and checkpoints)."""
 import numpy as np
 import pytest
 
-pytest.importorskip("torch")
+torch = pytest.importorskip("torch")
 
-from rl.agents.dqn import DQNAgent, DQNConfig  # noqa: E402
-from rl.agents.readings import reading
+from rl.agents.dqn import DQNAgent, DQNConfig, td_loss  # noqa: E402
+from rl.agents.readings import reading  # noqa: E402
 from tests.rl.agent_drivers import (  # noqa: E402
     make_problem,
     random_drive,
@@ -91,3 +91,19 @@ def test_input_scaling():
     )
     np.testing.assert_allclose(unit, [[1.0, 0.5, 0.0]])
     np.testing.assert_allclose(raw, [[2.0, 2.0, 0.0]])
+
+
+@pytest.mark.parametrize("loss", ["huber", "mse"])
+def test_td_loss_gradient_is_autograd(loss):
+    """`td_loss` gives PyTorch's loss per replica and autograd's gradient (Huber: both sides)."""
+    generator = torch.Generator().manual_seed(0)
+    values = (torch.randn(4, 9, generator=generator, dtype=torch.float64) * 2).requires_grad_()
+    targets = torch.randn(4, 9, generator=generator, dtype=torch.float64)
+    losses, d_values = td_loss(values.detach(), targets, loss)
+    fn = torch.nn.functional.smooth_l1_loss if loss == "huber" else torch.nn.functional.mse_loss
+    expected = fn(values, targets, reduction="none").mean(dim=1)
+    (grad,) = torch.autograd.grad(expected.sum(), values)
+    torch.testing.assert_close(losses, expected.detach(), rtol=0, atol=0)
+    torch.testing.assert_close(d_values, grad, rtol=1e-12, atol=1e-15)
+    if loss == "huber":
+        assert (values - targets).abs().min() < 1 < (values - targets).abs().max()

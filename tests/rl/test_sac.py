@@ -11,8 +11,10 @@ from rl.agents.sac import (  # noqa: E402
     DiscreteSAC,
     DiscreteSACConfig,
     log_policy,
+    policy_gradient,
     policy_loss,
     soft_bellman_targets,
+    temperature_gradient,
     temperature_loss,
 )
 from tests.rl.agent_drivers import (  # noqa: E402
@@ -120,13 +122,33 @@ def test_input_scaling():
 
 def test_log_policy_is_the_log_softmax_over_actions_and_keeps_replicas_apart():
     generator = torch.Generator().manual_seed(0)
-    logits = (torch.randn(7, 64, 10, generator=generator) * 5).requires_grad_()
+    logits = (torch.randn(7, 10, 64, generator=generator) * 5).requires_grad_()  # columns
     weights = torch.randn(7, 64, 10, generator=generator)
-    got, expected = log_policy(logits), torch.nn.functional.log_softmax(logits, dim=2)
-    assert got.shape == expected.shape
+    got = log_policy(logits)
+    expected = torch.nn.functional.log_softmax(logits.transpose(1, 2), dim=2)
+    assert got.shape == expected.shape == (7, 64, 10)
     torch.testing.assert_close(got, expected, rtol=0, atol=2e-6)
     (grad_got,) = torch.autograd.grad((got.exp() * weights).sum(), logits)
     (grad_expected,) = torch.autograd.grad((expected.exp() * weights).sum(), logits)
     torch.testing.assert_close(grad_got, grad_expected, rtol=0, atol=1e-6)
     alone = log_policy(logits[3:4])  # a replica's values do not depend on the others
     assert torch.equal(alone[0], got[3])
+
+
+def test_policy_and_temperature_gradients_are_autograd():
+    """The written-out gradients of the actor and temperature losses equal autograd's."""
+    generator = torch.Generator().manual_seed(1)
+    logits = (torch.randn(3, 16, 5, generator=generator, dtype=torch.float64) * 3).requires_grad_()
+    min_q = torch.randn(3, 16, 5, generator=generator, dtype=torch.float64)
+    alpha = torch.tensor([[[0.1]], [[0.5]], [[2.0]]], dtype=torch.float64)
+    log_pi = torch.log_softmax(logits, dim=2)
+    loss = policy_loss(log_pi, min_q, alpha)
+    (expected,) = torch.autograd.grad(loss.sum(), logits)
+    got_loss, got = policy_gradient(log_pi.detach(), min_q, alpha)
+    torch.testing.assert_close(got_loss, loss.detach(), rtol=1e-12, atol=0)
+    torch.testing.assert_close(got, expected, rtol=1e-10, atol=1e-12)
+
+    log_alpha = torch.log(alpha[:, :, 0]).requires_grad_()  # (R, 1), as the agent keeps it
+    loss = temperature_loss(log_alpha, log_pi.detach(), 0.7)
+    (expected,) = torch.autograd.grad(loss.sum(), log_alpha)
+    torch.testing.assert_close(temperature_gradient(log_pi.detach(), 0.7), expected)
