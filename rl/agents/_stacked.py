@@ -171,22 +171,23 @@ def forward(params: Sequence[torch.Tensor], inputs: torch.Tensor) -> torch.Tenso
 def backward(params: Sequence[torch.Tensor], done: Pass, d_outputs: torch.Tensor) -> torch.Tensor:
     """Return the gradient (R, P), in `mlp_layout` order, of a loss through the pass ``done``.
 
-    ``d_outputs`` (R, N, n_out) is the loss's gradient with respect to the
-    outputs (each replica's loss its own, so each row of the result is that
-    replica's gradient). Backpropagation through Linear, ReLU, Linear written
-    out, four batched products and two sums (autograd's engine costs more
-    than the arithmetic at these sizes); the ReLU passes gradient where its
-    output is positive, as autograd's does. Tested against autograd.
+    ``d_outputs`` (R, n_out, N), in the column layout of ``done.outputs``, is
+    the loss's gradient with respect to the outputs (each replica's loss its
+    own, so each row of the result is that replica's gradient).
+    Backpropagation through Linear, ReLU, Linear written out, four batched
+    products and two sums (autograd's engine costs more than the arithmetic
+    at these sizes); the ReLU passes gradient where its output is positive,
+    as autograd's does. Tested against autograd.
     """
     _, _, w2, _ = params
-    d_columns = d_outputs.transpose(1, 2)  # (R, n_out, N)
     # sign(hidden) is 1 where the ReLU passed and 0 where it cut (hidden >= 0)
-    d_hidden = torch.bmm(w2.transpose(1, 2), d_columns).mul_(torch.sign(done.hidden))
+    d_hidden = torch.bmm(w2.transpose(1, 2), d_outputs).mul_(torch.sign(done.hidden))
     parts = (
-        torch.bmm(done.inputs, d_hidden.transpose(1, 2)).transpose(1, 2),  # 3x faster
+        # X dH^T, transposed: three times faster than dH X^T at these shapes
+        torch.bmm(done.inputs, d_hidden.transpose(1, 2)).transpose(1, 2),
         d_hidden.sum(dim=2),
-        torch.bmm(d_columns, done.hidden.transpose(1, 2)),
-        d_columns.sum(dim=2),
+        torch.bmm(d_outputs, done.hidden.transpose(1, 2)),
+        d_outputs.sum(dim=2),
     )
     return torch.cat([part.reshape(len(part), -1) for part in parts], dim=1)
 

@@ -220,7 +220,7 @@ class DQNAgent(BatchedTorchAgent):
             values = done.outputs.gather(1, chosen).squeeze(1)
             losses, d_values = td_loss(values, targets, self.config.loss)
             d_outputs = torch.zeros_like(done.outputs).scatter_(1, chosen, d_values[:, None, :])
-            self.optimizer.step(st.backward(params, done, d_outputs.transpose(1, 2)), rows)
+            self.optimizer.step(st.backward(params, done, d_outputs), rows)
         return losses.cpu().numpy().astype(np.float64)
 
     def end_episode(self, active: NDArray[np.bool_]) -> None:

@@ -329,14 +329,14 @@ class DiscreteSAC(BatchedTorchAgent):
                 critic_loss = critic_loss + difference.square().mean(dim=1)  # MSE of Q1 + of Q2
                 d_values = (2.0 / difference.shape[1]) * difference
                 d_outputs = torch.zeros_like(done.outputs).scatter_(1, chosen, d_values[:, None, :])
-                critic_grads.append(st.backward(params, done, d_outputs.transpose(1, 2)))
+                critic_grads.append(st.backward(params, done, d_outputs))
             self.critic_optimizer.step(torch.cat(critic_grads, dim=1), rows)
 
-            actor = self.layout.views(st.take(self.actor, rows))
-            actor_pass = st.forward_pass(actor, states)
+            actor_pass = st.forward_pass(actor, states)  # the actor has not changed
             log_pi = log_policy(actor_pass.outputs)
             min_q = self._min_critic(st.take(self.critics, rows), states)
             actor_loss, d_logits = policy_gradient(log_pi, min_q, alpha)
+            d_logits = d_logits.transpose(1, 2)  # to the column layout
             self.actor_optimizer.step(st.backward(actor, actor_pass, d_logits), rows)
 
             self.losses["critic_loss"][rows.host] = critic_loss.cpu().numpy()

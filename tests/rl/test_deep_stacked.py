@@ -61,7 +61,7 @@ def test_backward_is_autograd(replicas, n_in, hidden, n_out, batch):
     loss = (done.outputs.transpose(1, 2) * weights).sum()  # d loss / d outputs = weights
     (expected,) = torch.autograd.grad(loss, [flat])
     with torch.no_grad():
-        got = st.backward(layout.views(flat), done, weights)
+        got = st.backward(layout.views(flat), done, weights.transpose(1, 2))
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
     row = st.forward(layout.views(flat), inputs.transpose(1, 2))
     torch.testing.assert_close(row, done.outputs.transpose(1, 2), rtol=0, atol=0)
