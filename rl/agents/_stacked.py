@@ -192,6 +192,23 @@ def backward(params: Sequence[torch.Tensor], done: Pass, d_outputs: torch.Tensor
     return torch.cat([part.reshape(len(part), -1) for part in parts], dim=1)
 
 
+def chosen_outputs(done: Pass, chosen: torch.Tensor) -> torch.Tensor:
+    """Return each sample's output at its index ``chosen`` (R, 1, N), shape (R, N)."""
+    return done.outputs.gather(1, chosen).squeeze(1)
+
+
+def backward_chosen(
+    params: Sequence[torch.Tensor], done: Pass, chosen: torch.Tensor, d_values: torch.Tensor
+) -> torch.Tensor:
+    """Return `backward` of a loss that reads only `chosen_outputs`, of gradient ``d_values``.
+
+    ``d_values`` (R, N) is the loss's gradient with respect to `chosen_outputs`;
+    the other outputs get none (a one-hot scatter).
+    """
+    d_outputs = torch.zeros_like(done.outputs).scatter_(1, chosen, d_values[:, None, :])
+    return backward(params, done, d_outputs)
+
+
 def network_state(layout: Layout, row: NDArray[Any], keys: Sequence[str] = MLP_KEYS) -> dict:
     """Return one replica's network as ``nn.Sequential.state_dict`` names it, from its row."""
     return dict(zip(keys, layout.split(row), strict=True))
@@ -252,7 +269,6 @@ class StackedAdam:
         self.exp_avg = torch.zeros_like(params)
         self.exp_avg_sq = torch.zeros_like(params)
         self.steps = np.zeros(params.shape[0], dtype=np.int64)
-        self._tiny = torch.finfo(params.dtype).tiny
 
     def step(self, grad: torch.Tensor, rows: Rows) -> None:
         """One Adam step of the replicas in ``rows``, whose gradients ``grad`` are (R, P).
@@ -274,7 +290,7 @@ class StackedAdam:
             # float (zero included), sqrt(v) / bc2_sqrt <= 4e-18 (bc2_sqrt >= sqrt(1 -
             # beta2)) is under half an ulp of eps (4.4e-16), so the sum rounds to eps
             # either way; and PyTorch's CPU sqrt of an exact zero is six times slower
-            denom = v.clamp_min(self._tiny).sqrt_().div_(bc2_sqrt).add_(self.eps)
+            denom = v.clamp_min(torch.finfo(v.dtype).tiny).sqrt_().div_(bc2_sqrt).add_(self.eps)
             p.addcdiv_(m * step_size, denom)
             if rows.index is not None:
                 for x, new in ((self.exp_avg, m), (self.exp_avg_sq, v), (self.params, p)):

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from numpy.typing import NDArray
 
 from rl.agents import _stacked as st
@@ -212,3 +213,28 @@ class BatchedTorchAgent(Agent):
             self._write_replica(i, own)
             tu.set_rng_state(self._init[i], saved[i]["init_rng"])
             tu.set_rng_state(self._explore[i], saved[i]["explore_rng"])
+
+
+def td_loss(
+    values: torch.Tensor, targets: torch.Tensor, loss: str
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Return each replica's mean TD loss and its gradient with respect to ``values``.
+
+    ``values`` and ``targets`` are (R, N): Q(s, a) of the mini-batch and its
+    targets y (DQN's r + gamma (1 - terminated) max_a' Q_target(s', a'), or the
+    soft Bellman targets of SAC's critics). ``loss`` is
+    ``"huber"`` (smooth L1 with delta 1, whose gradient is the difference
+    clipped to [-1, 1]) or ``"mse"`` (gradient twice the difference); both
+    divided by N, the mean's count. The losses are PyTorch's
+    ``F.smooth_l1_loss`` and ``F.mse_loss``; the gradients are tested against
+    autograd.
+    """
+    difference = values - targets
+    count = values.shape[-1]
+    if loss == "huber":
+        losses = F.smooth_l1_loss(values, targets, reduction="none")
+        d_values = difference.clamp(-1.0, 1.0)
+    else:
+        losses = F.mse_loss(values, targets, reduction="none")
+        d_values = 2.0 * difference
+    return losses.mean(dim=-1), d_values / count

@@ -27,13 +27,12 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from numpy.typing import NDArray
 
 from rl.agents import _stacked as st
 from rl.agents import _torch_utils as tu
 from rl.agents._restore import saved_fraction
-from rl.agents._torch_agent import BatchedTorchAgent
+from rl.agents._torch_agent import BatchedTorchAgent, td_loss
 from rl.agents.base import DEFAULT_GAMMA, Transitions
 from rl.agents.registry import AgentSpec
 from rl.problems import Problem
@@ -94,30 +93,6 @@ class DQNConfig:
         check_choice("epsilon_schedule", self.epsilon_schedule, SCHEDULES)
         check_choice("loss", self.loss, LOSSES)
         check_choice("input_scaling", self.input_scaling, tu.INPUT_SCALINGS)
-
-
-def td_loss(
-    values: torch.Tensor, targets: torch.Tensor, loss: str
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Return each replica's mean TD loss and its gradient with respect to ``values``.
-
-    ``values`` and ``targets`` are (R, N): Q(s, a) of the mini-batch and
-    y = r + gamma (1 - terminated) max_a' Q_target(s', a'). ``loss`` is
-    ``"huber"`` (smooth L1 with delta 1, whose gradient is the difference
-    clipped to [-1, 1]) or ``"mse"`` (gradient twice the difference); both
-    divided by N, the mean's count. The losses are PyTorch's
-    ``F.smooth_l1_loss`` and ``F.mse_loss``; the gradients are tested against
-    autograd.
-    """
-    difference = values - targets
-    count = values.shape[-1]
-    if loss == "huber":
-        losses = F.smooth_l1_loss(values, targets, reduction="none")
-        d_values = difference.clamp(-1.0, 1.0)
-    else:
-        losses = F.mse_loss(values, targets, reduction="none")
-        d_values = 2.0 * difference
-    return losses.mean(dim=-1), d_values / count
 
 
 class DQNAgent(BatchedTorchAgent):
@@ -217,10 +192,8 @@ class DQNAgent(BatchedTorchAgent):
             params = self.layout.views(st.take(self.q, rows))
             done = st.forward_pass(params, states)
             chosen = sample.actions[:, None, :]
-            values = done.outputs.gather(1, chosen).squeeze(1)
-            losses, d_values = td_loss(values, targets, self.config.loss)
-            d_outputs = torch.zeros_like(done.outputs).scatter_(1, chosen, d_values[:, None, :])
-            self.optimizer.step(st.backward(params, done, d_outputs), rows)
+            losses, d_values = td_loss(st.chosen_outputs(done, chosen), targets, self.config.loss)
+            self.optimizer.step(st.backward_chosen(params, done, chosen, d_values), rows)
         return losses.cpu().numpy().astype(np.float64)
 
     def end_episode(self, active: NDArray[np.bool_]) -> None:

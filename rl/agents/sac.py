@@ -30,7 +30,7 @@ from numpy.typing import NDArray
 from rl.agents import _stacked as st
 from rl.agents import _torch_utils as tu
 from rl.agents._restore import saved_array
-from rl.agents._torch_agent import BatchedTorchAgent
+from rl.agents._torch_agent import BatchedTorchAgent, td_loss
 from rl.agents.base import DEFAULT_GAMMA, Transitions
 from rl.agents.registry import AgentSpec
 from rl.problems import Problem
@@ -325,11 +325,9 @@ class DiscreteSAC(BatchedTorchAgent):
             chosen = sample.actions[:, None, :]
             critic_loss, critic_grads = 0.0, []
             for params, done in self._critic_passes(st.take(self.critics, rows), states):
-                difference = done.outputs.gather(1, chosen).squeeze(1) - targets
-                critic_loss = critic_loss + difference.square().mean(dim=1)  # MSE of Q1 + of Q2
-                d_values = (2.0 / difference.shape[1]) * difference
-                d_outputs = torch.zeros_like(done.outputs).scatter_(1, chosen, d_values[:, None, :])
-                critic_grads.append(st.backward(params, done, d_outputs))
+                loss, d_values = td_loss(st.chosen_outputs(done, chosen), targets, "mse")
+                critic_loss = critic_loss + loss  # MSE of Q1 + MSE of Q2
+                critic_grads.append(st.backward_chosen(params, done, chosen, d_values))
             self.critic_optimizer.step(torch.cat(critic_grads, dim=1), rows)
 
             actor_pass = st.forward_pass(actor, states)  # the actor has not changed
