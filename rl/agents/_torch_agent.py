@@ -21,6 +21,7 @@ from numpy.typing import NDArray
 
 from rl.agents import _stacked as st
 from rl.agents import _torch_utils as tu
+from rl.agents._explore_compiled import typed_generators
 from rl.agents._restore import saved_count
 from rl.agents.base import Agent, Transitions
 from rl.problems import Problem
@@ -74,6 +75,8 @@ class BatchedTorchAgent(Agent):
         self._check_memory(config)
         self._init = [s.init for s in streams]
         self._explore = [s.explore for s in streams]
+        # the same generators for the compiled draws (`rl.agents._replica_draws`)
+        self._generators = typed_generators(self._explore)
         self._scale = torch.from_numpy(self.codec.scale).to(self.device)
         self.buffer = st.StackedReplay(
             self.replicas, config.buffer_size, self.codec.state_dims, self.device
@@ -152,7 +155,7 @@ class BatchedTorchAgent(Agent):
         The inputs are in the column layout of `rl.agents._stacked.forward_pass`,
         (R, D_S, batch_size), contiguous.
         """
-        sample = self.buffer.sample(self._explore, rows, self.config.batch_size)
+        sample = self.buffer.sample(self._generators, rows, self.config.batch_size)
         inputs = [
             self._features(states).transpose(1, 2).contiguous()
             for states in (sample.states, sample.next_states)

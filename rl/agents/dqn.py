@@ -31,6 +31,7 @@ from numpy.typing import NDArray
 
 from rl.agents import _stacked as st
 from rl.agents import _torch_utils as tu
+from rl.agents._replica_draws import epsilon_draws
 from rl.agents._restore import saved_fraction
 from rl.agents._torch_agent import BatchedTorchAgent, td_loss
 from rl.agents.base import DEFAULT_GAMMA, Transitions
@@ -151,17 +152,15 @@ class DQNAgent(BatchedTorchAgent):
     def explore(self, states: NDArray[np.int64], active: NDArray[np.bool_]) -> NDArray[np.int64]:
         """Epsilon-greedy joint actions of the active replicas, shape (B, D_A)."""
         joint = np.zeros(self.replicas, dtype=np.int64)
-        greedy = []
-        n_actions = self.codec.n_actions
-        epsilon = self.epsilon.tolist()
-        for i in np.flatnonzero(active).tolist():  # each replica's own stream, in its own order
-            explore = self._explore[i]
-            if explore.random() < epsilon[i]:
-                joint[i] = explore.integers(n_actions)
-            else:
-                greedy.append(i)
-        if greedy:
-            rows = self._rows(np.asarray(greedy))
+        taking_part = np.flatnonzero(active)
+        explored = np.zeros(len(taking_part), dtype=bool)
+        # each replica's own stream, in its own order: random() < epsilon, then integers(|A|)
+        epsilon_draws(
+            self._generators, taking_part, self.epsilon, self.codec.n_actions, joint, explored
+        )
+        greedy = taking_part[~explored]
+        if len(greedy):
+            rows = self._rows(greedy)
             joint[rows.host] = self._outputs(self.q, states, rows).argmax(dim=1).cpu().numpy()
         return self.codec.unravel(joint)
 

@@ -29,6 +29,7 @@ from numpy.typing import NDArray
 
 from rl.agents import _stacked as st
 from rl.agents import _torch_utils as tu
+from rl.agents._replica_draws import uniforms
 from rl.agents._restore import saved_array
 from rl.agents._torch_agent import BatchedTorchAgent, td_loss
 from rl.agents.base import DEFAULT_GAMMA, Transitions
@@ -290,10 +291,9 @@ class DiscreteSAC(BatchedTorchAgent):
         if len(rows.host):
             logits = self._outputs(self.actor, states, rows)
             cumulative = np.cumsum(torch.softmax(logits.double(), dim=1).cpu().numpy(), axis=1)
-            u = (
-                np.array([self._explore[i].random() for i in rows.host.tolist()])
-                * cumulative[:, -1]
-            )
+            u = np.empty((len(rows.host), 1))
+            uniforms(self._generators, rows.host, u)  # one random() per replica, its own stream
+            u = u[:, 0] * cumulative[:, -1]
             drawn = (cumulative <= u[:, None]).sum(axis=1)  # searchsorted(..., side="right")
             joint[rows.host] = np.minimum(drawn, self.codec.n_actions - 1)
         return self.codec.unravel(joint)

@@ -42,7 +42,7 @@ def spec(request):
 
 def _tensors(agent):
     found = [value for value in vars(agent).values() if isinstance(value, torch.Tensor)]
-    found += list(agent.buffer.tensors.values())
+    found.append(agent.buffer.records)
     for value in vars(agent).values():
         if hasattr(value, "exp_avg"):
             found += [value.exp_avg, value.exp_avg_sq, value.params]

@@ -78,3 +78,60 @@ def test_missing_cuda_device_is_refused():
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     with pytest.raises(ValueError, match=f"this machine has {count} CUDA device"):
         DQNAgent(make_problem((3,), (2,)), DQNConfig(device=f"cuda:{count}"), streams(0))
+
+
+@given(
+    seeds=hs.lists(hs.integers(0, 2**32 - 1), min_size=1, max_size=6),
+    epsilon=hs.floats(0.0, 1.0),
+    n_actions=hs.integers(1, 300),
+    count=hs.integers(1, 9),
+)
+@settings(max_examples=40, deadline=None)
+def test_replica_draws_are_each_generators_own(seeds, epsilon, n_actions, count):
+    """The compiled draws equal each generator's Python draws and leave it in the same state."""
+    from rl.agents._explore_compiled import typed_generators
+    from rl.agents._replica_draws import epsilon_draws, uniforms
+
+    compiled = [np.random.default_rng(seed) for seed in seeds]
+    python = [np.random.default_rng(seed) for seed in seeds]
+    generators = typed_generators(compiled)
+    rows = np.arange(len(seeds))[::-1].copy()  # any order of replicas
+    joint, explored = np.full(len(seeds), -1), np.zeros(len(seeds), dtype=bool)
+    epsilons = np.full(len(seeds), epsilon)
+    epsilon_draws(generators, rows, epsilons, n_actions, joint, explored)
+    drawn = np.empty((len(seeds), count))
+    uniforms(generators, rows, drawn)
+    for k, i in enumerate(rows):
+        explores = python[i].random() < epsilon
+        assert explored[k] == explores
+        assert joint[i] == (python[i].integers(n_actions) if explores else -1)
+        np.testing.assert_array_equal(drawn[k], python[i].random(count))
+        assert compiled[i].bit_generator.state == python[i].bit_generator.state
+
+
+def test_replay_records_hold_the_transitions_exactly():
+    """A replica's only record comes back as stored, in each field's own dtype."""
+    dims = (7, 40_000)
+    replay = st.StackedReplay(2, 5, dims, torch.device("cpu"))
+    rows = st.rows_of(np.array([1]), 2, torch.device("cpu"))
+    stored = {
+        "states": np.array([[6, 39_999]]),
+        "actions": np.array([4095]),
+        "rewards": np.array([-0.1]),
+        "next_states": np.array([[0, 12_345]]),
+        "terminated": np.array([True]),
+    }
+    replay.add(rows, stored)
+    saved = replay.replica_state(1)
+    assert saved["states"].dtype == np.int32 and saved["actions"].dtype == np.int64
+    for key, value in stored.items():
+        np.testing.assert_array_equal(saved[key], value.astype(replay.dtypes[key]))
+    from rl.agents._explore_compiled import typed_generators
+
+    sample = replay.sample(typed_generators([np.random.default_rng(0)] * 2), rows, 3)
+    np.testing.assert_array_equal(sample.states[0].numpy(), np.repeat(stored["states"], 3, 0))
+    np.testing.assert_array_equal(sample.actions[0].numpy(), [4095] * 3)
+    assert sample.actions.dtype == torch.int64
+    np.testing.assert_array_equal(sample.rewards[0].numpy(), np.float32(-0.1))
+    with pytest.raises(ValueError, match="a mode has 16777217 values"):
+        st.StackedReplay(1, 5, (2**24 + 1,), torch.device("cpu"))
