@@ -8,7 +8,7 @@ per replica and call, a tenth of a DQN agent-step at B = 100; these kernels
 loop over a ``numba.typed.List`` of the same generators
 (`rl.agents._explore_compiled.typed_generators`, which shares their state), so
 they draw the same numbers from the same streams, and the Python generators
-stay the state that checkpoints save. ``tests/rl/test_deep_replicas.py``
+stay the state that checkpoints save. ``tests/rl/test_deep_stacked.py``
 checks them against the Python draws.
 """
 
