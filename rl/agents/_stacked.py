@@ -414,13 +414,15 @@ class StackedReplay:
             "next_states": dtype,
             "terminated": np.dtype(np.float32),
         }
-        d = len(self.state_dims)
-        widths = {"states": d, "actions": 1, "rewards": 1, "next_states": d, "terminated": 1}
+        # each field's shape per transition: index vectors (D_S,), the others scalars
+        self.tails = {
+            key: (len(self.state_dims),) if key.endswith("states") else () for key in BUFFER_FIELDS
+        }
         self.columns: dict[str, slice] = {}
         start = 0
-        for key in BUFFER_FIELDS:
-            self.columns[key] = slice(start, start + widths[key])
-            start += widths[key]
+        for key, tail in self.tails.items():
+            self.columns[key] = slice(start, start + math.prod(tail))
+            start += math.prod(tail)
         # empty: pages are only touched as transitions arrive
         self.records = torch.empty(
             (replicas, self.capacity, start), dtype=torch.float32, device=device
@@ -461,10 +463,11 @@ class StackedReplay:
         index = torch.from_numpy(drawn.ravel()).to(self.device)
         flat = self.records.view(-1, self.records.shape[2])
         records = flat.index_select(0, index).view(len(rows.host), batch_size, -1)
-        fields = {key: records[:, :, self.columns[key]] for key in BUFFER_FIELDS}
+        fields = {
+            key: records[:, :, columns].view(*records.shape[:2], *self.tails[key])
+            for key, columns in self.columns.items()
+        }
         fields["actions"] = fields["actions"].to(torch.int64)
-        for key in ("actions", "rewards", "terminated"):
-            fields[key] = fields[key][:, :, 0]
         return Sample(**fields)
 
     def replica_state(self, i: int) -> dict[str, Any]:
@@ -472,10 +475,9 @@ class StackedReplay:
         n = int(self.size[i])
         records = self.records[i, :n].cpu().numpy()
         state: dict[str, Any] = {
-            key: records[:, self.columns[key]].astype(self.dtypes[key]) for key in BUFFER_FIELDS
+            key: records[:, columns].reshape(n, *self.tails[key]).astype(self.dtypes[key])
+            for key, columns in self.columns.items()
         }
-        for key in ("actions", "rewards", "terminated"):
-            state[key] = state[key][:, 0]
         state.update(position=int(self.position[i]), size=n)
         return state
 
@@ -491,8 +493,7 @@ class StackedReplay:
         n = saved_count(state, "size", self.capacity)
         position = saved_count(state, "position", self.capacity - 1)
         parsed: dict[str, Any] = {"size": n, "position": position}
-        for key in BUFFER_FIELDS:
-            tail = (len(self.state_dims),) if key.endswith("states") else ()
+        for key, tail in self.tails.items():
             like = np.empty((n, *tail), dtype=self.dtypes[key])
             parsed[key] = saved_array(state, key, like, where="buffer")
         for key in ("states", "next_states"):
