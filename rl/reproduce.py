@@ -431,7 +431,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:1] == ["paper"]:  # every experiment and one report: rl.experiments.whole
         from rl.experiments.whole import main as paper_main
 
-        return paper_main(argv[1:], main)
+        return paper_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.list:

@@ -444,7 +444,9 @@ def cost_section(out: Path) -> list[Block]:
         (
             "p",
             "Wall time of the part's last invocation and core-hours (the sum of its "
-            "training tasks' own wall times; for analysis parts, the wall time).",
+            "training tasks' own wall times; for analysis parts, the wall time). Parts run "
+            "side by side (--parts-at-once) overlap, so the total wall is their sum, not the "
+            "invocation's: that is under 'How this report was made'.",
         ),
         ("table", ["part", "status", "wall (s)", "core-hours"], rows),
     ]

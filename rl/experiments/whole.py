@@ -4,7 +4,8 @@
 
     python -m rl.reproduce paper [--scale paper | --episodes-scale F --seeds N [--deep-seeds N]]
         [--readings released,paper,stable] [--workers W] [--backend local|ray] [--address A]
-        [--highway-engine twin|reference] [--out DIR] [--resume] [--report-only]
+        [--highway-engine twin|reference] [--parts-at-once K] [--out DIR] [--resume]
+        [--report-only]
 
 The parts (`parts`), in the order they run: the appendix's parameter table
 (``python -m analysis.params``), the rank claim's profiles of Q* on Pendulum and
@@ -18,12 +19,21 @@ trains only the lines whose settings differ from those of a reading already
 run (`rl.agents.readings.same_settings`); the report reads the others from
 there.
 
+Each part runs as its own process (``python -m rl.reproduce ...`` or the
+analysis command). ``--parts-at-once K`` runs K parts side by side, each with
+``--workers W // K`` (W: ``--workers``, default every CPU), longest first by
+the plan's cost estimate, so that one part's last long task does not leave
+the other workers idle (local backend only); then a part's output goes to
+``OUT/PART/log.txt`` instead of the terminal. The default, 1, runs the parts
+one after the other in the order above, each with all W workers.
+
 ``OUT/paper.json`` records the settings, ``OUT/parts.csv`` one row per part
 (status, wall time, exit code). A killed run continues with the same command
 and ``--resume``: finished parts are skipped, an unfinished part resumes with
-its own ``--resume`` (only the configurations not yet done run). ``report.md``
-and ``report.html`` (`rl.experiments.paper_report`) are written at the end,
-and by ``--report-only`` from whatever has finished.
+its own ``--resume`` (only the configurations not yet done run). Ctrl-C or
+SIGTERM stops every running part (SIGTERM to each: it keeps what it finished).
+``report.md`` and ``report.html`` (`rl.experiments.paper_report`) are written
+at the end, and by ``--report-only`` from whatever has finished.
 
 ``--scale paper`` is the paper's episodes and 100 seeds for every agent
 (Table tab:hyperparams: "Results aggregate 100 independent runs").
@@ -33,19 +43,22 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import IO, NamedTuple
 
 from rl.agents.readings import same_settings
-from rl.experiments.executor import ExecutorError, add_executor_arguments
+from rl.experiments.executor import ExecutorError, add_executor_arguments, sigterm_interrupts
 from rl.experiments.paper import add_highway_engine_argument, experiment, reading_for
 from rl.experiments.parts import PART_COLUMNS, read_parts, write_parts
-from rl.runs.rundir import atomic_write_text, make_run_dir
+from rl.experiments.workers import cpu_workers
+from rl.runs.rundir import atomic_write_text, make_run_dir, open_run_file
 
 READINGS = ("paper", "released", "stable")
 DEFAULT_READINGS = "released,paper,stable"
@@ -69,6 +82,15 @@ TRAINING = (
 )
 RANK_ENVS = ("pendulum", "cartpole")
 """Environments with a model to compute Q* from (Highway has none)."""
+QUICK_RANK_BELOW = 0.1
+"""Below this episodes scale the rank parts run a quick fit (`_rank_args`)."""
+RANK_SECONDS = {"pendulum": 300.0, "cartpole": 600.0}
+"""Core seconds of ``analysis.rank`` with its documented settings (docs/analysis.md),
+the rank parts' cost estimate for ordering parts (a tenth for the quick fit)."""
+LOG_FILE = "log.txt"
+"""A training part's output when parts run side by side (``--parts-at-once`` > 1)."""
+POLL_SECONDS = 0.2
+"""How often `run_parts` looks whether a running part has ended."""
 
 
 class Part(NamedTuple):
@@ -79,6 +101,8 @@ class Part(NamedTuple):
     argv: tuple[str, ...]
     """For a training part the arguments of ``python -m rl.reproduce``; otherwise a command."""
     training: bool
+    cost: float = 0.0
+    """Estimated core seconds (`rl.reproduce.make_plan`'s task costs): the order side by side."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -107,6 +131,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_executor_arguments(parser)
     add_highway_engine_argument(parser)
+    parser.add_argument(
+        "--parts-at-once",
+        type=int,
+        default=1,
+        metavar="K",
+        help="run K parts side by side, each with --workers W/K, longest first (default 1; "
+        "local backend)",
+    )
     parser.add_argument("--out", help="output directory (default runs/reproduce/paper[-sF])")
     parser.add_argument("--resume", action="store_true", help="continue a killed run in --out")
     parser.add_argument(
@@ -160,6 +192,12 @@ def settings_from(args: argparse.Namespace) -> Settings:
         raise ValueError(f"The '--workers' value must be an int >= 1. Got {args.workers} instead.")
     if args.address and args.backend != "ray":
         raise ValueError("--address needs --backend ray.")
+    if args.parts_at_once < 1:
+        raise ValueError(
+            f"The '--parts-at-once' value must be an int >= 1. Got {args.parts_at_once} instead."
+        )
+    if args.parts_at_once > 1 and args.backend != "local":
+        raise ValueError("--parts-at-once above 1 needs --backend local (Ray shares one pool).")
     return Settings(scale, seeds, deep, readings, args.highway_engine)
 
 
@@ -182,8 +220,8 @@ def new_lines(name: str, env: str, wanted: str, earlier: Sequence[str]) -> list[
 
 
 def _rank_args(env: str, scale: float) -> tuple[str, ...]:
-    """``analysis.rank`` on Q*: the documented settings at scale >= 0.1, a quick fit below."""
-    quick = scale < 0.1
+    """``analysis.rank`` on Q*: the documented settings, or a quick fit below `QUICK_RANK_BELOW`."""
+    quick = scale < QUICK_RANK_BELOW
     return (
         "--env",
         env,
@@ -198,8 +236,22 @@ def _rank_args(env: str, scale: float) -> tuple[str, ...]:
     )
 
 
+def part_workers(args: argparse.Namespace) -> int | None:
+    """Return each part's ``--workers``: W // K side by side, else ``--workers`` (None: all)."""
+    if args.parts_at_once == 1:
+        return args.workers
+    return max(1, cpu_workers(args.workers) // args.parts_at_once)
+
+
+def _training_cost(argv: Sequence[str]) -> float:
+    """Return the estimated core seconds of ``python -m rl.reproduce ARGV`` (its plan's tasks)."""
+    from rl.reproduce import build_parser, make_plan
+
+    return sum(task.cost for task in make_plan(build_parser().parse_args(list(argv))).tasks)
+
+
 def parts(settings: Settings, args: argparse.Namespace, out: Path) -> list[Part]:
-    """Return every part of the paper in the order it runs."""
+    """Return every part of the paper in the order it runs one after the other."""
     python = sys.executable
     found = [
         Part("analysis/params", (python, "-m", "analysis.params", "--format", "markdown"), False)
@@ -207,7 +259,9 @@ def parts(settings: Settings, args: argparse.Namespace, out: Path) -> list[Part]
     for env in RANK_ENVS:
         name = f"analysis/rank-{env}"
         command = (python, "-m", "analysis.rank", *_rank_args(env, settings.scale))
-        found.append(Part(name, (*command, "--out", str(out / name)), False))
+        cost = RANK_SECONDS[env] * (0.1 if settings.scale < QUICK_RANK_BELOW else 1.0)
+        found.append(Part(name, (*command, "--out", str(out / name)), False, cost))
+    workers = part_workers(args)
     common = [
         "--seeds",
         str(settings.seeds),
@@ -220,7 +274,7 @@ def parts(settings: Settings, args: argparse.Namespace, out: Path) -> list[Part]
         "--postprocess",
         "--highway-engine",
         settings.highway_engine,
-        *(["--workers", str(args.workers)] if args.workers else []),
+        *(["--workers", str(workers)] if workers else []),
         *(["--address", args.address] if args.address else []),
     ]
     for name, env in TRAINING:
@@ -232,21 +286,61 @@ def parts(settings: Settings, args: argparse.Namespace, out: Path) -> list[Part]
             argv = [name, "--env", env, "--reading", reading, "--out", str(out / part), *common]
             if keys:
                 argv += ["--agents", ",".join(keys)]
-            found.append(Part(part, tuple(argv), True))
+            found.append(Part(part, tuple(argv), True, _training_cost(argv)))
     return found
 
 
-def _run_command(part: Part, out: Path) -> int:
-    directory = out / part.name
-    make_run_dir(directory)
-    done = subprocess.run(part.argv, capture_output=True, text=True, check=False)
-    if part.name == "analysis/params":
-        atomic_write_text(directory / "params.md", done.stdout)
-    else:
-        atomic_write_text(directory / "summary.txt", done.stdout)
-    if done.returncode != 0:
-        atomic_write_text(directory / "error.txt", done.stderr)
-    return done.returncode
+class _Running:
+    """A part's process, started at construction, and the files it prints to.
+
+    A training part prints to the terminal, or to ``OUT/PART/log.txt`` when
+    parts run side by side. An analysis part's output is kept in temporary
+    files and written as ``params.md`` (the parameter table) or
+    ``summary.txt``, its errors as ``error.txt`` if it fails.
+    """
+
+    def __init__(self, part: Part, command: list[str], directory: Path, logged: bool) -> None:
+        self.part = part
+        self.directory = directory
+        self.shown = shlex.join(["python", *command[1:]])
+        self.files: list[IO[bytes]] = []
+        make_run_dir(directory)
+        if not part.training:
+            self.files = [tempfile.TemporaryFile(), tempfile.TemporaryFile()]
+        elif logged:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
+            self.files = [os.fdopen(open_run_file(directory / LOG_FILE, flags), "ab")] * 2
+        outputs = self.files or [None, None]
+        self.process = subprocess.Popen(command, stdout=outputs[0], stderr=outputs[1])
+        self.start = time.perf_counter()
+
+    def finish(self) -> int:
+        """Wait for the process, write an analysis part's files, close; return its exit code."""
+        code = self.process.wait()
+        if not self.part.training:
+            stdout, stderr = (self._read(handle) for handle in self.files)
+            name = "params.md" if self.part.name == "analysis/params" else "summary.txt"
+            atomic_write_text(self.directory / name, stdout)
+            if code != 0:
+                atomic_write_text(self.directory / "error.txt", stderr)
+        for handle in dict.fromkeys(self.files):  # a training log is one file, listed twice
+            handle.close()
+        return code
+
+    @staticmethod
+    def _read(handle: IO[bytes]) -> str:
+        handle.seek(0)
+        return handle.read().decode("utf-8", errors="replace")
+
+
+def command_of(part: Part, out: Path, resume: bool) -> list[str]:
+    """Return the command line of ``part``; a training part started before gets ``--resume``."""
+    if not part.training:
+        return list(part.argv)
+    argv = list(part.argv)
+    if resume and (out / part.name / "index.csv").is_file():
+        argv.append("--resume")
+    return [sys.executable, "-m", "rl.reproduce", *argv]
 
 
 def _check_manifest(out: Path, settings: Settings, resume: bool) -> None:
@@ -274,39 +368,80 @@ def default_out(settings: Settings) -> Path:
 
 
 def run_parts(
-    todo: Sequence[Part], out: Path, resume: bool, run_experiment: Callable[[list[str]], int]
+    todo: Sequence[Part],
+    out: Path,
+    resume: bool,
+    at_once: int = 1,
+    command: Callable[[Part, Path, bool], list[str]] = command_of,
 ) -> int:
-    """Run the parts not yet done; return 0, 1 (some failed) or 130 (interrupted)."""
+    """Run the parts not yet done, ``at_once`` at a time; return 0, 1 (some failed) or 130.
+
+    One after the other (``at_once`` 1) in the order of ``todo``; side by side
+    longest first by `Part.cost`. A part that ends interrupted (exit code 130),
+    Ctrl-C or SIGTERM stops the others (SIGTERM to each) and returns 130;
+    ``OUT/parts.csv`` gets each part's row as it ends. ``command`` gives a
+    part's command line (`command_of`).
+    """
     rows = read_parts(out)
-    failed = 0
-    for index, part in enumerate(todo):
-        if rows.get(part.name, {}).get("status") == "done":
-            continue
-        print(f"[part {index + 1}/{len(todo)}] {part.name}", file=sys.stderr, flush=True)
-        start = time.perf_counter()
-        if part.training:
-            argv = list(part.argv)
-            if resume and (out / part.name / "index.csv").is_file():
-                argv.append("--resume")
-            code = run_experiment(argv)
-            shown = "python -m rl.reproduce " + shlex.join(argv)
-        else:
-            code = _run_command(part, out)
-            shown = shlex.join(["python", *part.argv[1:]])
-        wall = time.perf_counter() - start
-        status = "done" if code == 0 else "interrupted" if code == 130 else "failed"
-        rows[part.name] = dict(
-            zip(PART_COLUMNS, (part.name, status, f"{wall:.1f}", str(code), shown), strict=True)
+    number = {part.name: index + 1 for index, part in enumerate(todo)}
+    waiting = [part for part in todo if rows.get(part.name, {}).get("status") != "done"]
+    if at_once > 1:
+        waiting.sort(key=lambda part: -part.cost)
+    running: list[_Running] = []
+    failed = interrupted = False
+
+    def record(done: _Running, code: int) -> None:
+        nonlocal failed
+        wall = time.perf_counter() - done.start
+        stopped = code == 130 or (interrupted and code < 0)
+        status = "done" if code == 0 else "interrupted" if stopped else "failed"
+        failed |= status == "failed"
+        rows[done.part.name] = dict(
+            zip(
+                PART_COLUMNS,
+                (done.part.name, status, f"{wall:.1f}", str(code), done.shown),
+                strict=True,
+            )
         )
         write_parts(out, rows)
-        if code == 130:
-            return 130
-        failed += code != 0
-    return 1 if failed else 0
+
+    try:
+        while (waiting and not interrupted) or running:
+            while waiting and not interrupted and len(running) < at_once:
+                part = waiting.pop(0)
+                print(
+                    f"[part {number[part.name]}/{len(todo)}] {part.name}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                line = command(part, out, resume)
+                running.append(_Running(part, line, out / part.name, at_once > 1))
+            if all(r.process.poll() is None for r in running):
+                time.sleep(POLL_SECONDS)
+            for done in [r for r in running if r.process.poll() is not None]:
+                running.remove(done)
+                code = done.finish()
+                record(done, code)
+                if code == 130 and not interrupted:
+                    interrupted = True
+                    _stop(running)
+    except KeyboardInterrupt:
+        interrupted = True
+        _stop(running)
+        for done in running:
+            record(done, done.finish())
+    return 130 if interrupted else 1 if failed else 0
 
 
-def main(argv: Sequence[str], run_experiment: Callable[[list[str]], int]) -> int:
-    """Run ``python -m rl.reproduce paper ARGS``; ``run_experiment`` runs one experiment's argv.
+def _stop(running: Sequence[_Running]) -> None:
+    """Send SIGTERM to every running part (each then records what it finished and exits)."""
+    for other in running:
+        if other.process.poll() is None:
+            other.process.terminate()
+
+
+def main(argv: Sequence[str]) -> int:
+    """Run ``python -m rl.reproduce paper ARGS``.
 
     Returns the exit code: 0 done, 1 some part failed, 2 bad input, 130 interrupted.
     """
@@ -329,10 +464,8 @@ def main(argv: Sequence[str], run_experiment: Callable[[list[str]], int]) -> int
     code = 0
     if not args.report_only:
         start = time.perf_counter()
-        try:
-            code = run_parts(parts(settings, args, out), out, args.resume, run_experiment)
-        except KeyboardInterrupt:
-            code = 130
+        with sigterm_interrupts():
+            code = run_parts(parts(settings, args, out), out, args.resume, args.parts_at_once)
         with open(out / "commands.txt", "a", encoding="utf-8") as handle:
             handle.write(f"{time.perf_counter() - start:.0f}\t{command}\n")
         if code == 130:

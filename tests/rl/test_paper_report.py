@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import math
+import signal
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -148,6 +151,8 @@ def test_the_printed_parameter_table_against_its_formulas() -> None:
         (["--readings", "paper,bogus"], "--readings"),
         (["--scale", "paper", "--seeds", "3"], "--scale paper sets"),
         (["--seeds", "0"], "seed counts"),
+        (["--parts-at-once", "0"], "'--parts-at-once' value must be an int >= 1"),
+        (["--parts-at-once", "2", "--backend", "ray"], "needs --backend local"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(
@@ -171,29 +176,87 @@ def test_later_readings_train_only_lines_whose_settings_differ() -> None:
     assert stable == ["teql"]
 
 
-def test_a_killed_run_resumes_where_it_stopped(tmp_path: Path) -> None:
+#: A stand-in for a part's process: logs its argv and start/end times, makes the part's
+#: index.csv, sleeps argv[1] seconds and exits 130 once for the part named by argv[2].
+FAKE_PART = """
+import json, pathlib, sys, time
+log, out, name, pause, killed = pathlib.Path(sys.argv[1]), *sys.argv[2:6]
+begin = time.monotonic()
+(pathlib.Path(out) / name).mkdir(parents=True, exist_ok=True)
+(pathlib.Path(out) / name / "index.csv").write_text("")
+time.sleep(float(pause))
+marker = pathlib.Path(out) / "killed-once"
+code = 0
+if name == killed and not marker.exists():
+    marker.write_text("")
+    code = 130
+with log.open("a") as handle:
+    handle.write(json.dumps([sys.argv[6:], begin, time.monotonic()]) + "\\n")
+sys.exit(code)
+"""
+
+
+def fake_parts(tmp_path: Path, pauses: list[float], killed: str = ""):
+    """Training parts x0, x1, ... (cost = pause) run by `FAKE_PART`; return them and the log."""
+    log = tmp_path / "calls.jsonl"
     todo = [
-        whole.Part(f"released/x-{i}", (f"x{i}", "--out", str(tmp_path / f"x-{i}")), True)
-        for i in range(3)
+        whole.Part(f"released/x-{i}", (f"x{i}",), True, cost=pause)
+        for i, pause in enumerate(pauses)
     ]
-    calls: list[list[str]] = []
+    pause_of = {part.name: str(pause) for part, pause in zip(todo, pauses, strict=True)}
 
-    def fake(argv: list[str]) -> int:  # stands for rl.reproduce.main; x1 is killed once
-        calls.append(argv)
-        (tmp_path / "released" / argv[0].replace("x", "x-")).mkdir(parents=True, exist_ok=True)
-        (tmp_path / "released" / argv[0].replace("x", "x-") / "index.csv").write_text("")
-        return 130 if argv[0] == "x1" and len(calls) == 2 else 0
+    def command(part: whole.Part, out: Path, resume: bool) -> list[str]:
+        argv = whole.command_of(part, out, resume)[3:]  # what follows python -m rl.reproduce
+        fixed = [str(log), str(out), part.name, pause_of[part.name], killed]
+        return [sys.executable, "-c", FAKE_PART, *fixed, *argv]
 
-    assert whole.run_parts(todo, tmp_path, False, fake) == 130
-    assert [c[0] for c in calls] == ["x0", "x1"]
+    return todo, command, log
+
+
+def calls_of(log: Path) -> list[tuple[list[str], float, float]]:
+    return [tuple(json.loads(line)) for line in log.read_text().splitlines()]
+
+
+def test_a_killed_run_resumes_where_it_stopped(tmp_path: Path) -> None:
+    todo, command, log = fake_parts(tmp_path, [0.0, 0.0, 0.0], killed="released/x-1")
+    assert whole.run_parts(todo, tmp_path, False, command=command) == 130
+    assert [argv for argv, *_ in calls_of(log)] == [["x0"], ["x1"]]
     assert {k: r["status"] for k, r in read_parts(tmp_path).items()} == {
         "released/x-0": "done",
         "released/x-1": "interrupted",
     }
-    calls.clear()
-    assert whole.run_parts(todo, tmp_path, True, fake) == 0
+    log.unlink()
+    assert whole.run_parts(todo, tmp_path, True, command=command) == 0
     # the finished part is skipped, the killed one resumes with its own --resume
-    assert calls == [[*todo[1].argv, "--resume"], list(todo[2].argv)]
+    assert [argv for argv, *_ in calls_of(log)] == [["x1", "--resume"], ["x2"]]
+    assert all(row["status"] == "done" for row in read_parts(tmp_path).values())
+
+
+def test_parts_side_by_side_run_together_longest_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    todo, command, log = fake_parts(tmp_path, [0.2, 1.5, 0.2, 0.2])
+    assert whole.run_parts(todo, tmp_path, False, at_once=2, command=command) == 0
+    started = [line.split()[-1] for line in capsys.readouterr().err.splitlines()]
+    assert started == ["released/x-1", "released/x-0", "released/x-2", "released/x-3"]
+    times = {argv[0]: (begin, end) for argv, begin, end in calls_of(log)}
+    # while x1 runs, the short parts follow one another on the other slot
+    assert all(times["x1"][0] < times[x][0] < times["x1"][1] for x in ("x2", "x3"))
+    assert times["x2"][1] <= times["x3"][0]
+    assert all(row["status"] == "done" for row in read_parts(tmp_path).values())
+
+
+def test_a_part_interrupted_side_by_side_stops_the_others(tmp_path: Path) -> None:
+    todo, command, log = fake_parts(tmp_path, [60.0, 0.5, 0.1], killed="released/x-1")
+    start = time.monotonic()
+    assert whole.run_parts(todo, tmp_path, False, at_once=2, command=command) == 130
+    assert time.monotonic() - start < 30  # x0 was stopped, not waited for
+    rows = read_parts(tmp_path)
+    assert {k: r["status"] for k, r in rows.items()} == {
+        "released/x-0": "interrupted",
+        "released/x-1": "interrupted",
+    }
+    assert rows["released/x-0"]["code"] == str(-signal.SIGTERM)  # x2 never started
 
 
 @pytest.mark.slow
