@@ -362,6 +362,16 @@ BUFFER_FIELDS = ("states", "actions", "rewards", "next_states", "terminated")
 EXACT_FLOAT32 = 2**24
 
 
+def field_tails(components: int) -> dict[str, tuple[int, ...]]:
+    """Return each replay field's shape per transition: index vectors (D_S,), the others scalars."""
+    return {key: (components,) if key.endswith("states") else () for key in BUFFER_FIELDS}
+
+
+def record_bytes(components: int) -> int:
+    """Return the bytes of one `StackedReplay` record (float32 columns) for D_S = ``components``."""
+    return 4 * sum(math.prod(tail) for tail in field_tails(components).values())
+
+
 class Sample(NamedTuple):
     """A mini-batch per replica, tensors of shape (R, batch_size, ...) on the device."""
 
@@ -414,10 +424,7 @@ class StackedReplay:
             "next_states": dtype,
             "terminated": np.dtype(np.float32),
         }
-        # each field's shape per transition: index vectors (D_S,), the others scalars
-        self.tails = {
-            key: (len(self.state_dims),) if key.endswith("states") else () for key in BUFFER_FIELDS
-        }
+        self.tails = field_tails(len(self.state_dims))
         self.columns: dict[str, slice] = {}
         start = 0
         for key, tail in self.tails.items():

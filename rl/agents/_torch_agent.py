@@ -86,14 +86,14 @@ class BatchedTorchAgent(Agent):
         self.layout = st.mlp_layout(self.codec.n_inputs, config.hidden, self.codec.n_actions)
 
     def _check_memory(self, config: Any) -> None:
-        """Refuse sizes whose networks or replay buffers cannot fit in memory, before allocating."""
+        """Refuse networks or replay buffers that cannot fit on the device, before allocating."""
         inputs, outputs = len(self.codec.state_dims), self.codec.n_actions
         params = (inputs + 1) * config.hidden + (config.hidden + 1) * outputs
         # float32 parameters of up to five networks, their gradients and Adam's two moments
-        check_memory("hidden", 4.0 * 20 * params * self.replicas, "the networks and optimizers")
-        transition = 2 * 8 * inputs + 16  # states, next states, action, reward, termination
-        buffers = float(config.buffer_size) * transition * self.replicas
-        check_memory("buffer_size", buffers, "the replay buffers")
+        networks = 4.0 * 20 * params * self.replicas
+        check_memory("hidden", networks, "the networks and optimizers", config.device)
+        buffers = float(config.buffer_size) * st.record_bytes(inputs) * self.replicas
+        check_memory("buffer_size", buffers, "the replay buffers", config.device)
 
     def _greedy_network(self) -> torch.Tensor:
         """Return the stacked network (B, P) whose argmax is the greedy action."""

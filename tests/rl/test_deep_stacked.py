@@ -135,3 +135,13 @@ def test_replay_records_hold_the_transitions_exactly():
     np.testing.assert_array_equal(sample.rewards[0].numpy(), np.float32(-0.1))
     with pytest.raises(ValueError, match="a mode has 16777217 values"):
         st.StackedReplay(1, 5, (2**24 + 1,), torch.device("cpu"))
+
+
+def test_replay_memory_check_counts_the_records_bytes(monkeypatch):
+    """The check sizes a transition as its float32 record: 2 D_S + 3 columns of 4 bytes."""
+    monkeypatch.setattr("rl.validation.memory_budget", lambda device=None: 28 * 1000)
+    problem = make_problem((3, 4), (2,))  # D_S = 2: records of 7 columns, 28 bytes
+    assert st.record_bytes(2) == 28
+    DQNAgent(problem, DQNConfig(hidden=1, buffer_size=1000), streams(0))
+    with pytest.raises(ValueError, match="The 'buffer_size' parameter makes the replay buffers"):
+        DQNAgent(problem, DQNConfig(hidden=1, buffer_size=1001), streams(0))
