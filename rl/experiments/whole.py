@@ -198,6 +198,11 @@ def settings_from(args: argparse.Namespace) -> Settings:
         )
     if args.parts_at_once > 1 and args.backend != "local":
         raise ValueError("--parts-at-once above 1 needs --backend local (Ray shares one pool).")
+    if args.parts_at_once > cpu_workers(args.workers):
+        raise ValueError(
+            f"--parts-at-once {args.parts_at_once} needs as many workers; --workers is "
+            f"{cpu_workers(args.workers)} (default: every CPU)."
+        )
     return Settings(scale, seeds, deep, readings, args.highway_engine)
 
 
@@ -240,7 +245,7 @@ def part_workers(args: argparse.Namespace) -> int | None:
     """Return each part's ``--workers``: W // K side by side, else ``--workers`` (None: all)."""
     if args.parts_at_once == 1:
         return args.workers
-    return max(1, cpu_workers(args.workers) // args.parts_at_once)
+    return cpu_workers(args.workers) // args.parts_at_once
 
 
 def _training_cost(argv: Sequence[str]) -> float:
