@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -278,6 +280,37 @@ def test_tiny_scale_writes_a_report_with_every_section(tmp_path: Path) -> None:
     assert main([*args, "--out", str(out), "--resume"]) == 0
     assert read_parts(out) == parts
     assert (out / "report.md").read_text().split("## Decision rule")[0] == before
+
+
+@pytest.mark.slow
+def test_sigterm_stops_parts_side_by_side_and_resume_finishes(tmp_path: Path) -> None:
+    """The real command, two parts at once: SIGTERM -> 130, parts interrupted; --resume ends."""
+    out = tmp_path / "paper"
+    args = ["paper", "--episodes-scale", "0.02", "--seeds", "2", "--readings", "released"]
+    args += ["--parts-at-once", "2", "--workers", "2", "--out", str(out)]
+    root = Path(__file__).resolve().parents[2]
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "rl.reproduce", *args],
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 300
+    # wait until a training part has finished a configuration, then stop everything
+    while time.monotonic() < deadline and driver.poll() is None:
+        if any(p.stat().st_size > 200 for p in out.glob("released/*/index.csv")):
+            break
+        time.sleep(0.1)
+    driver.send_signal(signal.SIGTERM)
+    _, err = driver.communicate(timeout=120)
+    assert driver.returncode == 130, err
+    statuses = {row["status"] for row in read_parts(out).values()}
+    assert "interrupted" in statuses and "failed" not in statuses
+    assert main([*args, "--resume"]) == 0
+    assert all(row["status"] == "done" for row in read_parts(out).values())
+    assert len(read_parts(out)) == 13
 
 
 RANK_PROFILE = "analysis/rank-cartpole/rank_profile.csv"
