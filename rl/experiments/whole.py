@@ -91,6 +91,8 @@ LOG_FILE = "log.txt"
 """A training part's output when parts run side by side (``--parts-at-once`` > 1)."""
 POLL_SECONDS = 0.2
 """How often `run_parts` looks whether a running part has ended."""
+STOP_GRACE_SECONDS = 5.0
+"""After Ctrl-C or SIGTERM, how long running parts may take to stop before they get SIGTERM."""
 
 
 class Part(NamedTuple):
@@ -432,16 +434,23 @@ def run_parts(
                     _stop(running)
     except KeyboardInterrupt:
         interrupted = True
-        _stop(running)
+        _stop(running, STOP_GRACE_SECONDS)
         for done in running:
             record(done, done.finish())
     return 130 if interrupted else 1 if failed else 0
 
 
-def _stop(running: Sequence[_Running]) -> None:
-    """Send SIGTERM to every running part (each then records what it finished and exits)."""
+def _stop(running: Sequence[_Running], grace: float = 0.0) -> None:
+    """Send SIGTERM to every part still running after ``grace`` seconds.
+
+    Each then records what it finished and exits. After Ctrl-C the parts got
+    the terminal's SIGINT too: the grace lets them stop on their own first.
+    """
+    deadline = time.monotonic() + grace
     for other in running:
-        if other.process.poll() is None:
+        try:
+            other.process.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
             other.process.terminate()
 
 
