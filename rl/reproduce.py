@@ -214,6 +214,11 @@ def make_plan(args: argparse.Namespace) -> Plan:
     return Plan(chosen, envs, lines, planned, episodes, windows, used)
 
 
+def plan_cost(argv: Sequence[str]) -> float:
+    """Return the estimated core seconds of ``python -m rl.reproduce ARGV``: its tasks' costs."""
+    return sum(task.cost for task in make_plan(build_parser().parse_args(list(argv))).tasks)
+
+
 def default_out(args: argparse.Namespace) -> Path:
     """Return ``runs/reproduce/NAME[-ENV]-READING[-sSCALE]``."""
     parts = [args.name, *([args.env] if args.env else []), args.reading]
@@ -431,7 +436,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:1] == ["paper"]:  # every experiment and one report: rl.experiments.whole
         from rl.experiments.whole import main as paper_main
 
-        return paper_main(argv[1:])
+        return paper_main(argv[1:], plan_cost)
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.list:

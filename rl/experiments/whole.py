@@ -104,7 +104,7 @@ class Part(NamedTuple):
     """For a training part the arguments of ``python -m rl.reproduce``; otherwise a command."""
     training: bool
     cost: float = 0.0
-    """Estimated core seconds (`rl.reproduce.make_plan`'s task costs): the order side by side."""
+    """Estimated core seconds (`rl.reproduce.plan_cost`): the order side by side."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -250,15 +250,17 @@ def part_workers(args: argparse.Namespace) -> int | None:
     return cpu_workers(args.workers) // args.parts_at_once
 
 
-def _training_cost(argv: Sequence[str]) -> float:
-    """Return the estimated core seconds of ``python -m rl.reproduce ARGV`` (its plan's tasks)."""
-    from rl.reproduce import build_parser, make_plan
+def parts(
+    settings: Settings,
+    args: argparse.Namespace,
+    out: Path,
+    estimate: Callable[[Sequence[str]], float],
+) -> list[Part]:
+    """Return every part of the paper in the order it runs one after the other.
 
-    return sum(task.cost for task in make_plan(build_parser().parse_args(list(argv))).tasks)
-
-
-def parts(settings: Settings, args: argparse.Namespace, out: Path) -> list[Part]:
-    """Return every part of the paper in the order it runs one after the other."""
+    ``estimate(argv)`` is a training part's estimated core seconds (`Part.cost`),
+    `rl.reproduce.plan_cost` of its ``python -m rl.reproduce`` arguments.
+    """
     python = sys.executable
     found = [
         Part("analysis/params", (python, "-m", "analysis.params", "--format", "markdown"), False)
@@ -293,7 +295,7 @@ def parts(settings: Settings, args: argparse.Namespace, out: Path) -> list[Part]
             argv = [name, "--env", env, "--reading", reading, "--out", str(out / part), *common]
             if keys:
                 argv += ["--agents", ",".join(keys)]
-            found.append(Part(part, tuple(argv), True, _training_cost(argv)))
+            found.append(Part(part, tuple(argv), True, estimate(argv)))
     return found
 
 
@@ -454,8 +456,8 @@ def _stop(running: Sequence[_Running], grace: float = 0.0) -> None:
             other.process.terminate()
 
 
-def main(argv: Sequence[str]) -> int:
-    """Run ``python -m rl.reproduce paper ARGS``.
+def main(argv: Sequence[str], estimate: Callable[[Sequence[str]], float]) -> int:
+    """Run ``python -m rl.reproduce paper ARGS``; ``estimate`` as for `parts`.
 
     Returns the exit code: 0 done, 1 some part failed, 2 bad input, 130 interrupted.
     """
@@ -479,7 +481,8 @@ def main(argv: Sequence[str]) -> int:
     if not args.report_only:
         start = time.perf_counter()
         with sigterm_interrupts():
-            code = run_parts(parts(settings, args, out), out, args.resume, args.parts_at_once)
+            todo = parts(settings, args, out, estimate)
+            code = run_parts(todo, out, args.resume, args.parts_at_once)
         with open(out / "commands.txt", "a", encoding="utf-8") as handle:
             handle.write(f"{time.perf_counter() - start:.0f}\t{command}\n")
         if code == 130:
