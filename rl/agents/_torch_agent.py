@@ -88,7 +88,7 @@ class BatchedTorchAgent(Agent):
     def _check_memory(self, config: Any) -> None:
         """Refuse networks or replay buffers that cannot fit on the device, before allocating."""
         inputs, outputs = len(self.codec.state_dims), self.codec.n_actions
-        params = (inputs + 1) * config.hidden + (config.hidden + 1) * outputs
+        params = tu.mlp_params(inputs, config.hidden, outputs)
         # float32 parameters of up to five networks, their gradients and Adam's two moments
         networks = 4.0 * 20 * params * self.replicas
         check_memory("hidden", networks, "the networks and optimizers", config.device)

@@ -54,7 +54,12 @@ from pathlib import Path
 from typing import IO, NamedTuple
 
 from rl.agents.readings import same_settings
-from rl.experiments.executor import ExecutorError, add_executor_arguments, sigterm_interrupts
+from rl.experiments.executor import (
+    INDEX_FILE,
+    ExecutorError,
+    add_executor_arguments,
+    sigterm_interrupts,
+)
 from rl.experiments.paper import add_highway_engine_argument, experiment, reading_for
 from rl.experiments.parts import PART_COLUMNS, read_parts, write_parts
 from rl.experiments.workers import cpu_workers
@@ -347,7 +352,7 @@ def command_of(part: Part, out: Path, resume: bool) -> list[str]:
     if not part.training:
         return list(part.argv)
     argv = list(part.argv)
-    if resume and (out / part.name / "index.csv").is_file():
+    if resume and (out / part.name / INDEX_FILE).is_file():
         argv.append("--resume")
     return [sys.executable, "-m", "rl.reproduce", *argv]
 
