@@ -179,8 +179,9 @@ def test_later_readings_train_only_lines_whose_settings_differ() -> None:
     assert stable == ["teql"]
 
 
-#: A stand-in for a part's process: logs its argv and start/end times, makes the part's
-#: index.csv, sleeps argv[1] seconds and exits 130 once for the part named by argv[2].
+#: A stand-in for a part's process, called with LOG OUT PART PAUSE KILLED ARGV...: makes
+#: the part's index.csv, sleeps PAUSE seconds, logs ARGV with its start and end times,
+#: and exits 130 the first time it runs as the part KILLED.
 FAKE_PART = """
 import json, pathlib, sys, time
 log, out, name, pause, killed = pathlib.Path(sys.argv[1]), *sys.argv[2:6]
@@ -298,7 +299,7 @@ def test_sigterm_stops_parts_side_by_side_and_resume_finishes(tmp_path: Path) ->
         text=True,
     )
     deadline = time.monotonic() + 300
-    # wait until a training part has finished a configuration, then stop everything
+    # wait until a training part has written its index (its tasks are under way), then stop
     while time.monotonic() < deadline and driver.poll() is None:
         if any(p.stat().st_size > 200 for p in out.glob("released/*/index.csv")):
             break
