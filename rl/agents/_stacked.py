@@ -10,8 +10,11 @@ replica; the replay memory is one (B, capacity, ...) tensor per field.
 A computation may involve only some replicas (`Rows`): they are gathered,
 computed and written back, and the others are not touched. Each replica's
 numbers are then computed by the same kernels on the same shapes whichever
-other replicas take part, which on the CPU makes them bitwise independent of
-them (tested in ``tests/rl/test_deep_replicas.py``).
+other replicas take part, which on the CPU with one torch thread makes them
+bitwise independent of them (tested in ``tests/rl/test_deep_replicas.py``;
+the executor's workers run one thread). With several threads PyTorch splits
+some kernels by the whole batch's size, and a replica's parameters can differ
+in the last bits from its run alone.
 
 Random numbers come only from the replicas' numpy streams: weights from
 ``init`` at construction, replay indices from ``explore``.

@@ -9,7 +9,7 @@ The B replicas are computed together: every network, Adam moment and replay
 field is one tensor with the replicas on axis 0 (`rl.agents._stacked`), on the
 config's ``device``. Each replica keeps its own random streams and counters
 and its gradient is its own, so B replicas run together give the same numbers
-as each run alone (bitwise on the CPU). See ``docs/baselines-deep.md`` for
+as each run alone (bitwise on the CPU with one torch thread). See ``docs/baselines-deep.md`` for
 every choice.
 
 References
