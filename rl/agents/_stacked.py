@@ -11,10 +11,10 @@ A computation may involve only some replicas (`Rows`): they are gathered,
 computed and written back, and the others are not touched. Each replica's
 numbers are then computed by the same kernels on the same shapes whichever
 other replicas take part, which on the CPU with one torch thread makes them
-bitwise independent of them (tested in ``tests/rl/test_deep_replicas.py``;
-the executor's workers run one thread). With several threads PyTorch splits
-some kernels by the whole batch's size, and a replica's parameters can differ
-in the last bits from its run alone.
+bitwise independent of them (tested in ``tests/rl/test_deep_replicas.py``).
+With several threads PyTorch's batched products of one replica and of
+several take different kernels, so the agents compute on one thread
+whatever the caller set (`rl.agents._torch_utils.one_cpu_thread`).
 
 Random numbers come only from the replicas' numpy streams: weights from
 ``init`` at construction, replay indices from ``explore``.

@@ -117,6 +117,7 @@ class BatchedTorchAgent(Agent):
             params = self.layout.views(st.take(network, rows))
             return st.forward(params, self._inputs(states, rows))[:, 0, :]
 
+    @tu.one_cpu_thread
     def greedy(self, states: NDArray[np.int64]) -> NDArray[np.int64]:
         """Argmax of each replica's greedy network, shape (B, D_A); first index wins ties."""
         rows = self._rows(np.arange(self.replicas))

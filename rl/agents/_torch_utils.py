@@ -8,8 +8,9 @@ networks, Adam and replay memory are in `rl.agents._stacked`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -76,6 +77,36 @@ def torch_device(name: str) -> torch.device:
                 f"The 'device' parameter is {name!r}, but this machine has {count} CUDA device(s)."
             )
     return device
+
+
+Method = TypeVar("Method", bound=Callable[..., Any])
+
+
+def one_cpu_thread(method: Method) -> Method:
+    """Run an agent's ``method`` with one PyTorch intra-op thread when its device is the CPU.
+
+    A replica's numbers must not depend on the others (bitwise alone vs among
+    seven, `tests/rl/test_deep_replicas.py`). With several intra-op threads
+    PyTorch's CPU batched product of one replica and of several take
+    different kernels, whose sums differ in the last bits (measured at the
+    output layer of DQN on CartPole: 46 hidden units, 10 joint actions,
+    mini-batches of 32); on one thread they are the same. The thread count
+    is restored on return; setting it costs well under a microsecond. The
+    agent's ``device`` attribute says where it computes.
+    """
+
+    @functools.wraps(method)
+    def on_one_thread(agent: Any, *args: Any, **kwargs: Any) -> Any:
+        threads = torch.get_num_threads()
+        if agent.device.type != "cpu" or threads == 1:
+            return method(agent, *args, **kwargs)
+        torch.set_num_threads(1)
+        try:
+            return method(agent, *args, **kwargs)
+        finally:
+            torch.set_num_threads(threads)
+
+    return on_one_thread  # type: ignore[return-value]
 
 
 # ----------------------------------------------------------------------------- inputs and actions

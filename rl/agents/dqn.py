@@ -9,7 +9,8 @@ The B replicas are computed together: every network, Adam moment and replay
 field is one tensor with the replicas on axis 0 (`rl.agents._stacked`), on the
 config's ``device``. Each replica keeps its own random streams and counters
 and its gradient is its own, so B replicas run together give the same numbers
-as each run alone (bitwise on the CPU with one torch thread). See ``docs/baselines-deep.md`` for
+as each run alone (bitwise on the CPU: the agent computes on one torch thread,
+`rl.agents._torch_utils.one_cpu_thread`). See ``docs/baselines-deep.md`` for
 every choice.
 
 References
@@ -149,6 +150,7 @@ class DQNAgent(BatchedTorchAgent):
 
     # ------------------------------------------------------------------ acting
 
+    @tu.one_cpu_thread
     def explore(self, states: NDArray[np.int64], active: NDArray[np.bool_]) -> NDArray[np.int64]:
         """Epsilon-greedy joint actions of the active replicas, shape (B, D_A)."""
         joint = np.zeros(self.replicas, dtype=np.int64)
@@ -166,6 +168,7 @@ class DQNAgent(BatchedTorchAgent):
 
     # ------------------------------------------------------------------ learning
 
+    @tu.one_cpu_thread
     def observe(self, batch: Transitions) -> None:
         """Store each active replica's transition, then one gradient step after warm-up."""
         config = self.config

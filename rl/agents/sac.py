@@ -284,6 +284,7 @@ class DiscreteSAC(BatchedTorchAgent):
 
     # ------------------------------------------------------------------ acting
 
+    @tu.one_cpu_thread
     def explore(self, states: NDArray[np.int64], active: NDArray[np.bool_]) -> NDArray[np.int64]:
         """Joint actions sampled from each active replica's policy, shape (B, D_A)."""
         joint = np.zeros(self.replicas, dtype=np.int64)
@@ -300,6 +301,7 @@ class DiscreteSAC(BatchedTorchAgent):
 
     # ------------------------------------------------------------------ learning
 
+    @tu.one_cpu_thread
     def observe(self, batch: Transitions) -> None:
         """Store each active replica's transition, then one SAC update after warm-up."""
         ready = self._ready(self._store(batch))

@@ -204,3 +204,35 @@ def test_presets_agree_with_analysis_matcher(spec):
     widths = params.matched_widths()
     for env in ("cartpole", "pendulum", "highway"):
         assert reading(module.SPEC.name, "paper").agent_params(env)["hidden"] == widths[env, name]
+
+
+@pytest.fixture
+def torch_two_threads():
+    """Let PyTorch use two intra-op threads (as an unpinned run on two cores does), then restore."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_a_seed_alone_equals_the_same_seed_among_seven_with_two_torch_threads(
+    spec, torch_two_threads
+):
+    """Bitwise whatever PyTorch's thread count: the agents compute on one CPU thread.
+
+    With two intra-op threads, PyTorch's batched product of one replica and of
+    several take different kernels, whose sums differ in the last bits at the
+    output layer of 46 hidden units, 10 joint actions and mini-batches of 32.
+    """
+    _, _, agent_class, config, _, _ = spec
+    config = dataclasses.replace(config, hidden=46, batch_size=32)
+    problem = make_problem((3, 4), (10,))
+    mask = lambda t: (np.arange(7) + t) % 4 != 0  # noqa: E731
+    among = agent_class(problem, config, streams(*range(10, 17)))
+    actions = random_drive(among, 60, seed=4, active_mask=mask)
+    alone = agent_class(problem, config, streams(13))
+    alone_actions = random_drive_single(alone, 60, seed=4, replica=3, mask=mask, replicas=7)
+    np.testing.assert_array_equal(actions[:, 3], alone_actions)
+    assert_tree_equal(among.state_dict()["replicas"][3], alone.state_dict()["replicas"][0])
