@@ -31,6 +31,10 @@ one line each on stderr, see `rl.runs.verify`), each from its last checkpoint
 where it has one (`rl.experiments.executor`), then redraws everything. Progress lines
 on stderr give configurations done and the time left, estimated from the
 finished tasks' speed and the remaining tasks' estimated cost.
+``--reuse DIR`` (repeatable) copies a configuration that another output
+directory holds finished, with the same configuration hash, instead of
+training it (`rl.experiments.executor.run_tasks`, ``reuse``): ``paper`` passes
+it so that a line two experiments share trains once.
 
 ``--episodes-scale F`` trains the first ``F`` of the paper's episodes (a
 prefix of the full run) with final windows scaled in proportion. The figures
@@ -60,6 +64,7 @@ from rl.experiments.executor import (
     Task,
     TaskResult,
     add_executor_arguments,
+    config_hash,
     read_index,
     require_ray,
     run_tasks,
@@ -140,6 +145,9 @@ def _check_args(args: argparse.Namespace, chosen: Experiment) -> None:
         raise ValueError(f"The '--workers' value must be an int >= 1. Got {args.workers} instead.")
     if args.address and args.backend != "ray":
         raise ValueError("--address needs --backend ray.")
+    for directory in args.reuse:
+        if not Path(directory).is_dir():
+            raise ValueError(f"The '--reuse' value {directory!r} is not a directory.")
 
 
 def _task_cost(env: str, line: Line, episodes: int, seeds: int, engine: str) -> float:
@@ -214,9 +222,13 @@ def make_plan(args: argparse.Namespace) -> Plan:
     return Plan(chosen, envs, lines, planned, episodes, windows, used)
 
 
-def plan_cost(argv: Sequence[str]) -> float:
-    """Return the estimated core seconds of ``python -m rl.reproduce ARGV``: its tasks' costs."""
-    return sum(task.cost for task in make_plan(build_parser().parse_args(list(argv))).tasks)
+def plan_tasks(argv: Sequence[str]) -> list[tuple[str, float]]:
+    """Return each task of ``python -m rl.reproduce ARGV``: its configuration hash and cost.
+
+    The hash is `rl.experiments.executor.config_hash`, the cost the estimated core seconds.
+    """
+    plan = make_plan(build_parser().parse_args(list(argv)))
+    return [(config_hash(planned.task.config), planned.cost) for planned in plan.tasks]
 
 
 def default_out(args: argparse.Namespace) -> Path:
@@ -400,6 +412,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="train nothing: redraw figures and summary from the runs in --out",
     )
+    parser.add_argument(
+        "--reuse",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="copy a configuration that DIR (an earlier --out) holds finished instead of "
+        "training it (repeatable)",
+    )
     return parser
 
 
@@ -436,7 +456,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:1] == ["paper"]:  # every experiment and one report: rl.experiments.whole
         from rl.experiments.whole import main as paper_main
 
-        return paper_main(argv[1:], plan_cost)
+        return paper_main(argv[1:], plan_tasks)
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.list:
@@ -470,6 +490,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     workers=args.workers,
                     address=args.address,
                     resume=args.resume,
+                    reuse=args.reuse,
                     on_start=progress.started,
                     on_done=progress,
                     progress=False,
@@ -499,6 +520,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ExecutorError as error:  # an index.csv that is not this project's
         print(f"error: {error}", file=sys.stderr)
         return 2
+    for result in results:
+        if result.copied_from is not None:
+            print(f"copied {result.name} from {result.copied_from}", file=sys.stderr)
     failed = [r for r in results if r.status == "failed"]
     for result in failed:
         print(f"failed: {result.name}: {result.error}", file=sys.stderr)

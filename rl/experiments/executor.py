@@ -60,6 +60,14 @@ machine to the worker and back. Without ``resume`` the call refuses an
 A second driver on the same ``OUT`` is refused while the first runs
 (``OUT/.lock``, see `rl.runs.rundir`).
 
+``reuse`` names output directories of earlier calls: a task whose
+configuration hash one of them records done, with complete run files, is
+copied from there instead of trained (`rl.runs.copy_run`). Training is
+deterministic, so the copy is what training would write; ``python -m
+rl.reproduce paper`` uses it so that a line shared by two experiments (the
+comparison's TEQL line is the ablation's lambda = 0 line in the released
+reading) trains once.
+
 This module is the driver; what runs in the workers, and how the pool and Ray
 are started, is in `rl.experiments.workers`. See ``docs/scale-out.md``.
 """
@@ -93,7 +101,9 @@ from rl.experiments.workers import (
     require_ray,
 )
 from rl.runs.config import TrainConfig, effective_config, resolve_settings, to_jsonable
+from rl.runs.copy_run import copy_run
 from rl.runs.rundir import (
+    RunDirError,
     RunLock,
     atomic_write_bytes,
     atomic_write_text,
@@ -171,7 +181,9 @@ class TaskResult(NamedTuple):
     error : str or None
         ``"ExceptionType: message"`` of a failed task.
     ran : bool
-        False for a task that a resumed call found done and did not run.
+        False for a task that a resumed call found done, or that was copied, and did not run.
+    copied_from : Path or None
+        The run directory it was copied from (``reuse``), else None.
     """
 
     name: str
@@ -181,6 +193,7 @@ class TaskResult(NamedTuple):
     run_dir: Path
     error: str | None
     ran: bool
+    copied_from: Path | None = None
 
 
 def config_hash(config: TrainConfig) -> str:
@@ -371,6 +384,7 @@ def run_tasks(
     workers: int | None = None,
     address: str | None = None,
     resume: bool = False,
+    reuse: Sequence[str | os.PathLike] = (),
     on_start: Callable[[list[str], dict[str, str]], None] | None = None,
     on_done: Callable[[TaskResult], None] | None = None,
     progress: bool = False,
@@ -395,6 +409,13 @@ def run_tasks(
         Skip the tasks whose configuration hash ``OUT/index.csv`` records as
         done and whose run files `rl.runs.verify.verify_run` finds complete;
         run the others afresh.
+    reuse : sequence of path-like
+        Output directories of earlier calls. A task not done in ``out`` whose
+        configuration hash one of them records done, with complete run files,
+        is copied from there (`rl.runs.copy_run.copy_run`) instead of trained:
+        training is deterministic, so the copy is what training would write.
+        Its row gets the original's ``wall_time``. A directory without an
+        index, or a run that cannot be copied (locked, damaged), is passed over.
     on_start : callable, optional
         Called in the driver once before any task runs, with the names of the
         tasks about to run and, for those recorded done whose files are
@@ -448,6 +469,7 @@ def run_tasks(
             workers,
             address,
             resume,
+            [Path(source) for source in reuse],
             on_start,
             on_done,
             progress,
@@ -464,12 +486,14 @@ def _drive(
     workers: int | None,
     address: str | None,
     resume: bool,
+    reuse: Sequence[Path],
     on_start: Callable[[list[str], dict[str, str]], None] | None,
     on_done: Callable[[TaskResult], None] | None,
     progress: bool,
     plot: bool,
 ) -> list[TaskResult]:
     done_before = finished(out) if resume else {}
+    done_elsewhere = [(source, finished(source)) for source in reuse]
     record = _Record(out, tasks, hashes)
     results: list[TaskResult | None] = [None] * len(tasks)
     jobs = []
@@ -489,6 +513,11 @@ def _drive(
         run_dir = out / task.name
         if (run_dir / ERROR_FILE).is_file():  # from an earlier failed run of this task
             (run_dir / ERROR_FILE).unlink()
+        copied = _copy_finished(done_elsewhere, task, digest, out)
+        if copied is not None:
+            record.rows[position].update(status="done", wall_time=copied.wall_time)
+            results[position] = copied
+            continue
         jobs.append((position, dataclasses.replace(task.config, out=str(run_dir)), str(run_dir)))
     record.write()
     if on_start is not None:
@@ -518,6 +547,28 @@ def _drive(
         bar.close()
         outcomes.close()
     return list(results)
+
+
+def _copy_finished(
+    done_elsewhere: Sequence[tuple[Path, Mapping[str, Mapping[str, str]]]],
+    task: Task,
+    digest: str,
+    out: Path,
+) -> TaskResult | None:
+    """Copy the first finished run of ``task``'s hash from the ``reuse`` directories, if any."""
+    for source, done in done_elsewhere:
+        row = done.get(digest)
+        if row is None or _not_finished(source, row.get("name") or "", task) is not None:
+            continue
+        try:
+            copy_run(source / row["name"], out / task.name)
+        except (RunDirError, OSError):
+            continue  # locked or damaged there: train it here
+        wall = float(row.get("wall_time") or 0.0)
+        return TaskResult(
+            task.name, digest, "done", wall, out / task.name, None, False, source / row["name"]
+        )
+    return None
 
 
 def _finish(task: Task, digest: str, out: Path, outcome: Outcome) -> TaskResult:

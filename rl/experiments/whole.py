@@ -17,7 +17,9 @@ the Highway ablation). A training part is one ``python -m rl.reproduce NAME
 ``summary.md`` as that command writes them). After the first reading, a part
 trains only the lines whose settings differ from those of a reading already
 run (`rl.agents.readings.same_settings`); the report reads the others from
-there.
+there. Within a reading, a configuration that two parts share (the
+comparison's TEQL line is one of the ablation's) trains in one of them and
+is copied by the other once it has ended (`share_lines`, ``--reuse``).
 
 Each part runs as its own process (``python -m rl.reproduce ...`` or the
 analysis command). ``--parts-at-once K`` runs K parts side by side, each with
@@ -109,7 +111,9 @@ class Part(NamedTuple):
     """For a training part the arguments of ``python -m rl.reproduce``; otherwise a command."""
     training: bool
     cost: float = 0.0
-    """Estimated core seconds (`rl.reproduce.plan_cost`): the order side by side."""
+    """Estimated core seconds of what it trains itself: the order side by side."""
+    after: tuple[str, ...] = ()
+    """Parts whose lines it copies (``--reuse``): it starts once they have ended."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -259,12 +263,13 @@ def parts(
     settings: Settings,
     args: argparse.Namespace,
     out: Path,
-    estimate: Callable[[Sequence[str]], float],
+    plan: Callable[[Sequence[str]], list[tuple[str, float]]],
 ) -> list[Part]:
     """Return every part of the paper in the order it runs one after the other.
 
-    ``estimate(argv)`` is a training part's estimated core seconds (`Part.cost`),
-    `rl.reproduce.plan_cost` of its ``python -m rl.reproduce`` arguments.
+    ``plan(argv)`` gives the tasks of a training part's ``python -m
+    rl.reproduce`` arguments, (configuration hash, estimated core seconds)
+    each (`rl.reproduce.plan_tasks`); see `share_lines` for what is done with them.
     """
     python = sys.executable
     found = [
@@ -300,8 +305,45 @@ def parts(
             argv = [name, "--env", env, "--reading", reading, "--out", str(out / part), *common]
             if keys:
                 argv += ["--agents", ",".join(keys)]
-            found.append(Part(part, tuple(argv), True, estimate(argv)))
-    return found
+            found.append(Part(part, tuple(argv), True))
+    return share_lines(found, out, plan, by_cost=args.parts_at_once > 1)
+
+
+def share_lines(
+    found: Sequence[Part],
+    out: Path,
+    plan: Callable[[Sequence[str]], list[tuple[str, float]]],
+    by_cost: bool,
+) -> list[Part]:
+    """Give each configuration to one part; the others copy it (``--reuse``) once that part ends.
+
+    Experiments share lines: in one reading the comparison's TEQL and TLR
+    lines are the ablation's TLR line and one of its lambda lines, and the
+    TEQL lines of ``sensitivity-tlr`` are those of ``sensitivity``. A
+    configuration (by `rl.experiments.executor.config_hash`) belongs to the
+    first part that has it, in the order the parts are taken: as listed, or
+    with ``by_cost`` (parts side by side) by estimated cost, largest first,
+    so that the longest parts start at once. A later part that has it gets
+    ``--reuse OUT/OWNER`` and waits for the owner to end (`Part.after`). Its
+    cost is that of the tasks it owns.
+    """
+    tasks = {part.name: plan(part.argv) if part.training else [] for part in found}
+    order = list(found)
+    if by_cost:
+        order.sort(key=lambda part: -(part.cost + sum(cost for _, cost in tasks[part.name])))
+    owners: dict[str, str] = {}
+    shared: dict[str, Part] = {}
+    for part in order:
+        after = sorted({owners[digest] for digest, _ in tasks[part.name] if digest in owners})
+        own = [(digest, cost) for digest, cost in tasks[part.name] if digest not in owners]
+        owners.update((digest, part.name) for digest, _ in own)
+        reuse = [arg for owner in after for arg in ("--reuse", str(out / owner))]
+        shared[part.name] = part._replace(
+            argv=(*part.argv, *reuse),
+            cost=part.cost + sum(cost for _, cost in own),
+            after=tuple(after),
+        )
+    return [shared[part.name] for part in found]
 
 
 class _Running:
@@ -391,7 +433,8 @@ def run_parts(
     """Run the parts not yet done, ``at_once`` at a time; return 0, 1 (some failed) or 130.
 
     One after the other (``at_once`` 1) in the order of ``todo``; side by side
-    longest first by `Part.cost`. A part that ends interrupted (exit code 130),
+    longest first by `Part.cost`. A part starts once the parts of its
+    `Part.after` have ended (whatever their status). A part that ends interrupted (exit code 130),
     Ctrl-C or SIGTERM stops the others (SIGTERM to each) and returns 130;
     ``OUT/parts.csv`` gets each part's row as it ends. ``command`` gives a
     part's command line (`command_of`).
@@ -422,7 +465,9 @@ def run_parts(
     try:
         while (waiting and not interrupted) or running:
             while waiting and not interrupted and len(running) < at_once:
-                part = waiting.pop(0)
+                part = _next_ready(waiting, running)
+                if part is None:
+                    break
                 print(
                     f"[part {number[part.name]}/{len(todo)}] {part.name}",
                     file=sys.stderr,
@@ -447,6 +492,15 @@ def run_parts(
     return 130 if interrupted else 1 if failed else 0
 
 
+def _next_ready(waiting: list[Part], running: Sequence[_Running]) -> Part | None:
+    """Remove and return the first waiting part none of whose `Part.after` waits or runs."""
+    busy = {part.name for part in waiting} | {r.part.name for r in running}
+    for index, part in enumerate(waiting):
+        if busy.isdisjoint(part.after):
+            return waiting.pop(index)
+    return None
+
+
 def _stop(running: Sequence[_Running], grace: float = 0.0) -> None:
     """Send SIGTERM to every part still running after ``grace`` seconds.
 
@@ -461,8 +515,8 @@ def _stop(running: Sequence[_Running], grace: float = 0.0) -> None:
             other.process.terminate()
 
 
-def main(argv: Sequence[str], estimate: Callable[[Sequence[str]], float]) -> int:
-    """Run ``python -m rl.reproduce paper ARGS``; ``estimate`` as for `parts`.
+def main(argv: Sequence[str], plan: Callable[[Sequence[str]], list[tuple[str, float]]]) -> int:
+    """Run ``python -m rl.reproduce paper ARGS``; ``plan`` as for `parts`.
 
     Returns the exit code: 0 done, 1 some part failed, 2 bad input, 130 interrupted.
     """
@@ -486,7 +540,7 @@ def main(argv: Sequence[str], estimate: Callable[[Sequence[str]], float]) -> int
     if not args.report_only:
         start = time.perf_counter()
         with sigterm_interrupts():
-            todo = parts(settings, args, out, estimate)
+            todo = parts(settings, args, out, plan)
             code = run_parts(todo, out, args.resume, args.parts_at_once)
         with open(out / "commands.txt", "a", encoding="utf-8") as handle:
             handle.write(f"{time.perf_counter() - start:.0f}\t{command}\n")

@@ -31,14 +31,15 @@ import errno
 import fcntl
 import json
 import os
+import shutil
 import socket
 import stat
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, BinaryIO
 
 from rl.runs.documents import parse_json
 
@@ -351,7 +352,29 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     RunDirError
         If ``path`` is a symbolic link or a directory.
     """
-    path = Path(path)
+    _atomic_write(Path(path), lambda handle: handle.write(data))
+
+
+def atomic_copy(source: str | os.PathLike, path: str | os.PathLike) -> None:
+    """Copy the regular file ``source`` to ``path`` atomically, as `atomic_write_bytes` writes.
+
+    ``source`` is opened without following a link (`open_run_file`) and
+    streamed, so a large checkpoint is never held in memory whole.
+
+    Raises
+    ------
+    RunDirError
+        If ``source`` is a link or not a regular file, or ``path`` is a link or a directory.
+    OSError
+        If ``source`` cannot be read.
+    """
+    descriptor = open_run_file(source, os.O_RDONLY)
+    with os.fdopen(descriptor, "rb") as handle:
+        _atomic_write(Path(path), lambda target: shutil.copyfileobj(handle, target))
+
+
+def _atomic_write(path: Path, fill: Callable[[BinaryIO], object]) -> None:
+    """Write ``path`` atomically: ``fill`` writes a temporary file that then replaces it."""
     check_run_files(path.parent, [path.name])
     descriptor, temporary = tempfile.mkstemp(
         prefix=f".{path.name}.", suffix=".tmp", dir=path.parent
@@ -359,7 +382,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     try:
         with os.fdopen(descriptor, "wb") as handle:
             os.fchmod(handle.fileno(), 0o666 & ~_umask())
-            handle.write(data)
+            fill(handle)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temporary, path)

@@ -1,4 +1,5 @@
 import dataclasses
+import json
 import shutil
 import sys
 
@@ -211,3 +212,48 @@ def test_verify_run_names_what_is_missing(tmp_path):
     assert verify_run(tmp_path / "run", config).startswith(
         f"The checkpoint in {tmp_path / 'run'} (episode 4, "
     )
+
+
+def test_reuse_copies_finished_runs_of_the_same_configuration(tmp_path):
+    """A configuration done in another output directory is copied, bytes and all, not trained."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    tasks = _tasks(3)
+    run_tasks(tasks[:2], first, workers=2, plot=False)
+    # t1 damaged there (the checkpoint cut short): trained here; t2 is not there at all
+    checkpoint = first / "t1" / "checkpoint.npz"
+    checkpoint.write_bytes(checkpoint.read_bytes()[:-100])
+    renamed = [Task(f"again/{t.name}", t.config, t.values) for t in tasks]
+    ran = []
+    results = run_tasks(
+        renamed, second, workers=2, reuse=[first, tmp_path / "none"], on_done=ran.append, plot=False
+    )
+    assert [r.status for r in results] == ["done"] * 3
+    assert [r.ran for r in results] == [False, True, True]
+    assert results[0].copied_from == first / "t0" and results[1].copied_from is None
+    assert sorted(r.name for r in ran) == ["again/t1", "again/t2"]
+    for name in ("metrics.csv", "checkpoint.npz"):
+        assert (second / "again/t0" / name).read_bytes() == (first / "t0" / name).read_bytes()
+    config = json.loads((second / "again/t0" / "config.json").read_text())
+    assert config["out"] == str(second / "again/t0")
+    assert config | {"out": ""} == json.loads((first / "t0" / "config.json").read_text()) | {
+        "out": ""
+    }
+    rows = {row["name"]: row for row in read_index(second)}
+    recorded = {row["name"]: row for row in read_index(first)}
+    assert rows["again/t0"]["status"] == "done"
+    assert rows["again/t0"]["wall_time"] == recorded["t0"]["wall_time"]
+    assert verify_run(second / "again/t0", tasks[0].config) is None
+
+
+def test_reuse_never_reads_through_a_link(tmp_path):
+    first, second = tmp_path / "first", tmp_path / "second"
+    tasks = _tasks(1)
+    run_tasks(tasks, first, workers=1, plot=False)
+    elsewhere = tmp_path / "secret.csv"
+    (first / "t0" / "metrics.csv").rename(elsewhere)
+    (first / "t0" / "metrics.csv").symlink_to(elsewhere)
+    before = elsewhere.read_bytes()
+    (result,) = run_tasks(tasks, second, workers=1, reuse=[first], plot=False)
+    assert result.ran and result.copied_from is None  # trained, not copied
+    assert not (second / "t0" / "metrics.csv").is_symlink()
+    assert elsewhere.read_bytes() == before

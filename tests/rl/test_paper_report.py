@@ -20,7 +20,7 @@ from rl.experiments.document import to_html, to_markdown
 from rl.experiments.paper import experiment
 from rl.experiments.parts import PARTS_FILE, read_parts
 from rl.experiments.report import LineRuns, LineStats
-from rl.reproduce import main
+from rl.reproduce import main, plan_tasks
 
 PNG = b"\x89PNG\r\n\x1a\n"  # a PNG signature: the report embeds the bytes without reading them
 
@@ -179,6 +179,46 @@ def test_later_readings_train_only_lines_whose_settings_differ() -> None:
     assert stable == ["teql"]
 
 
+def test_a_configuration_two_parts_share_is_trained_by_one_and_copied_by_the_other() -> None:
+    out = Path("OUT")
+    listed = [whole.Part(f"released/{n}", (n,), True) for n in ("small", "big", "alone")]
+    tasks = {"small": [("h1", 1.0), ("h2", 2.0)], "big": [("h2", 2.0), ("h3", 9.0)]}
+
+    def plan(argv):
+        return tasks.get(argv[0], [("h4", 4.0)])
+
+    in_order = whole.share_lines(listed, out, plan, by_cost=False)
+    assert [p.after for p in in_order] == [(), ("released/small",), ()]
+    assert in_order[1].argv == ("big", "--reuse", str(out / "released/small"))
+    assert [p.cost for p in in_order] == [3.0, 9.0, 4.0]
+    # side by side the largest part owns it, so that it starts at once
+    by_cost = whole.share_lines(listed, out, plan, by_cost=True)
+    assert [p.after for p in by_cost] == [("released/big",), (), ()]
+    assert [p.cost for p in by_cost] == [1.0, 11.0, 4.0]
+
+
+def test_every_shared_line_of_the_paper_is_copied_from_one_part(tmp_path: Path) -> None:
+    """The real plan: within a reading, shared lines are copied; readings never share."""
+    args = whole.build_parser().parse_args(["--episodes-scale", "0.01", "--seeds", "2"])
+    found = whole.parts(whole.settings_from(args), args, tmp_path, plan_tasks)
+    after = {part.name: part.after for part in found if part.after}
+    assert after["released/comparison-pendulum"] == ("released/ablation-pendulum",)
+    assert after["released/sensitivity-tlr-cartpole"] == ("released/sensitivity-cartpole",)
+    assert after["stable/sensitivity-tlr-pendulum"] == ("stable/sensitivity-pendulum",)
+    assert all(o.split("/")[0] == p.split("/")[0] for p, owners in after.items() for o in owners)
+    unique: dict[str, float] = {}
+    listed = 0
+    for part in found:
+        if part.training:
+            own_argv = part.argv[: part.argv.index("--reuse")] if part.after else part.argv
+            tasks = plan_tasks(own_argv)
+            unique.update(tasks)
+            listed += len(tasks)
+    # each configuration is counted once, in the part that trains it
+    assert sum(p.cost for p in found if p.training) == pytest.approx(sum(unique.values()))
+    assert len(unique) < listed
+
+
 #: A stand-in for a part's process, called with LOG OUT PART PAUSE KILLED ARGV...: makes
 #: the part's index.csv, sleeps PAUSE seconds, logs ARGV with its start and end times,
 #: and exits 130 the first time it runs as the part KILLED.
@@ -248,6 +288,15 @@ def test_parts_side_by_side_run_together_longest_first(
     assert all(times["x1"][0] < times[x][0] < times["x1"][1] for x in ("x2", "x3"))
     assert times["x2"][1] <= times["x3"][0]
     assert all(row["status"] == "done" for row in read_parts(tmp_path).values())
+
+
+def test_a_part_that_copies_lines_waits_for_their_owner(tmp_path: Path) -> None:
+    todo, command, log = fake_parts(tmp_path, [1.0, 0.1, 0.1])
+    todo[2] = todo[2]._replace(after=("released/x-0",))
+    assert whole.run_parts(todo, tmp_path, False, at_once=2, command=command) == 0
+    times = {argv[0]: (begin, end) for argv, begin, end in calls_of(log)}
+    # x1 ended long before x0, but x2 starts only once x0 has ended
+    assert times["x1"][1] < times["x0"][1] <= times["x2"][0]
 
 
 def test_a_part_interrupted_side_by_side_stops_the_others(tmp_path: Path) -> None:

@@ -275,6 +275,7 @@ def test_sensitivity_parameter_counts_match_the_stated_ones():
         (["ablation", "--agents", "dqn"], "Unknown --agents entry 'dqn'"),
         (["comparison", "--seeds", "0"], "--seeds"),
         (["comparison", "--address", "1.2.3.4:6379"], "--address needs --backend ray"),
+        (["comparison", "--reuse", "/no/such/dir"], "'--reuse' value '/no/such/dir' is not a"),
         ([], "give an experiment NAME"),
     ],
 )
