@@ -323,11 +323,17 @@ def share_lines(
     configuration (by `rl.experiments.executor.config_hash`) belongs to the
     first part that has it, in the order the parts are taken: as listed, or
     with ``by_cost`` (parts side by side) by estimated cost, largest first,
-    so that the longest parts start at once. A later part that has it gets
-    ``--reuse OUT/OWNER`` and waits for the owner to end (`Part.after`). Its
-    cost is that of the tasks it owns.
+    so that the longest parts start at once. A later part that has it waits
+    for the owner to end (`Part.after`). Its cost is that of the tasks it owns.
+    Every part gets ``--reuse OUT/OTHER`` for each other part it shares a
+    configuration with, owner or not, so that a run resumed with another
+    ``--parts-at-once`` (other owners) still copies what is finished.
     """
     tasks = {part.name: plan(part.argv) if part.training else [] for part in found}
+    holders: dict[str, set[str]] = {}
+    for name, planned in tasks.items():
+        for digest, _ in planned:
+            holders.setdefault(digest, set()).add(name)
     order = list(found)
     if by_cost:
         order.sort(key=lambda part: -(part.cost + sum(cost for _, cost in tasks[part.name])))
@@ -337,7 +343,8 @@ def share_lines(
         after = sorted({owners[digest] for digest, _ in tasks[part.name] if digest in owners})
         own = [(digest, cost) for digest, cost in tasks[part.name] if digest not in owners]
         owners.update((digest, part.name) for digest, _ in own)
-        reuse = [arg for owner in after for arg in ("--reuse", str(out / owner))]
+        others = sorted({other for d, _ in tasks[part.name] for other in holders[d]} - {part.name})
+        reuse = [arg for other in others for arg in ("--reuse", str(out / other))]
         shared[part.name] = part._replace(
             argv=(*part.argv, *reuse),
             cost=part.cost + sum(cost for _, cost in own),

@@ -190,6 +190,9 @@ def test_a_configuration_two_parts_share_is_trained_by_one_and_copied_by_the_oth
     in_order = whole.share_lines(listed, out, plan, by_cost=False)
     assert [p.after for p in in_order] == [(), ("released/small",), ()]
     assert in_order[1].argv == ("big", "--reuse", str(out / "released/small"))
+    # the owner may copy too: a run resumed side by side has other owners
+    assert in_order[0].argv == ("small", "--reuse", str(out / "released/big"))
+    assert in_order[2].argv == ("alone",)
     assert [p.cost for p in in_order] == [3.0, 9.0, 4.0]
     # side by side the largest part owns it, so that it starts at once
     by_cost = whole.share_lines(listed, out, plan, by_cost=True)
@@ -210,8 +213,8 @@ def test_every_shared_line_of_the_paper_is_copied_from_one_part(tmp_path: Path) 
     listed = 0
     for part in found:
         if part.training:
-            own_argv = part.argv[: part.argv.index("--reuse")] if part.after else part.argv
-            tasks = plan_tasks(own_argv)
+            argv = list(part.argv)
+            tasks = plan_tasks(argv[: argv.index("--reuse")] if "--reuse" in argv else argv)
             unique.update(tasks)
             listed += len(tasks)
     # each configuration is counted once, in the part that trains it
