@@ -397,10 +397,21 @@ class _Running:
 
 
 def command_of(part: Part, out: Path, resume: bool) -> list[str]:
-    """Return the command line of ``part``; a training part started before gets ``--resume``."""
+    """Return the command line of ``part``; a training part started before gets ``--resume``.
+
+    A ``--reuse`` of a part that has not started yet (no directory) is left
+    out: it holds nothing to copy.
+    """
     if not part.training:
         return list(part.argv)
-    argv = list(part.argv)
+    argv: list[str] = []
+    pairs = iter(part.argv)
+    for arg in pairs:
+        if arg == "--reuse":
+            source = next(pairs)
+            argv += [arg, source] if Path(source).is_dir() else []
+        else:
+            argv.append(arg)
     if resume and (out / part.name / INDEX_FILE).is_file():
         argv.append("--resume")
     return [sys.executable, "-m", "rl.reproduce", *argv]

@@ -200,6 +200,12 @@ def test_a_configuration_two_parts_share_is_trained_by_one_and_copied_by_the_oth
     assert [p.cost for p in by_cost] == [1.0, 11.0, 4.0]
 
 
+def test_a_part_copies_only_from_parts_that_have_started(tmp_path: Path) -> None:
+    (tmp_path / "released/started").mkdir(parents=True)
+    argv = ("x", "--reuse", str(tmp_path / "released/started"))
+    part = whole.Part("released/x", (*argv, "--reuse", str(tmp_path / "released/later")), True)
+    assert whole.command_of(part, tmp_path, False)[3:] == list(argv)
+
 def test_every_shared_line_of_the_paper_is_copied_from_one_part(tmp_path: Path) -> None:
     """The real plan: within a reading, shared lines are copied; readings never share."""
     args = whole.build_parser().parse_args(["--episodes-scale", "0.01", "--seeds", "2"])
