@@ -206,6 +206,7 @@ def test_a_part_copies_only_from_parts_that_have_started(tmp_path: Path) -> None
     part = whole.Part("released/x", (*argv, "--reuse", str(tmp_path / "released/later")), True)
     assert whole.command_of(part, tmp_path, False)[3:] == list(argv)
 
+
 def test_every_shared_line_of_the_paper_is_copied_from_one_part(tmp_path: Path) -> None:
     """The real plan: within a reading, shared lines are copied; readings never share."""
     args = whole.build_parser().parse_args(["--episodes-scale", "0.01", "--seeds", "2"])
