@@ -23,7 +23,7 @@ from rl.runs.rundir import (
     make_run_dir,
     read_run_file,
 )
-from rl.runs.training import CONFIG_FILE, RUN_FILES
+from rl.runs.training import CONFIG_FILE, RUN_FILES, config_text
 
 MAX_CONFIG_BYTES = 1 << 20
 """Largest ``config.json`` copied (a run's is a few kilobytes)."""
@@ -70,4 +70,4 @@ def _config_naming(path: Path, target: Path) -> str:
     if not isinstance(config, dict):
         raise RunDirError(f"Refusing {path}: it is not a JSON object.")
     config["out"] = str(target)
-    return json.dumps(config, indent=2) + "\n"
+    return config_text(config)

@@ -347,7 +347,7 @@ def run(
             start, wall_base = checkpoint.episode, checkpoint.wall_time
             metrics_bytes = checkpoint.metrics_bytes
             remove_stale_temporaries(run_dir, RUN_FILES)
-        atomic_write_text(run_dir / CONFIG_FILE, _dumps(effective))
+        atomic_write_text(run_dir / CONFIG_FILE, config_text(effective))
         writer = MetricsWriter(run_dir / METRICS_FILE, truncate_to=metrics_bytes)
     except BaseException:
         lock.release()
@@ -493,5 +493,6 @@ def train(config: TrainConfig, **options: Any) -> RunResult:
         runner.close()
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value, indent=2) + "\n"
+def config_text(effective: dict[str, Any]) -> str:
+    """Return the text of ``config.json`` for an effective configuration (indented JSON)."""
+    return json.dumps(effective, indent=2) + "\n"
