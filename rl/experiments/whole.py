@@ -114,6 +114,8 @@ class Part(NamedTuple):
     """Estimated core seconds of what it trains itself: the order side by side."""
     after: tuple[str, ...] = ()
     """Parts whose lines it copies (``--reuse``): it starts once they have ended."""
+    reuse: tuple[str, ...] = ()
+    """Directories of the parts it shares a configuration with: its ``--reuse`` values."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -325,9 +327,9 @@ def share_lines(
     with ``by_cost`` (parts side by side) by estimated cost, largest first,
     so that the longest parts start at once. A later part that has it waits
     for the owner to end (`Part.after`). Its cost is that of the tasks it owns.
-    Every part gets ``--reuse OUT/OTHER`` for each other part it shares a
-    configuration with, owner or not, so that a run resumed with another
-    ``--parts-at-once`` (other owners) still copies what is finished.
+    Every part's `Part.reuse` names ``OUT/OTHER`` for each other part it
+    shares a configuration with, owner or not, so that a run resumed with
+    another ``--parts-at-once`` (other owners) still copies what is finished.
     """
     tasks = {part.name: plan(part.argv) if part.training else [] for part in found}
     holders: dict[str, set[str]] = {}
@@ -344,11 +346,10 @@ def share_lines(
         own = [(digest, cost) for digest, cost in tasks[part.name] if digest not in owners]
         owners.update((digest, part.name) for digest, _ in own)
         others = sorted({other for d, _ in tasks[part.name] for other in holders[d]} - {part.name})
-        reuse = [arg for other in others for arg in ("--reuse", str(out / other))]
         shared[part.name] = part._replace(
-            argv=(*part.argv, *reuse),
             cost=part.cost + sum(cost for _, cost in own),
             after=tuple(after),
+            reuse=tuple(str(out / other) for other in others),
         )
     return [shared[part.name] for part in found]
 
@@ -399,19 +400,15 @@ class _Running:
 def command_of(part: Part, out: Path, resume: bool) -> list[str]:
     """Return the command line of ``part``; a training part started before gets ``--resume``.
 
-    A ``--reuse`` of a part that has not started yet (no directory) is left
-    out: it holds nothing to copy.
+    It gets ``--reuse`` for each of `Part.reuse` that exists: a part that has
+    not started yet (no directory) holds nothing to copy.
     """
     if not part.training:
         return list(part.argv)
-    argv: list[str] = []
-    pairs = iter(part.argv)
-    for arg in pairs:
-        if arg == "--reuse":
-            source = next(pairs)
-            argv += [arg, source] if Path(source).is_dir() else []
-        else:
-            argv.append(arg)
+    argv = list(part.argv)
+    for source in part.reuse:
+        if Path(source).is_dir():
+            argv += ["--reuse", source]
     if resume and (out / part.name / INDEX_FILE).is_file():
         argv.append("--resume")
     return [sys.executable, "-m", "rl.reproduce", *argv]

@@ -189,10 +189,10 @@ def test_a_configuration_two_parts_share_is_trained_by_one_and_copied_by_the_oth
 
     in_order = whole.share_lines(listed, out, plan, by_cost=False)
     assert [p.after for p in in_order] == [(), ("released/small",), ()]
-    assert in_order[1].argv == ("big", "--reuse", str(out / "released/small"))
+    assert in_order[1].reuse == (str(out / "released/small"),)
     # the owner may copy too: a run resumed side by side has other owners
-    assert in_order[0].argv == ("small", "--reuse", str(out / "released/big"))
-    assert in_order[2].argv == ("alone",)
+    assert in_order[0].reuse == (str(out / "released/big"),)
+    assert in_order[2].reuse == ()
     assert [p.cost for p in in_order] == [3.0, 9.0, 4.0]
     # side by side the largest part owns it, so that it starts at once
     by_cost = whole.share_lines(listed, out, plan, by_cost=True)
@@ -202,9 +202,9 @@ def test_a_configuration_two_parts_share_is_trained_by_one_and_copied_by_the_oth
 
 def test_a_part_copies_only_from_parts_that_have_started(tmp_path: Path) -> None:
     (tmp_path / "released/started").mkdir(parents=True)
-    argv = ("x", "--reuse", str(tmp_path / "released/started"))
-    part = whole.Part("released/x", (*argv, "--reuse", str(tmp_path / "released/later")), True)
-    assert whole.command_of(part, tmp_path, False)[3:] == list(argv)
+    reuse = (str(tmp_path / "released/started"), str(tmp_path / "released/later"))
+    part = whole.Part("released/x", ("x",), True, reuse=reuse)
+    assert whole.command_of(part, tmp_path, False)[3:] == ["x", "--reuse", reuse[0]]
 
 
 def test_every_shared_line_of_the_paper_is_copied_from_one_part(tmp_path: Path) -> None:
@@ -220,8 +220,7 @@ def test_every_shared_line_of_the_paper_is_copied_from_one_part(tmp_path: Path) 
     listed = 0
     for part in found:
         if part.training:
-            argv = list(part.argv)
-            tasks = plan_tasks(argv[: argv.index("--reuse")] if "--reuse" in argv else argv)
+            tasks = plan_tasks(part.argv)
             unique.update(tasks)
             listed += len(tasks)
     # each configuration is counted once, in the part that trains it
