@@ -86,12 +86,19 @@ def test_a_seed_alone_equals_the_same_seed_among_seven(spec):
     the stacked computations run on 4 to 7 rows; replica 3 against its seed alone.
     """
     _, _, agent_class, config, _, _ = spec
-    problem = make_problem((3, 4), (3,))
+    assert_alone_equals_among_seven(agent_class, config, make_problem((3, 4), (3,)), steps=90)
+
+
+def assert_alone_equals_among_seven(agent_class, config, problem, steps):
+    """Drive seven replicas, each inactive on a different quarter of the steps; compare replica 3.
+
+    Its actions and whole state must equal those of its seed driven alone.
+    """
     mask = lambda t: (np.arange(7) + t) % 4 != 0  # noqa: E731
     among = agent_class(problem, config, streams(*range(10, 17)))
-    actions = random_drive(among, 90, seed=4, active_mask=mask)
+    actions = random_drive(among, steps, seed=4, active_mask=mask)
     alone = agent_class(problem, config, streams(13))
-    alone_actions = random_drive_single(alone, 90, seed=4, replica=3, mask=mask, replicas=7)
+    alone_actions = random_drive_single(alone, steps, seed=4, replica=3, mask=mask, replicas=7)
     np.testing.assert_array_equal(actions[:, 3], alone_actions)
     assert_tree_equal(among.state_dict()["replicas"][3], alone.state_dict()["replicas"][0])
 
@@ -228,11 +235,4 @@ def test_a_seed_alone_equals_the_same_seed_among_seven_with_two_torch_threads(
     """
     _, _, agent_class, config, _, _ = spec
     config = dataclasses.replace(config, hidden=46, batch_size=32)
-    problem = make_problem((3, 4), (10,))
-    mask = lambda t: (np.arange(7) + t) % 4 != 0  # noqa: E731
-    among = agent_class(problem, config, streams(*range(10, 17)))
-    actions = random_drive(among, 60, seed=4, active_mask=mask)
-    alone = agent_class(problem, config, streams(13))
-    alone_actions = random_drive_single(alone, 60, seed=4, replica=3, mask=mask, replicas=7)
-    np.testing.assert_array_equal(actions[:, 3], alone_actions)
-    assert_tree_equal(among.state_dict()["replicas"][3], alone.state_dict()["replicas"][0])
+    assert_alone_equals_among_seven(agent_class, config, make_problem((3, 4), (10,)), steps=60)
