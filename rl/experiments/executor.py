@@ -41,8 +41,10 @@ Records and resume
 (the run directory, relative to ``OUT``), ``hash`` (`config_hash`), the task's
 ``values`` (one column per key, JSON for non-strings), ``status`` (``pending``,
 ``done`` or ``failed``), ``wall_time`` (seconds of training, summed over the
-segments of a run continued by ``resume``; of the attempt, for a failed task)
-and ``error`` (one line). The
+segments of a run continued by ``resume``; of the attempt, for a failed task),
+``error`` (one line) and ``copied_from`` (the run directory a task copied
+from another output directory was copied from, see ``reuse``; empty for a
+task trained here). The
 driver rewrites it atomically when a task finishes, so a killed driver or a
 lost worker loses only the unfinished tasks. A failed task also leaves
 ``OUT/NAME/error.txt`` (its configuration and the traceback); it does not stop
@@ -183,7 +185,8 @@ class TaskResult(NamedTuple):
     ran : bool
         False for a task that a resumed call found done, or that was copied, and did not run.
     copied_from : Path or None
-        The run directory it was copied from (``reuse``), else None.
+        The run directory it was copied from (``reuse``; for a task a resumed
+        call found done, as its index row records), else None.
     """
 
     name: str
@@ -237,6 +240,7 @@ class _Record:
                 "status": "pending",
                 "wall_time": "",
                 "error": "",
+                "copied_from": "",
             }
             for position, (task, digest) in enumerate(zip(tasks, hashes, strict=True))
         ]
@@ -251,7 +255,9 @@ class _Record:
             keys.extend(key for key in row["values"] if key not in keys)
         buffer = io.StringIO()
         writer = csv.writer(buffer, lineterminator="\n")
-        writer.writerow(["position", "name", "hash", *keys, "status", "wall_time", "error"])
+        writer.writerow(
+            ["position", "name", "hash", *keys, "status", "wall_time", "error", "copied_from"]
+        )
         for row in self.rows:
             values = [_cell(row["values"][key]) if key in row["values"] else "" for key in keys]
             wall = row["wall_time"]
@@ -264,6 +270,7 @@ class _Record:
                     row["status"],
                     f"{wall:.3f}" if wall != "" else "",
                     row["error"],
+                    row["copied_from"],
                 ]
             )
         atomic_write_text(self.path, buffer.getvalue())
@@ -414,7 +421,9 @@ def run_tasks(
         configuration hash one of them records done, with complete run files,
         is copied from there (`rl.runs.copy_run.copy_run`) instead of trained:
         training is deterministic, so the copy is what training would write.
-        Its row gets the original's ``wall_time``. A directory without an
+        Its row gets the original's ``wall_time`` and names the original in
+        ``copied_from``, so that summing ``wall_time`` over the rows without it
+        counts each training once. A directory without an
         index, or a run that cannot be copied (locked, damaged), is passed over.
     on_start : callable, optional
         Called in the driver once before any task runs, with the names of the
@@ -505,9 +514,13 @@ def _drive(
             reruns[task.name] = reason
         elif old is not None:
             wall = float(old.get("wall_time") or 0.0)
-            record.rows[position].update(name=old["name"], status="done", wall_time=wall)
+            source = old.get("copied_from") or ""
+            record.rows[position].update(
+                name=old["name"], status="done", wall_time=wall, copied_from=source
+            )
+            copied_from = Path(source) if source else None
             results[position] = TaskResult(
-                old["name"], digest, "done", wall, out / old["name"], None, False
+                old["name"], digest, "done", wall, out / old["name"], None, False, copied_from
             )
             continue
         run_dir = out / task.name
@@ -515,7 +528,9 @@ def _drive(
             (run_dir / ERROR_FILE).unlink()
         copied = _copy_finished(done_elsewhere, task, digest, out)
         if copied is not None:
-            record.rows[position].update(status="done", wall_time=copied.wall_time)
+            record.rows[position].update(
+                status="done", wall_time=copied.wall_time, copied_from=str(copied.copied_from)
+            )
             results[position] = copied
             continue
         jobs.append((position, dataclasses.replace(task.config, out=str(run_dir)), str(run_dir)))

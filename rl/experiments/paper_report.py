@@ -430,12 +430,13 @@ def params_section(out: Path) -> list[Block]:
 
 
 def cost_section(out: Path) -> list[Block]:
-    """Return wall time and core-hours per part (core time: the tasks' own wall times)."""
+    """Return wall time and core-hours per part (core time: its trained tasks' own wall times)."""
     rows, total_wall, total_core = [], 0.0, 0.0
     for part, row in read_parts(out).items():
         wall = float(row["wall_s"])
         tasks = read_index(out / part)
-        core = sum(float(t["wall_time"] or 0) for t in tasks) if tasks else wall
+        trained = [t for t in tasks if not t.get("copied_from")]
+        core = sum(float(t["wall_time"] or 0) for t in trained) if tasks else wall
         total_wall, total_core = total_wall + wall, total_core + core
         rows.append([part, row["status"], f"{wall:.0f}", f"{core / 3600:.3f}"])
     rows.append(["**total**", "", f"{total_wall:.0f}", f"{total_core / 3600:.3f}"])
@@ -443,8 +444,9 @@ def cost_section(out: Path) -> list[Block]:
         ("h", 2, "Cost per part"),
         (
             "p",
-            "Wall time of the part's last invocation and core-hours (the sum of its "
-            "training tasks' own wall times; for analysis parts, the wall time). Parts run "
+            "Wall time of the part's last invocation and core-hours (the sum of the own wall "
+            "times of the training tasks it trained, not of those it copied from another "
+            "part; for analysis parts, the wall time). Parts run "
             "side by side (--parts-at-once) overlap, so the total wall is their sum, not the "
             "invocation's: that is under 'How this report was made'.",
         ),

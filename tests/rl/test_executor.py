@@ -242,7 +242,12 @@ def test_reuse_copies_finished_runs_of_the_same_configuration(tmp_path):
     recorded = {row["name"]: row for row in read_index(first)}
     assert rows["again/t0"]["status"] == "done"
     assert rows["again/t0"]["wall_time"] == recorded["t0"]["wall_time"]
+    assert [rows[f"again/t{i}"]["copied_from"] for i in range(3)] == [str(first / "t0"), "", ""]
     assert verify_run(second / "again/t0", tasks[0].config) is None
+    # a resumed call keeps the record of what was copied
+    again = run_tasks(renamed, second, workers=1, resume=True, reuse=[first], plot=False)
+    assert [r.copied_from for r in again] == [first / "t0", None, None]
+    assert read_index(second) == list(rows.values())
 
 
 def test_reuse_never_reads_through_a_link(tmp_path):

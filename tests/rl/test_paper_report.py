@@ -18,7 +18,7 @@ from rl.experiments import claims, paper_report, whole
 from rl.experiments.claims import FAILS, HOLDS, UNSURE, Check, combine, decide, evaluate
 from rl.experiments.document import to_html, to_markdown
 from rl.experiments.paper import experiment
-from rl.experiments.parts import PARTS_FILE, read_parts
+from rl.experiments.parts import PARTS_FILE, read_parts, write_parts
 from rl.experiments.report import LineRuns, LineStats
 from rl.reproduce import main, plan_tasks
 
@@ -198,6 +198,27 @@ def test_a_configuration_two_parts_share_is_trained_by_one_and_copied_by_the_oth
     by_cost = whole.share_lines(listed, out, plan, by_cost=True)
     assert [p.after for p in by_cost] == [("released/big",), (), ()]
     assert [p.cost for p in by_cost] == [1.0, 11.0, 4.0]
+
+
+def test_the_cost_of_a_line_two_parts_share_is_counted_once(tmp_path: Path) -> None:
+    header = "position,name,hash,status,wall_time,error,copied_from\n"
+    owner, copier = tmp_path / "released/owner", tmp_path / "released/copier"
+    for directory, rows in (
+        (owner, ["0,a,h1,done,360.000,,"]),
+        (copier, [f"0,b,h1,done,360.000,,{owner / 'a'}", "1,c,h2,done,720.000,,"]),
+    ):
+        directory.mkdir(parents=True)
+        (directory / "index.csv").write_text(header + "\n".join(rows) + "\n")
+    write_parts(
+        tmp_path,
+        {
+            name: {"part": name, "status": "done", "wall_s": "1", "code": "0", "command": ""}
+            for name in ("released/owner", "released/copier")
+        },
+    )
+    table = next(block for block in paper_report.cost_section(tmp_path) if block[0] == "table")
+    hours = {row[0]: row[3] for row in table[2]}
+    assert hours == {"released/owner": "0.100", "released/copier": "0.200", "**total**": "0.300"}
 
 
 def test_a_part_copies_only_from_parts_that_have_started(tmp_path: Path) -> None:
