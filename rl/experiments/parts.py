@@ -1,20 +1,52 @@
-"""The whole-paper run's table of parts, ``OUT/parts.csv``: one row per part, last status.
+"""The whole-paper run's parts: what one is (`Part`), which may start next, ``OUT/parts.csv``.
 
-`rl.experiments.whole` writes it after every part (atomically) and reads it to skip
-the parts done; `rl.experiments.paper_report` reads it for the cost of each part.
+`rl.experiments.whole` runs the parts, writes the table (one row per part, its
+last status) after every part (atomically) and reads it to skip the parts done;
+`rl.experiments.paper_report` reads it for the cost of each part, and
+`rl.experiments.paper_plan` plays the same schedule without running anything.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Collection
 from pathlib import Path
+from typing import NamedTuple
 
 from rl.experiments.executor import read_csv_rows
 from rl.runs.rundir import atomic_write_text
 
 PARTS_FILE = "parts.csv"
 PART_COLUMNS = ("part", "status", "wall_s", "code", "command")
+
+
+class Part(NamedTuple):
+    """One resumable piece of the paper: a directory under ``OUT`` and the command that fills it."""
+
+    name: str
+    """Directory relative to ``OUT`` (``released/comparison-cartpole``, ``analysis/params``)."""
+    argv: tuple[str, ...]
+    """For a training part the arguments of ``python -m rl.reproduce``; otherwise a command."""
+    training: bool
+    cost: float = 0.0
+    """Estimated core seconds of what it trains itself: the order side by side."""
+    after: tuple[str, ...] = ()
+    """Parts whose lines it copies (``--reuse``): it starts once they have ended."""
+    reuse: tuple[str, ...] = ()
+    """Directories of the parts it shares a configuration with: its ``--reuse`` values."""
+
+
+def next_ready(waiting: list[Part], running: Collection[str]) -> Part | None:
+    """Remove and return the first waiting part none of whose `Part.after` waits or runs.
+
+    ``running`` names the parts that run.
+    """
+    busy = {part.name for part in waiting} | set(running)
+    for index, part in enumerate(waiting):
+        if busy.isdisjoint(part.after):
+            return waiting.pop(index)
+    return None
 
 
 def read_parts(out: Path) -> dict[str, dict[str, str]]:

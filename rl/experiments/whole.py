@@ -5,7 +5,7 @@
     python -m rl.reproduce paper [--scale paper | --episodes-scale F --seeds N [--deep-seeds N]]
         [--readings released,paper,stable] [--workers W] [--backend local|ray] [--address A]
         [--highway-engine twin|reference] [--parts-at-once K] [--out DIR] [--resume]
-        [--report-only]
+        [--report-only] [--plan]
 
 The parts (`parts`), in the order they run: the appendix's parameter table
 (``python -m analysis.params``), the rank claim's profiles of Q* on Pendulum and
@@ -35,7 +35,9 @@ and ``--resume``: finished parts are skipped, an unfinished part resumes with
 its own ``--resume`` (only the configurations not yet done run). Ctrl-C or
 SIGTERM stops every running part (SIGTERM to each: it keeps what it finished).
 ``report.md`` and ``report.html`` (`rl.experiments.paper_report`) are written
-at the end, and by ``--report-only`` from whatever has finished.
+at the end, and by ``--report-only`` from whatever has finished. ``--plan``
+runs nothing: it prints the parts, what each trains and copies, and the
+estimated core-hours and wall time (`rl.experiments.paper_plan`).
 
 ``--scale paper`` is the paper's episodes and 100 seeds for every agent
 (Table tab:hyperparams: "Results aggregate 100 independent runs").
@@ -63,7 +65,7 @@ from rl.experiments.executor import (
     sigterm_interrupts,
 )
 from rl.experiments.paper import add_highway_engine_argument, experiment, reading_for
-from rl.experiments.parts import PART_COLUMNS, read_parts, write_parts
+from rl.experiments.parts import PART_COLUMNS, Part, next_ready, read_parts, write_parts
 from rl.experiments.workers import cpu_workers
 from rl.runs.rundir import atomic_write_text, make_run_dir, open_run_file
 
@@ -100,22 +102,6 @@ POLL_SECONDS = 0.2
 """How often `run_parts` looks whether a running part has ended."""
 STOP_GRACE_SECONDS = 5.0
 """After Ctrl-C or SIGTERM, how long running parts may take to stop before they get SIGTERM."""
-
-
-class Part(NamedTuple):
-    """One resumable piece of the paper: a directory under ``OUT`` and the command that fills it."""
-
-    name: str
-    """Directory relative to ``OUT`` (``released/comparison-cartpole``, ``analysis/params``)."""
-    argv: tuple[str, ...]
-    """For a training part the arguments of ``python -m rl.reproduce``; otherwise a command."""
-    training: bool
-    cost: float = 0.0
-    """Estimated core seconds of what it trains itself: the order side by side."""
-    after: tuple[str, ...] = ()
-    """Parts whose lines it copies (``--reuse``): it starts once they have ended."""
-    reuse: tuple[str, ...] = ()
-    """Directories of the parts it shares a configuration with: its ``--reuse`` values."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -156,6 +142,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--resume", action="store_true", help="continue a killed run in --out")
     parser.add_argument(
         "--report-only", action="store_true", help="train nothing: write the report from --out"
+    )
+    parser.add_argument(
+        "--plan",
+        action="store_true",
+        help="run nothing: print the parts, what each trains and copies, and the estimated "
+        "core-hours and wall time",
     )
     return parser
 
@@ -480,7 +472,7 @@ def run_parts(
     try:
         while (waiting and not interrupted) or running:
             while waiting and not interrupted and len(running) < at_once:
-                part = _next_ready(waiting, running)
+                part = next_ready(waiting, {r.part.name for r in running})
                 if part is None:
                     break
                 print(
@@ -505,15 +497,6 @@ def run_parts(
         for done in running:
             record(done, done.finish())
     return 130 if interrupted else 1 if failed else 0
-
-
-def _next_ready(waiting: list[Part], running: Sequence[_Running]) -> Part | None:
-    """Remove and return the first waiting part none of whose `Part.after` waits or runs."""
-    busy = {part.name for part in waiting} | {r.part.name for r in running}
-    for index, part in enumerate(waiting):
-        if busy.isdisjoint(part.after):
-            return waiting.pop(index)
-    return None
 
 
 def _stop(running: Sequence[_Running], grace: float = 0.0) -> None:
@@ -541,6 +524,13 @@ def main(argv: Sequence[str], plan: Callable[[Sequence[str]], list[tuple[str, fl
     try:
         settings = settings_from(args)
         out = Path(args.out) if args.out else default_out(settings)
+        if args.plan:
+            from rl.experiments.paper_plan import plan_text
+
+            todo = parts(settings, args, out, plan)
+            workers = cpu_workers(args.workers) // args.parts_at_once
+            print(plan_text(todo, plan, args.parts_at_once, workers))
+            return 0
         if args.report_only:
             if not (out / MANIFEST).is_file():
                 raise ValueError(f"{out} holds no {MANIFEST}; nothing to report.")

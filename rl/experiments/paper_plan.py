@@ -1,0 +1,110 @@
+"""``python -m rl.reproduce paper --plan``: what the command would train and copy, and its cost.
+
+Nothing runs and nothing is written. The parts are those the command would
+run (`rl.experiments.whole.parts`: the same lines, owners and order); each
+training task costs the plan's estimate (`rl.reproduce.plan_tasks`: each
+line's measured cost per replica-step at the paper's scale), a copied task
+nothing, an analysis part its own estimate. A part's wall time is its tasks
+taken in the plan's order by the first free of its workers, as the process
+pool takes them; the command's wall time plays `rl.experiments.whole.run_parts`'
+schedule over those walls: ``--parts-at-once`` parts at a time, longest
+first, a part waiting for the parts it copies from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+from rl.experiments.parts import Part, next_ready
+
+Planner = Callable[[Sequence[str]], list[tuple[str, float]]]
+
+
+def pool_wall(costs: Sequence[float], workers: int) -> float:
+    """Return the wall time of tasks taken in order by the first free of ``workers`` workers."""
+    ends = [0.0] * workers
+    for cost in costs:
+        first_free = ends.index(min(ends))
+        ends[first_free] += cost
+    return max(ends)
+
+
+def schedule_wall(todo: Sequence[Part], at_once: int, walls: Mapping[str, float]) -> float:
+    """Return the wall time of `rl.experiments.whole.run_parts`' schedule of ``todo``.
+
+    ``walls`` maps each part's name to its wall time. As `run_parts` does: one
+    part after the other in the order of ``todo``, or ``at_once`` side by side
+    longest first by `Part.cost`; a part starts once the parts of its
+    `Part.after` have ended.
+    """
+    waiting = list(todo)
+    if at_once > 1:
+        waiting.sort(key=lambda part: -part.cost)
+    running: dict[str, float] = {}  # name -> when it ends
+    now = 0.0
+    while waiting or running:
+        while waiting and len(running) < at_once:
+            part = next_ready(waiting, running)
+            if part is None:
+                break
+            running[part.name] = now + walls[part.name]
+        ended = min(running, key=running.__getitem__)
+        now = running.pop(ended)
+    return now
+
+
+def own_tasks(todo: Sequence[Part], plan: Planner) -> dict[str, tuple[list[float], int]]:
+    """Return each training part's own task costs, in the plan's order, and how many it copies.
+
+    A part copies a configuration that a part of its `Part.after` holds
+    (`rl.experiments.whole.share_lines` gives each configuration to the
+    first part that has it, and a part waits only for earlier owners).
+    """
+    tasks = {part.name: plan(part.argv) for part in todo if part.training}
+    found = {}
+    for part in todo:
+        if not part.training:
+            continue
+        held = {digest for name in part.after for digest, _ in tasks[name]}
+        own = [cost for digest, cost in tasks[part.name] if digest not in held]
+        found[part.name] = (own, len(tasks[part.name]) - len(own))
+    return found
+
+
+def plan_text(todo: Sequence[Part], plan: Planner, at_once: int, workers: int) -> str:
+    """Return the Markdown table of the parts and the estimated core-hours and wall time.
+
+    ``workers`` is each part's number of workers (``--workers`` divided by
+    ``at_once``).
+    """
+    owned = own_tasks(todo, plan)
+    walls: dict[str, float] = {}
+    rows = [
+        "| part | lines it trains | lines it copies | waits for | core-s | wall (s) |",
+        "|---|---:|---:|---|---:|---:|",
+    ]
+    for part in todo:
+        own, copied = owned.get(part.name, ([part.cost], 0))
+        walls[part.name] = pool_wall(own, workers) if part.training else part.cost
+        trained = str(len(own)) if part.training else "-"
+        rows.append(
+            f"| {part.name} | {trained} | {copied if part.training else '-'} | "
+            f"{', '.join(part.after) or '-'} | {sum(own):,.0f} | {walls[part.name]:,.0f} |"
+        )
+    core = sum(sum(own) for own, _ in owned.values()) + sum(
+        part.cost for part in todo if not part.training
+    )
+    wall = schedule_wall(todo, at_once, walls)
+    perfect = core / (workers * at_once)
+    return "\n".join(
+        [
+            *rows,
+            "",
+            f"Estimated {core:,.0f} core-s ({core / 3600:.1f} core-hours); the schedule of "
+            f"--parts-at-once {at_once} with {workers} worker(s) per part about {wall:,.0f} s "
+            f"({wall / 3600:.1f} h), against {perfect:,.0f} s for a perfect split.",
+            "Estimates from each line's measured cost per replica-step at the paper's scale "
+            "(rl.reproduce); a reading that learns otherwise has other episode lengths, "
+            "so other costs. Nothing ran.",
+        ]
+    )

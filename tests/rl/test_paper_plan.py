@@ -1,0 +1,63 @@
+"""``python -m rl.reproduce paper --plan``: the schedule it plays and what it prints."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rl.experiments import whole
+from rl.experiments.paper_plan import own_tasks, plan_text, pool_wall, schedule_wall
+from rl.reproduce import main
+
+COSTS = {"small": {"h1": 1.0, "h2": 2.0}, "big": {"h2": 2.0, "h3": 9.0}, "alone": {"h4": 4.0}}
+
+
+def plan(argv):
+    return list(COSTS[argv[0]].items())
+
+
+def test_the_pool_gives_each_task_to_the_first_free_worker() -> None:
+    assert pool_wall([5.0, 3.0, 2.0, 2.0], 2) == 7.0  # 5 | 3 + 2 + 2
+    assert pool_wall([5.0, 3.0, 2.0, 2.0], 1) == 12.0
+    assert pool_wall([], 3) == 0.0
+
+
+def test_the_schedule_waits_for_owners_and_runs_the_longest_first() -> None:
+    parts = [
+        whole.Part("a", (), True, cost=1.0),
+        whole.Part("b", (), True, cost=5.0, after=("c",)),
+        whole.Part("c", (), True, cost=3.0),
+    ]
+    walls = {"a": 1.0, "b": 5.0, "c": 3.0}
+    assert schedule_wall(parts, 1, walls) == 9.0
+    # side by side b is the longest but waits for c: c and a start, b once c has ended
+    assert schedule_wall(parts, 2, walls) == 8.0
+    assert schedule_wall(parts, 3, walls) == 8.0
+
+
+def test_a_part_trains_what_it_owns_and_copies_the_rest() -> None:
+    listed = [whole.Part(name, (name,), True) for name in ("small", "big", "alone")]
+    shared = whole.share_lines(listed, Path("OUT"), plan, by_cost=False)
+    assert own_tasks(shared, plan) == {
+        "small": ([1.0, 2.0], 0),
+        "big": ([9.0], 1),
+        "alone": ([4.0], 0),
+    }
+    text = plan_text(shared, plan, 1, 2)
+    assert "| big | 1 | 1 | small | 9 | 9 |" in text
+    # one after the other, two workers each: small 2, big 9 (after small), alone 4
+    assert "Estimated 16 core-s" in text and "about 15 s" in text
+
+
+def test_plan_prints_the_parts_and_runs_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "never"
+    argv = ["paper", "--scale", "paper", "--workers", "2", "--parts-at-once", "2"]
+    assert main([*argv, "--out", str(out), "--plan"]) == 0
+    printed = capsys.readouterr().out
+    assert "| released/comparison-pendulum | 6 | 0 | - |" in printed
+    assert "| stable/comparison-cartpole | 0 | 1 | stable/ablation-cartpole | 0 | 0 |" in printed
+    assert "--parts-at-once 2 with 1 worker(s) per part" in printed
+    assert not out.exists()
