@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from rl.experiments.parts import Part, next_ready
+from rl.experiments.parts import Part, next_ready, start_order
 
 Planner = Callable[[Sequence[str]], list[tuple[str, float]]]
 
@@ -37,9 +37,7 @@ def schedule_wall(todo: Sequence[Part], at_once: int, walls: Mapping[str, float]
     longest first by `Part.cost`; a part starts once the parts of its
     `Part.after` have ended.
     """
-    waiting = list(todo)
-    if at_once > 1:
-        waiting.sort(key=lambda part: -part.cost)
+    waiting = start_order(todo, at_once)
     running: dict[str, float] = {}  # name -> when it ends
     now = 0.0
     while waiting or running:

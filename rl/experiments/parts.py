@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -35,6 +35,17 @@ class Part(NamedTuple):
     """Parts whose lines it copies (``--reuse``): it starts once they have ended."""
     reuse: tuple[str, ...] = ()
     """Directories of the parts it shares a configuration with: its ``--reuse`` values."""
+
+
+def start_order(todo: Sequence[Part], at_once: int) -> list[Part]:
+    """Return ``todo`` in the order parts are taken: as listed, or longest first side by side.
+
+    Side by side (``at_once`` > 1) the order is by `Part.cost`, largest first,
+    so that the longest parts start at once.
+    """
+    if at_once > 1:
+        return sorted(todo, key=lambda part: -part.cost)
+    return list(todo)
 
 
 def next_ready(waiting: list[Part], running: Collection[str]) -> Part | None:

@@ -65,7 +65,14 @@ from rl.experiments.executor import (
     sigterm_interrupts,
 )
 from rl.experiments.paper import add_highway_engine_argument, experiment, reading_for
-from rl.experiments.parts import PART_COLUMNS, Part, next_ready, read_parts, write_parts
+from rl.experiments.parts import (
+    PART_COLUMNS,
+    Part,
+    next_ready,
+    read_parts,
+    start_order,
+    write_parts,
+)
 from rl.experiments.workers import cpu_workers
 from rl.runs.rundir import atomic_write_text, make_run_dir, open_run_file
 
@@ -448,9 +455,9 @@ def run_parts(
     """
     rows = read_parts(out)
     number = {part.name: index + 1 for index, part in enumerate(todo)}
-    waiting = [part for part in todo if rows.get(part.name, {}).get("status") != "done"]
-    if at_once > 1:
-        waiting.sort(key=lambda part: -part.cost)
+    waiting = start_order(
+        [part for part in todo if rows.get(part.name, {}).get("status") != "done"], at_once
+    )
     running: list[_Running] = []
     failed = interrupted = False
 
