@@ -9,15 +9,39 @@ taken in the plan's order by the first free of its workers, as the process
 pool takes them; the command's wall time plays `rl.experiments.whole.run_parts`'
 schedule over those walls: ``--parts-at-once`` parts at a time, longest
 first, a part waiting for the parts it copies from.
+
+With ``--measured DIR`` a task whose configuration (by
+`rl.experiments.executor.config_hash`) some ``index.csv`` under DIR records
+done and trained there costs its recorded ``wall_time`` instead: pieces of
+the run measured earlier, with the same seeds and episodes, replace their
+estimates.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 
+from rl.experiments.executor import INDEX_FILE, read_index
 from rl.experiments.parts import Part, next_ready, start_order
 
 Planner = Callable[[Sequence[str]], list[tuple[str, float]]]
+
+
+def measured_walls(roots: Sequence[Path]) -> dict[str, float]:
+    """Return configuration hash -> task wall time recorded in every ``index.csv`` under ``roots``.
+
+    Only tasks recorded done and trained where they are recorded (not copied
+    from elsewhere) count; of several, the largest.
+    """
+    walls: dict[str, float] = {}
+    for root in roots:
+        for index in sorted(Path(root).rglob(INDEX_FILE)):
+            for row in read_index(index.parent):
+                if row.get("status") != "done" or row.get("copied_from") or not row["wall_time"]:
+                    continue
+                walls[row["hash"]] = max(walls.get(row["hash"], 0.0), float(row["wall_time"]))
+    return walls
 
 
 def pool_wall(costs: Sequence[float], workers: int) -> float:
@@ -51,12 +75,15 @@ def schedule_wall(todo: Sequence[Part], at_once: int, walls: Mapping[str, float]
     return now
 
 
-def own_tasks(todo: Sequence[Part], plan: Planner) -> dict[str, tuple[list[float], int]]:
-    """Return each training part's own task costs, in the plan's order, and how many it copies.
+def own_tasks(
+    todo: Sequence[Part], plan: Planner
+) -> dict[str, tuple[list[tuple[str, float]], int]]:
+    """Return each training part's own tasks (hash, estimated cost) and how many it copies.
 
-    A part copies a configuration that a part of its `Part.after` holds
-    (`rl.experiments.whole.share_lines` gives each configuration to the
-    first part that has it, and a part waits only for earlier owners).
+    The own tasks are in the plan's order. A part copies a configuration
+    that a part of its `Part.after` holds (`rl.experiments.whole.share_lines`
+    gives each configuration to the first part that has it, and a part waits
+    only for earlier owners).
     """
     tasks = {part.name: plan(part.argv) for part in todo if part.training}
     found = {}
@@ -64,45 +91,59 @@ def own_tasks(todo: Sequence[Part], plan: Planner) -> dict[str, tuple[list[float
         if not part.training:
             continue
         held = {digest for name in part.after for digest, _ in tasks[name]}
-        own = [cost for digest, cost in tasks[part.name] if digest not in held]
+        own = [(digest, cost) for digest, cost in tasks[part.name] if digest not in held]
         found[part.name] = (own, len(tasks[part.name]) - len(own))
     return found
 
 
-def plan_text(todo: Sequence[Part], plan: Planner, at_once: int, workers: int) -> str:
+def plan_text(
+    todo: Sequence[Part],
+    plan: Planner,
+    at_once: int,
+    workers: int,
+    measured: Mapping[str, float] | None = None,
+) -> str:
     """Return the Markdown table of the parts and the estimated core-hours and wall time.
 
     ``workers`` is each part's number of workers (``--workers`` divided by
-    ``at_once``).
+    ``at_once``); ``measured`` maps configuration hashes to measured task walls
+    (`measured_walls`), which replace the plan's estimates.
     """
+    measured = measured or {}
     owned = own_tasks(todo, plan)
     walls: dict[str, float] = {}
-    rows = [
-        "| part | lines it trains | lines it copies | waits for | core-s | wall (s) |",
+    table = [
+        "| part | lines it trains (measured) | lines it copies | waits for | core-s | wall (s) |",
         "|---|---:|---:|---|---:|---:|",
     ]
+    core, trained, found = 0.0, 0, 0
     for part in todo:
-        own, copied = owned.get(part.name, ([part.cost], 0))
-        walls[part.name] = pool_wall(own, workers) if part.training else part.cost
-        trained = str(len(own)) if part.training else "-"
-        rows.append(
-            f"| {part.name} | {trained} | {copied if part.training else '-'} | "
-            f"{', '.join(part.after) or '-'} | {sum(own):,.0f} | {walls[part.name]:,.0f} |"
+        if part.training:
+            own, copied = owned[part.name]
+            costs = [measured.get(digest, cost) for digest, cost in own]
+            hits = sum(digest in measured for digest, _ in own)
+            walls[part.name] = pool_wall(costs, workers)
+            trains, copies = f"{len(own)} ({hits})", str(copied)
+            trained, found = trained + len(own), found + hits
+        else:  # an analysis part: its own estimate
+            costs, walls[part.name], trains, copies = [part.cost], part.cost, "-", "-"
+        core += sum(costs)
+        table.append(
+            f"| {part.name} | {trains} | {copies} | {', '.join(part.after) or '-'} | "
+            f"{sum(costs):,.0f} | {walls[part.name]:,.0f} |"
         )
-    core = sum(sum(own) for own, _ in owned.values()) + sum(
-        part.cost for part in todo if not part.training
-    )
     wall = schedule_wall(todo, at_once, walls)
     perfect = core / (workers * at_once)
     return "\n".join(
         [
-            *rows,
+            *table,
             "",
             f"Estimated {core:,.0f} core-s ({core / 3600:.1f} core-hours); the schedule of "
             f"--parts-at-once {at_once} with {workers} worker(s) per part about {wall:,.0f} s "
             f"({wall / 3600:.1f} h), against {perfect:,.0f} s for a perfect split.",
-            "Estimates from each line's measured cost per replica-step at the paper's scale "
-            "(rl.reproduce); a reading that learns otherwise has other episode lengths, "
-            "so other costs. Nothing ran.",
+            f"{found} of the {trained} trained tasks cost their measured wall time "
+            "(--measured); the others each line's measured cost per replica-step at the "
+            "paper's scale (rl.reproduce), and a reading that learns otherwise has other "
+            "episode lengths, so other costs. Nothing ran.",
         ]
     )

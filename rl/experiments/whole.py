@@ -5,7 +5,7 @@
     python -m rl.reproduce paper [--scale paper | --episodes-scale F --seeds N [--deep-seeds N]]
         [--readings released,paper,stable] [--workers W] [--backend local|ray] [--address A]
         [--highway-engine twin|reference] [--parts-at-once K] [--out DIR] [--resume]
-        [--report-only] [--plan]
+        [--report-only] [--plan [--measured DIR ...]]
 
 The parts (`parts`), in the order they run: the appendix's parameter table
 (``python -m analysis.params``), the rank claim's profiles of Q* on Pendulum and
@@ -37,7 +37,8 @@ SIGTERM stops every running part (SIGTERM to each: it keeps what it finished).
 ``report.md`` and ``report.html`` (`rl.experiments.paper_report`) are written
 at the end, and by ``--report-only`` from whatever has finished. ``--plan``
 runs nothing: it prints the parts, what each trains and copies, and the
-estimated core-hours and wall time (`rl.experiments.paper_plan`).
+estimated core-hours and wall time (`rl.experiments.paper_plan`; with
+``--measured DIR`` tasks measured before cost their measured wall time).
 
 ``--scale paper`` is the paper's episodes and 100 seeds for every agent
 (Table tab:hyperparams: "Results aggregate 100 independent runs").
@@ -155,6 +156,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="run nothing: print the parts, what each trains and copies, and the estimated "
         "core-hours and wall time",
+    )
+    parser.add_argument(
+        "--measured",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="with --plan: a task that an index.csv under DIR records done costs its measured "
+        "wall time (repeatable)",
     )
     return parser
 
@@ -531,12 +540,18 @@ def main(argv: Sequence[str], plan: Callable[[Sequence[str]], list[tuple[str, fl
     try:
         settings = settings_from(args)
         out = Path(args.out) if args.out else default_out(settings)
+        if args.measured and not args.plan:
+            raise ValueError("--measured needs --plan.")
         if args.plan:
-            from rl.experiments.paper_plan import plan_text
+            from rl.experiments.paper_plan import measured_walls, plan_text
 
+            for directory in args.measured:
+                if not Path(directory).is_dir():
+                    raise ValueError(f"The '--measured' value {directory!r} is not a directory.")
+            walls = measured_walls([Path(directory) for directory in args.measured])
             todo = parts(settings, args, out, plan)
             workers = cpu_workers(args.workers) // args.parts_at_once
-            print(plan_text(todo, plan, args.parts_at_once, workers))
+            print(plan_text(todo, plan, args.parts_at_once, workers, walls))
             return 0
         if args.report_only:
             if not (out / MANIFEST).is_file():

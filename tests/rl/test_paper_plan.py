@@ -7,7 +7,13 @@ from pathlib import Path
 import pytest
 
 from rl.experiments import whole
-from rl.experiments.paper_plan import own_tasks, plan_text, pool_wall, schedule_wall
+from rl.experiments.paper_plan import (
+    measured_walls,
+    own_tasks,
+    plan_text,
+    pool_wall,
+    schedule_wall,
+)
 from rl.reproduce import main
 
 COSTS = {"small": {"h1": 1.0, "h2": 2.0}, "big": {"h2": 2.0, "h3": 9.0}, "alone": {"h4": 4.0}}
@@ -40,14 +46,33 @@ def test_a_part_trains_what_it_owns_and_copies_the_rest() -> None:
     listed = [whole.Part(name, (name,), True) for name in ("small", "big", "alone")]
     shared = whole.share_lines(listed, Path("OUT"), plan, by_cost=False)
     assert own_tasks(shared, plan) == {
-        "small": ([1.0, 2.0], 0),
-        "big": ([9.0], 1),
-        "alone": ([4.0], 0),
+        "small": ([("h1", 1.0), ("h2", 2.0)], 0),
+        "big": ([("h3", 9.0)], 1),
+        "alone": ([("h4", 4.0)], 0),
     }
     text = plan_text(shared, plan, 1, 2)
-    assert "| big | 1 | 1 | small | 9 | 9 |" in text
+    assert "| big | 1 (0) | 1 | small | 9 | 9 |" in text
     # one after the other, two workers each: small 2, big 9 (after small), alone 4
     assert "Estimated 16 core-s" in text and "about 15 s" in text
+    # a measured wall replaces the estimate of its configuration (h2: copied by big)
+    text = plan_text(shared, plan, 1, 2, {"h2": 6.0, "h3": 3.0, "other": 99.0})
+    assert (
+        "| small | 2 (1) | 0 | - | 7 | 6 |" in text
+        and "| big | 1 (1) | 1 | small | 3 | 3 |" in text
+    )
+    assert "Estimated 14 core-s" in text and "2 of the 4 trained tasks" in text
+
+
+def test_measured_walls_are_the_trained_tasks_recorded_done(tmp_path: Path) -> None:
+    header = "position,name,hash,status,wall_time,error,copied_from\n"
+    rows = {
+        "a": ["0,x,h1,done,10.000,,", "1,y,h2,failed,3.000,boom,", "2,z,h3,done,5.000,,/elsewhere"],
+        "b/deeper": ["0,x,h1,done,12.000,,", "1,y,h4,pending,,,"],
+    }
+    for name, lines in rows.items():
+        (tmp_path / name).mkdir(parents=True)
+        (tmp_path / name / "index.csv").write_text(header + "\n".join(lines) + "\n")
+    assert measured_walls([tmp_path]) == {"h1": 12.0}
 
 
 def test_plan_prints_the_parts_and_runs_nothing(
@@ -57,7 +82,23 @@ def test_plan_prints_the_parts_and_runs_nothing(
     argv = ["paper", "--scale", "paper", "--workers", "2", "--parts-at-once", "2"]
     assert main([*argv, "--out", str(out), "--plan"]) == 0
     printed = capsys.readouterr().out
-    assert "| released/comparison-pendulum | 6 | 0 | - |" in printed
-    assert "| stable/comparison-cartpole | 0 | 1 | stable/ablation-cartpole | 0 | 0 |" in printed
+    assert "| released/comparison-pendulum | 6 (0) | 0 | - |" in printed
+    copies = "| stable/comparison-cartpole | 0 (0) | 1 | stable/ablation-cartpole | 0 | 0 |"
+    assert copies in printed
     assert "--parts-at-once 2 with 1 worker(s) per part" in printed
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--measured", "."], "--measured needs --plan."),
+        (["--plan", "--measured", "/no/such/dir"], "'--measured' value '/no/such/dir' is not a"),
+    ],
+)
+def test_bad_measured_is_one_line(
+    extra: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["paper", "--scale", "paper", *extra]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
