@@ -19,13 +19,11 @@ estimates.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from rl.experiments.executor import INDEX_FILE, read_index
 from rl.experiments.parts import Part, next_ready, start_order
-
-Planner = Callable[[Sequence[str]], list[tuple[str, float]]]
 
 
 def measured_walls(roots: Sequence[Path]) -> dict[str, float]:
@@ -75,42 +73,21 @@ def schedule_wall(todo: Sequence[Part], at_once: int, walls: Mapping[str, float]
     return now
 
 
-def own_tasks(
-    todo: Sequence[Part], plan: Planner
-) -> dict[str, tuple[list[tuple[str, float]], int]]:
-    """Return each training part's own tasks (hash, estimated cost) and how many it copies.
-
-    The own tasks are in the plan's order. A part copies a configuration
-    that a part of its `Part.after` holds (`rl.experiments.whole.share_lines`
-    gives each configuration to the first part that has it, and a part waits
-    only for earlier owners).
-    """
-    tasks = {part.name: plan(part.argv) for part in todo if part.training}
-    found = {}
-    for part in todo:
-        if not part.training:
-            continue
-        held = {digest for name in part.after for digest, _ in tasks[name]}
-        own = [(digest, cost) for digest, cost in tasks[part.name] if digest not in held]
-        found[part.name] = (own, len(tasks[part.name]) - len(own))
-    return found
-
-
 def plan_text(
     todo: Sequence[Part],
-    plan: Planner,
     at_once: int,
     workers: int,
     measured: Mapping[str, float] | None = None,
 ) -> str:
     """Return the Markdown table of the parts and the estimated core-hours and wall time.
 
-    ``workers`` is each part's number of workers (``--workers`` divided by
-    ``at_once``); ``measured`` maps configuration hashes to measured task walls
+    ``todo`` are the parts as `rl.experiments.whole.parts` gives them (each
+    with the tasks it trains and the count it copies); ``workers`` is each
+    part's number of workers (``--workers`` divided by ``at_once``);
+    ``measured`` maps configuration hashes to measured task walls
     (`measured_walls`), which replace the plan's estimates.
     """
     measured = measured or {}
-    owned = own_tasks(todo, plan)
     walls: dict[str, float] = {}
     table = [
         "| part | lines it trains (measured) | lines it copies | waits for | core-s | wall (s) |",
@@ -119,12 +96,11 @@ def plan_text(
     core, trained, found = 0.0, 0, 0
     for part in todo:
         if part.training:
-            own, copied = owned[part.name]
-            costs = [measured.get(digest, cost) for digest, cost in own]
-            hits = sum(digest in measured for digest, _ in own)
+            costs = [measured.get(digest, cost) for digest, cost in part.trains]
+            hits = sum(digest in measured for digest, _ in part.trains)
             walls[part.name] = pool_wall(costs, workers)
-            trains, copies = f"{len(own)} ({hits})", str(copied)
-            trained, found = trained + len(own), found + hits
+            trains, copies = f"{len(part.trains)} ({hits})", str(part.copies)
+            trained, found = trained + len(part.trains), found + hits
         else:  # an analysis part: its own estimate
             costs, walls[part.name], trains, copies = [part.cost], part.cost, "-", "-"
         core += sum(costs)

@@ -35,6 +35,10 @@ class Part(NamedTuple):
     """Parts whose lines it copies (``--reuse``): it starts once they have ended."""
     reuse: tuple[str, ...] = ()
     """Directories of the parts it shares a configuration with: its ``--reuse`` values."""
+    trains: tuple[tuple[str, float], ...] = ()
+    """The tasks it trains itself, (configuration hash, estimated core seconds), in plan order."""
+    copies: int = 0
+    """How many of its tasks it copies from the parts of `Part.after`."""
 
 
 def start_order(todo: Sequence[Part], at_once: int) -> list[Part]:

@@ -334,7 +334,8 @@ def share_lines(
     first part that has it, in the order the parts are taken: as listed, or
     with ``by_cost`` (parts side by side) by estimated cost, largest first,
     so that the longest parts start at once. A later part that has it waits
-    for the owner to end (`Part.after`). Its cost is that of the tasks it owns.
+    for the owner to end (`Part.after`). Its tasks of its own are `Part.trains`,
+    its cost is theirs, and `Part.copies` counts the others.
     Every part's `Part.reuse` names ``OUT/OTHER`` for each other part it
     shares a configuration with, owner or not, so that a run resumed with
     another ``--parts-at-once`` (other owners) still copies what is finished.
@@ -358,6 +359,8 @@ def share_lines(
             cost=part.cost + sum(cost for _, cost in own),
             after=tuple(after),
             reuse=tuple(str(out / other) for other in others),
+            trains=tuple(own),
+            copies=len(tasks[part.name]) - len(own),
         )
     return [shared[part.name] for part in found]
 
@@ -551,7 +554,7 @@ def main(argv: Sequence[str], plan: Callable[[Sequence[str]], list[tuple[str, fl
             walls = measured_walls([Path(directory) for directory in args.measured])
             todo = parts(settings, args, out, plan)
             workers = cpu_workers(args.workers) // args.parts_at_once
-            print(plan_text(todo, plan, args.parts_at_once, workers, walls))
+            print(plan_text(todo, args.parts_at_once, workers, walls))
             return 0
         if args.report_only:
             if not (out / MANIFEST).is_file():

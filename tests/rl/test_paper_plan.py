@@ -9,7 +9,6 @@ import pytest
 from rl.experiments import whole
 from rl.experiments.paper_plan import (
     measured_walls,
-    own_tasks,
     plan_text,
     pool_wall,
     schedule_wall,
@@ -45,17 +44,17 @@ def test_the_schedule_waits_for_owners_and_runs_the_longest_first() -> None:
 def test_a_part_trains_what_it_owns_and_copies_the_rest() -> None:
     listed = [whole.Part(name, (name,), True) for name in ("small", "big", "alone")]
     shared = whole.share_lines(listed, Path("OUT"), plan, by_cost=False)
-    assert own_tasks(shared, plan) == {
+    assert {part.name: (list(part.trains), part.copies) for part in shared} == {
         "small": ([("h1", 1.0), ("h2", 2.0)], 0),
         "big": ([("h3", 9.0)], 1),
         "alone": ([("h4", 4.0)], 0),
     }
-    text = plan_text(shared, plan, 1, 2)
+    text = plan_text(shared, 1, 2)
     assert "| big | 1 (0) | 1 | small | 9 | 9 |" in text
     # one after the other, two workers each: small 2, big 9 (after small), alone 4
     assert "Estimated 16 core-s" in text and "about 15 s" in text
     # a measured wall replaces the estimate of its configuration (h2: copied by big)
-    text = plan_text(shared, plan, 1, 2, {"h2": 6.0, "h3": 3.0, "other": 99.0})
+    text = plan_text(shared, 1, 2, {"h2": 6.0, "h3": 3.0, "other": 99.0})
     assert (
         "| small | 2 (1) | 0 | - | 7 | 6 |" in text
         and "| big | 1 (1) | 1 | small | 3 | 3 |" in text
