@@ -92,6 +92,7 @@ from rl.experiments.report import (
 from rl.experiments.summary import Settings, write_summary
 from rl.runs.config import ConfigError
 from rl.runs.rundir import open_run_file
+from rl.validation import check_directories
 
 READING_CHOICES = ("paper", "released", "stable")
 
@@ -155,9 +156,7 @@ def _check_args(args: argparse.Namespace, chosen: Experiment) -> None:
         raise ValueError(f"The '--workers' value must be an int >= 1. Got {args.workers} instead.")
     if args.address and args.backend != "ray":
         raise ValueError("--address needs --backend ray.")
-    for directory in args.reuse:
-        if not Path(directory).is_dir():
-            raise ValueError(f"The '--reuse' value {directory!r} is not a directory.")
+    check_directories("--reuse", args.reuse)
 
 
 def _task_cost(env: str, line: Line, episodes: int, seeds: int, engine: str) -> float:

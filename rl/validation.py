@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -161,6 +162,13 @@ def check_choice(name: str, value: object, choices: Sequence[str]) -> str:
         options = ", ".join(repr(c) for c in choices)
         raise _fail(name, f"one of {options}", value)
     return value
+
+
+def check_directories(name: str, values: Sequence[str]) -> None:
+    """Check that each of ``values`` (a command-line flag ``name``'s) names a directory."""
+    for value in values:
+        if not Path(value).is_dir():
+            raise ValueError(f"The '{name}' value {value!r} is not a directory.")
 
 
 def check_epsilon_schedule(epsilon_start: float, epsilon_decay: float, epsilon_min: float) -> None:

@@ -76,6 +76,7 @@ from rl.experiments.parts import (
 )
 from rl.experiments.workers import cpu_workers
 from rl.runs.rundir import atomic_write_text, make_run_dir, open_run_file
+from rl.validation import check_directories
 
 READINGS = ("paper", "released", "stable")
 DEFAULT_READINGS = "released,paper,stable"
@@ -548,9 +549,7 @@ def main(argv: Sequence[str], plan: Callable[[Sequence[str]], list[tuple[str, fl
         if args.plan:
             from rl.experiments.paper_plan import measured_walls, plan_text
 
-            for directory in args.measured:
-                if not Path(directory).is_dir():
-                    raise ValueError(f"The '--measured' value {directory!r} is not a directory.")
+            check_directories("--measured", args.measured)
             walls = measured_walls([Path(directory) for directory in args.measured])
             todo = parts(settings, args, out, plan)
             workers = cpu_workers(args.workers) // args.parts_at_once
