@@ -36,9 +36,10 @@ def measured_walls(roots: Sequence[Path]) -> dict[str, float]:
     for root in roots:
         for index in sorted(Path(root).rglob(INDEX_FILE)):
             for row in read_index(index.parent):
-                if row.get("status") != "done" or row.get("copied_from") or not row["wall_time"]:
+                wall = row.get("wall_time")
+                if row.get("status") != "done" or row.get("copied_from") or not wall:
                     continue
-                walls[row["hash"]] = max(walls.get(row["hash"], 0.0), float(row["wall_time"]))
+                walls[row["hash"]] = max(walls.get(row["hash"], 0.0), float(wall))
     return walls
 
 

@@ -71,6 +71,9 @@ def test_measured_walls_are_the_trained_tasks_recorded_done(tmp_path: Path) -> N
     for name, lines in rows.items():
         (tmp_path / name).mkdir(parents=True)
         (tmp_path / name / "index.csv").write_text(header + "\n".join(lines) + "\n")
+    # an index.csv without a wall_time column records nothing measured
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "index.csv").write_text("hash,status\nh5,done\n")
     assert measured_walls([tmp_path]) == {"h1": 12.0}
 
 
