@@ -58,7 +58,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from rl.agents.readings import PAPER_TABLE
+from rl.experiments.costs import task_cost
 from rl.experiments.executor import (
     ExecutorError,
     Task,
@@ -99,22 +99,6 @@ READING_CHOICES = ("paper", "released", "stable")
 CHECKPOINTS_PER_LINE = 20
 """Checkpoints in each line's run (every 500 of 10,000 episodes), so that ``--resume``
 continues a killed line from the last one; until session 12 there was one, at the end."""
-
-#: Seconds per replica-step by environment and agent, to order tasks longest first and to
-#: estimate the time left: each released line's measured task wall at the paper's scale (100
-#: seeds, the paper's episodes; docs/reproduce.md, "What it costs at the paper's scale") over
-#: its replica-steps counted as full-length episodes plus one greedy episode in ten. Short
-#: episodes are in the measurement, so a reading that learns another way costs otherwise (the
-#: paper reading's TEQL on CartPole about a tenth). Highway's include the compiled twin's step.
-_STEP_COST = {
-    "cartpole": {"teql": 3.2e-6, "tlr": 1.5e-6, "lora-vi": 1.2e-5, "tabular": 4.4e-6,
-                 "dqn": 5.3e-6, "sac": 1.1e-5},
-    "pendulum": {"teql": 2.7e-6, "tlr": 2.1e-6, "lora-vi": 4.2e-6, "tabular": 2.4e-6,
-                 "dqn": 6.0e-6, "sac": 1.1e-5},
-    "highway": {"teql": 2.3e-5, "tlr": 9.4e-6, "dqn": 2.5e-5, "sac": 7.0e-5},
-}  # fmt: skip
-#: Seconds per step that highway-env adds over the twin (a 1.7-hour seed task, session 8).
-_HIGHWAY_ENV_STEP = 11e-3
 
 
 class PlannedTask(NamedTuple):
@@ -159,15 +143,6 @@ def _check_args(args: argparse.Namespace, chosen: Experiment) -> None:
     check_directories("--reuse", args.reuse)
 
 
-def _task_cost(env: str, line: Line, episodes: int, seeds: int, engine: str) -> float:
-    """Return the estimated core seconds of a line's task (`_STEP_COST`; unknown agents as TEQL)."""
-    steps = episodes * 1.1 * PAPER_TABLE[env]["steps"] * seeds
-    costs = _STEP_COST[env]
-    per_step = costs.get(line.agent, costs["teql"])
-    highway_env = env == "highway" and engine == "reference"
-    return steps * (per_step + (_HIGHWAY_ENV_STEP if highway_env else 0.0))
-
-
 def make_plan(args: argparse.Namespace) -> Plan:
     """Return the tasks of one invocation: every line of every environment, longest first.
 
@@ -200,8 +175,8 @@ def make_plan(args: argparse.Namespace) -> Plan:
     planned: list[PlannedTask] = []
     for env in envs:
         for line in lines[env]:
-            used[line.agent] = reading_for(line.agent, args.reading)
-            name = f"{env}-{line.agent}-{used[line.agent]}"
+            reading = used[line.agent] = reading_for(line.agent, args.reading)
+            name = f"{env}-{line.agent}-{reading}"
             fields: dict[str, Any] = {
                 "out": "-",
                 "episodes": episodes[env],
@@ -215,7 +190,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
                 "experiment": chosen.name,
                 "env": env,
                 "line": line.key,
-                "reading": used[line.agent],
+                "reading": reading,
             }
             count = deep_seeds if line.deep else args.seeds
             engine = args.highway_engine
@@ -223,12 +198,12 @@ def make_plan(args: argparse.Namespace) -> Plan:
                 for seed in range(count):
                     config = preset_config(name, seeds=1, seed=seed, **fields)
                     task = Task(f"{env}/{line.key}/seed-{seed}", config, {**values, "seed": seed})
-                    cost = _task_cost(env, line, episodes[env], 1, engine)
+                    cost = task_cost(env, reading, line.key, line.agent, episodes[env], 1, engine)
                     planned.append(PlannedTask(task, env, line, cost))
             else:
                 config = preset_config(name, seeds=count, seed=0, **fields)
                 task = Task(f"{env}/{line.key}", config, {**values, "seeds": count})
-                cost = _task_cost(env, line, episodes[env], count, engine)
+                cost = task_cost(env, reading, line.key, line.agent, episodes[env], count, engine)
                 planned.append(PlannedTask(task, env, line, cost))
     planned.sort(key=lambda p: -p.cost)  # longest first: the pool takes tasks in order
     return Plan(chosen, envs, lines, planned, episodes, windows, used)

@@ -1,0 +1,133 @@
+"""What a line's task of ``python -m rl.reproduce`` costs: estimates from measured runs.
+
+The estimates order the tasks (longest first), drive the time left that a
+run prints and ``python -m rl.reproduce paper --plan``'s forecast. Each is
+core seconds on one core of the 2-core development machine, from task walls
+measured at the paper's scale (the paper's episodes, mostly 100 seeds; one
+core at ``nice 19`` beside another run, so upper bounds; the runs are listed
+in ``docs/reproduce.md``, "What it costs at the paper's scale"):
+
+- a line measured in its own reading (`MEASURED_WALLS`) costs its measured
+  wall, scaled linearly to the task's seeds and episodes;
+- any other line costs its agent's measured cost per replica-step in the
+  released reading (`STEP_COST`), over its episodes counted at full length
+  plus one greedy episode in ten.
+
+A reading learns its own way, so its episodes end at other times: the paper
+reading's TEQL on CartPole costs a tenth of the released one, and its DQN
+four times as much; hence the table per reading. Seed counts scale linearly,
+which is about right for the tensor agents and too high for DQN and SAC
+above 30 seeds (a replica costs less among more).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+
+from rl.agents.readings import PAPER_TABLE
+
+#: Seconds per replica-step by environment and agent in the released reading: each released
+#: line's measured task wall at the paper's scale over its replica-steps counted as
+#: full-length episodes plus one greedy episode in ten. Highway's include the compiled twin's
+#: step. Agents not listed cost as TEQL.
+STEP_COST: Mapping[str, Mapping[str, float]] = MappingProxyType({
+    "cartpole": {"teql": 3.2e-6, "tlr": 1.5e-6, "lora-vi": 1.2e-5, "tabular": 4.4e-6,
+                 "dqn": 5.3e-6, "sac": 1.1e-5},
+    "pendulum": {"teql": 2.7e-6, "tlr": 2.1e-6, "lora-vi": 4.2e-6, "tabular": 2.4e-6,
+                 "dqn": 6.0e-6, "sac": 1.1e-5},
+    "highway": {"teql": 2.3e-5, "tlr": 9.4e-6, "dqn": 2.5e-5, "sac": 7.0e-5},
+})  # fmt: skip
+
+#: Seconds per step that highway-env adds over the twin (a 1.7-hour seed task, session 8).
+HIGHWAY_ENV_STEP = 11e-3
+
+#: Measured task walls at the paper's episodes: (environment, reading, line key) ->
+#: (core seconds, seeds). Line keys as `rl.experiments.paper` names them, one key per
+#: configuration (`SAME_LINE`); the reading is the one the agent used. Where a line was
+#: measured twice, the larger wall. Sessions 9-18; TLR's four released Pendulum levels
+#: were measured together (1,774 core-s) and share it evenly.
+MEASURED_WALLS: Mapping[tuple[str, str, str], tuple[float, int]] = MappingProxyType({
+    ("cartpole", "released", "teql-very-coarse"): (69, 30),
+    ("cartpole", "released", "teql-coarse"): (77, 30),
+    ("cartpole", "released", "teql-fine"): (88, 30),
+    ("cartpole", "released", "teql-very-fine"): (134, 30),
+    ("cartpole", "released", "tlr-very-coarse"): (55, 30),
+    ("cartpole", "released", "tlr-coarse"): (52, 30),
+    ("cartpole", "released", "tlr-fine"): (54, 30),
+    ("cartpole", "released", "tlr-very-fine"): (53, 30),
+    ("cartpole", "paper", "teql"): (35, 100),
+    ("cartpole", "paper", "teql-very-coarse"): (30, 100),
+    ("cartpole", "paper", "teql-coarse"): (37, 100),
+    ("cartpole", "paper", "teql-fine"): (80, 100),
+    ("cartpole", "paper", "teql-very-fine"): (220, 100),
+    ("cartpole", "paper", "teql-lam0"): (65, 100),
+    ("cartpole", "paper", "dqn"): (2535, 100),
+    ("cartpole", "paper", "sac"): (1142, 100),
+    ("cartpole", "stable", "teql"): (189, 100),
+    ("cartpole", "stable", "teql-very-coarse"): (369, 100),
+    ("cartpole", "stable", "teql-coarse"): (148, 100),
+    ("cartpole", "stable", "teql-fine"): (186, 100),
+    ("cartpole", "stable", "teql-very-fine"): (614, 100),
+    ("cartpole", "stable", "teql-lam0"): (158, 100),
+    ("pendulum", "released", "teql-very-coarse"): (864, 100),
+    ("pendulum", "released", "teql-coarse"): (414, 100),
+    ("pendulum", "released", "teql-fine"): (562, 100),
+    ("pendulum", "released", "teql-very-fine"): (741, 100),
+    ("pendulum", "released", "tlr-very-coarse"): (444, 100),
+    ("pendulum", "released", "tlr-coarse"): (444, 100),
+    ("pendulum", "released", "tlr-fine"): (444, 100),
+    ("pendulum", "released", "tlr-very-fine"): (444, 100),
+    ("pendulum", "paper", "teql"): (212, 100),
+    ("pendulum", "paper", "teql-very-coarse"): (131, 100),
+    ("pendulum", "paper", "teql-coarse"): (136, 100),
+    ("pendulum", "paper", "teql-fine"): (204, 100),
+    ("pendulum", "paper", "teql-very-fine"): (275, 100),
+    ("pendulum", "paper", "teql-lam0"): (306, 100),
+    ("pendulum", "paper", "tlr-very-coarse"): (335, 100),
+    ("pendulum", "paper", "tlr-coarse"): (348, 100),
+    ("pendulum", "paper", "tlr-fine"): (420, 100),
+    ("pendulum", "paper", "tlr-very-fine"): (596, 100),
+    ("pendulum", "paper", "dqn"): (3244, 100),
+    ("pendulum", "stable", "teql"): (512, 100),
+    ("pendulum", "stable", "teql-very-coarse"): (822, 100),
+    ("pendulum", "stable", "teql-coarse"): (470, 100),
+    ("pendulum", "stable", "teql-fine"): (568, 100),
+    ("pendulum", "stable", "teql-very-fine"): (719, 100),
+    ("highway", "paper", "teql"): (175, 100),
+    ("highway", "paper", "teql-lam0"): (177, 100),
+    ("highway", "stable", "teql"): (2338, 100),
+})  # fmt: skip
+
+#: (reading, line key) -> the line key of `rl.experiments.paper` with the same settings in
+#: that reading, so the same cost: the ablation's lambda line that is TEQL's own lambda is the
+#: comparison's TEQL (the same configuration; the released TEQL has lambda = 0), and the
+#: sensitivity study's base grid names the paper's grid, which TEQL has by default.
+SAME_LINE: Mapping[tuple[str, str], str] = MappingProxyType({
+    ("paper", "teql-lam"): "teql",
+    ("stable", "teql-lam"): "teql",
+    ("released", "teql-lam0"): "teql",
+    **{(reading, "teql-base"): "teql" for reading in ("paper", "released", "stable")},
+})  # fmt: skip
+
+
+def task_cost(
+    env: str, reading: str, key: str, agent: str, episodes: int, seeds: int, engine: str
+) -> float:
+    """Return the estimated core seconds of one task: line ``key`` of ``agent`` on ``env``.
+
+    ``reading`` is the agent's reading, ``episodes`` and ``seeds`` the task's,
+    ``engine`` Highway's simulator (``"twin"`` or ``"reference"``, which adds
+    highway-env's step, `HIGHWAY_ENV_STEP`). See the module docstring.
+    """
+    full = PAPER_TABLE[env]["episodes"]
+    steps = episodes * 1.1 * PAPER_TABLE[env]["steps"] * seeds
+    measured = MEASURED_WALLS.get((env, reading, SAME_LINE.get((reading, key), key)))
+    if measured is not None:
+        wall, measured_seeds = measured
+        cost = wall * (episodes / full) * (seeds / measured_seeds)
+    else:
+        costs = STEP_COST[env]
+        cost = steps * costs.get(agent, costs["teql"])
+    highway_env = env == "highway" and engine == "reference"
+    return cost + (steps * HIGHWAY_ENV_STEP if highway_env else 0.0)
