@@ -2,9 +2,9 @@
 
 Nothing runs and nothing is written. The parts are those the command would
 run (`rl.experiments.whole.parts`: the same lines, owners and order); each
-training task costs the plan's estimate (`rl.reproduce.plan_tasks`: each
-line's measured cost per replica-step at the paper's scale), a copied task
-nothing, an analysis part its own estimate. A part's wall time is its tasks
+training task costs the plan's estimate (`rl.reproduce.plan_tasks`, from
+task walls measured at the paper's scale: `rl.experiments.costs`), a copied
+task nothing, an analysis part its own estimate. A part's wall time is its tasks
 taken in the plan's order by the first free of its workers, as the process
 pool takes them; the command's wall time plays `rl.experiments.whole.run_parts`'
 schedule over those walls: ``--parts-at-once`` parts at a time, longest
@@ -14,16 +14,34 @@ With ``--measured DIR`` a task whose configuration (by
 `rl.experiments.executor.config_hash`) some ``index.csv`` under DIR records
 done and trained there costs its recorded ``wall_time`` instead: pieces of
 the run measured earlier, with the same seeds and episodes, replace their
-estimates.
+estimates. With ``--resume`` the plan is of what is left in ``--out``: a part
+that ``parts.csv`` records done, and a task that an ``index.csv`` under
+``--out`` records done (trained or copied), cost nothing; a task stopped
+part-way counts whole.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 from rl.experiments.executor import INDEX_FILE, read_index
-from rl.experiments.parts import Part, next_ready, start_order
+from rl.experiments.parts import Part, next_ready, read_parts, start_order
+
+
+class Progress(NamedTuple):
+    """What a run in ``out`` has done: the parts and the task configurations (hashes)."""
+
+    out: Path
+    parts: frozenset[str]
+    tasks: frozenset[str]
+
+
+def _done_rows(root: Path) -> Iterator[dict[str, str]]:
+    """Yield the rows recorded done in every ``index.csv`` under ``root``."""
+    for index in sorted(root.rglob(INDEX_FILE)):
+        yield from (row for row in read_index(index.parent) if row.get("status") == "done")
 
 
 def measured_walls(roots: Sequence[Path]) -> dict[str, float]:
@@ -34,13 +52,23 @@ def measured_walls(roots: Sequence[Path]) -> dict[str, float]:
     """
     walls: dict[str, float] = {}
     for root in roots:
-        for index in sorted(Path(root).rglob(INDEX_FILE)):
-            for row in read_index(index.parent):
-                wall = row.get("wall_time")
-                if row.get("status") != "done" or row.get("copied_from") or not wall:
-                    continue
+        for row in _done_rows(Path(root)):
+            wall = row.get("wall_time")
+            if not row.get("copied_from") and wall:
                 walls[row["hash"]] = max(walls.get(row["hash"], 0.0), float(wall))
     return walls
+
+
+def progress_in(out: Path) -> Progress:
+    """Return what the run in ``out`` has done: parts done in ``parts.csv``, tasks done anywhere.
+
+    Raises
+    ------
+    rl.experiments.executor.ExecutorError
+        If ``parts.csv`` or an ``index.csv`` is damaged (one line naming it).
+    """
+    parts = frozenset(name for name, row in read_parts(out).items() if row["status"] == "done")
+    return Progress(out, parts, frozenset(row["hash"] for row in _done_rows(out)))
 
 
 def pool_wall(costs: Sequence[float], workers: int) -> float:
@@ -79,6 +107,7 @@ def plan_text(
     at_once: int,
     workers: int,
     measured: Mapping[str, float] | None = None,
+    progress: Progress | None = None,
 ) -> str:
     """Return the Markdown table of the parts and the estimated core-hours and wall time.
 
@@ -86,24 +115,35 @@ def plan_text(
     with the tasks it trains and the count it copies); ``workers`` is each
     part's number of workers (``--workers`` divided by ``at_once``);
     ``measured`` maps configuration hashes to measured task walls
-    (`measured_walls`), which replace the plan's estimates.
+    (`measured_walls`), which replace the plan's estimates; ``progress``
+    (`progress_in`, with ``--resume``) what is done already, which costs nothing.
     """
     measured = measured or {}
+    done = progress or Progress(Path(), frozenset(), frozenset())
     walls: dict[str, float] = {}
     table = [
         "| part | lines it trains (measured) | lines it copies | waits for | core-s | wall (s) |",
         "|---|---:|---:|---|---:|---:|",
     ]
-    core, trained, found = 0.0, 0, 0
+    core, trained, found, finished = 0.0, 0, 0, 0
     for part in todo:
         if part.training:
-            costs = [measured.get(digest, cost) for digest, cost in part.trains]
-            hits = sum(digest in measured for digest, _ in part.trains)
+            left = [
+                (digest, cost)
+                for digest, cost in part.trains
+                if digest not in done.tasks and part.name not in done.parts
+            ]
+            costs = [measured.get(digest, cost) for digest, cost in left]
+            hits = sum(digest in measured for digest, _ in left)
             walls[part.name] = pool_wall(costs, workers)
             trains, copies = f"{len(part.trains)} ({hits})", str(part.copies)
+            if progress is not None:
+                trains += f", {len(part.trains) - len(left)} done"
             trained, found = trained + len(part.trains), found + hits
+            finished += len(part.trains) - len(left)
         else:  # an analysis part: its own estimate
-            costs, walls[part.name], trains, copies = [part.cost], part.cost, "-", "-"
+            costs = [] if part.name in done.parts else [part.cost]
+            walls[part.name], trains, copies = sum(costs), "-", "-"
         core += sum(costs)
         table.append(
             f"| {part.name} | {trains} | {copies} | {', '.join(part.after) or '-'} | "
@@ -119,8 +159,16 @@ def plan_text(
             f"--parts-at-once {at_once} with {workers} worker(s) per part about {wall:,.0f} s "
             f"({wall / 3600:.1f} h), against {perfect:,.0f} s for a perfect split.",
             f"{found} of the {trained} trained tasks cost their measured wall time "
-            "(--measured); the others each line's measured cost per replica-step at the "
-            "paper's scale (rl.reproduce), and a reading that learns otherwise has other "
-            "episode lengths, so other costs. Nothing ran.",
+            "(--measured); the others their estimates from walls measured at the paper's "
+            "scale on a 2-core machine (rl.experiments.costs). Nothing ran.",
+            *(
+                [
+                    f"With --resume, what is left in {done.out}: {len(done.parts)} of the "
+                    f"{len(todo)} parts and {finished} of the {trained} trained tasks are done "
+                    "and cost nothing (a task stopped part-way counts whole)."
+                ]
+                if progress is not None
+                else []
+            ),
         ]
     )

@@ -15,7 +15,6 @@ made (command, git commit, the lock's dependency versions, the machine).
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import platform
@@ -38,7 +37,7 @@ from rl.experiments.claims import (
 from rl.experiments.document import Block, to_html, to_markdown
 from rl.experiments.executor import ExecutorError, read_csv_rows, read_index
 from rl.experiments.paper import PAPER_ABLATION_STD, PAPER_FIGURE, experiment
-from rl.experiments.parts import read_parts
+from rl.experiments.parts import read_manifest, read_parts
 from rl.experiments.report import ENV_TITLES, LineStats, line_stats, load_line, scale_label
 from rl.runs.rundir import atomic_write_text
 
@@ -501,7 +500,7 @@ def provenance_section(out: Path, command: str) -> list[Block]:
 
 def build_report(out: Path, command: str) -> list[Block]:
     """Return the report's blocks from what ``OUT`` holds."""
-    manifest = json.loads((out / "paper.json").read_text(encoding="utf-8"))
+    manifest = read_manifest(out)
     runs = Runs(out, manifest)
     label = scale_label(runs.scale, int(manifest["seeds"]), int(manifest["deep_seeds"]))
     results = {reading: judge_all(runs.lookup(reading)) for reading in runs.readings}

@@ -4,21 +4,30 @@
 last status) after every part (atomically) and reads it to skip the parts done;
 `rl.experiments.paper_report` reads it for the cost of each part, and
 `rl.experiments.paper_plan` plays the same schedule without running anything.
+All three read the run's settings, ``OUT/paper.json``, with `read_manifest`.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import json
 from collections.abc import Collection, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from rl.experiments.executor import read_csv_rows
+from rl.runs.documents import parse_json
 from rl.runs.rundir import atomic_write_text
 
 PARTS_FILE = "parts.csv"
 PART_COLUMNS = ("part", "status", "wall_s", "code", "command")
+
+MANIFEST = "paper.json"
+"""The run's settings (`rl.experiments.whole.Settings`), written when it starts."""
+#: The settings every reader of `MANIFEST` needs, with their JSON types (``highway_engine``,
+#: absent from runs of session 14 and before, defaults to the twin).
+MANIFEST_KEYS = {"scale": (int, float), "seeds": int, "deep_seeds": int, "readings": list}
 
 
 class Part(NamedTuple):
@@ -83,3 +92,26 @@ def write_parts(out: Path, rows: dict[str, dict[str, str]]) -> None:
     writer.writeheader()
     writer.writerows(rows.values())
     atomic_write_text(out / PARTS_FILE, buffer.getvalue())
+
+
+def read_manifest(out: Path) -> dict[str, Any]:
+    """Return the settings ``OUT/paper.json`` records.
+
+    Raises
+    ------
+    ValueError
+        In one line naming the file, if it is not a JSON object holding each
+        of `MANIFEST_KEYS` with its type.
+    """
+    path = out / MANIFEST
+    try:
+        recorded = parse_json(path.read_text(encoding="utf-8"), str(path))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{path} is damaged: not JSON ({error}).") from None
+    if not isinstance(recorded, dict):
+        raise ValueError(f"{path} is damaged: not a JSON object.")
+    for key, kind in MANIFEST_KEYS.items():
+        value = recorded.get(key)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise ValueError(f"{path} is damaged: no valid {key!r} setting.")
+    return recorded

@@ -38,7 +38,8 @@ SIGTERM stops every running part (SIGTERM to each: it keeps what it finished).
 at the end, and by ``--report-only`` from whatever has finished. ``--plan``
 runs nothing: it prints the parts, what each trains and copies, and the
 estimated core-hours and wall time (`rl.experiments.paper_plan`; with
-``--measured DIR`` tasks measured before cost their measured wall time).
+``--measured DIR`` tasks measured before cost their measured wall time, with
+``--resume`` what ``--out`` has done costs nothing).
 
 ``--scale paper`` is the paper's episodes and 100 seeds for every agent
 (Table tab:hyperparams: "Results aggregate 100 independent runs").
@@ -56,7 +57,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO, NamedTuple
+from typing import IO, Any, NamedTuple
 
 from rl.agents.readings import same_settings
 from rl.experiments.executor import (
@@ -67,9 +68,11 @@ from rl.experiments.executor import (
 )
 from rl.experiments.paper import add_highway_engine_argument, experiment, reading_for
 from rl.experiments.parts import (
+    MANIFEST,
     PART_COLUMNS,
     Part,
     next_ready,
+    read_manifest,
     read_parts,
     start_order,
     write_parts,
@@ -82,8 +85,6 @@ READINGS = ("paper", "released", "stable")
 DEFAULT_READINGS = "released,paper,stable"
 PAPER_SEEDS = 100
 """``--scale paper``: the paper's 100 runs per curve."""
-
-MANIFEST = "paper.json"
 
 #: Training parts, cheapest first: (experiment, environment).
 TRAINING = (
@@ -148,7 +149,11 @@ def build_parser() -> argparse.ArgumentParser:
         "local backend)",
     )
     parser.add_argument("--out", help="output directory (default runs/reproduce/paper[-sF])")
-    parser.add_argument("--resume", action="store_true", help="continue a killed run in --out")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue a killed run in --out (with --plan: plan what is left of it)",
+    )
     parser.add_argument(
         "--report-only", action="store_true", help="train nothing: write the report from --out"
     )
@@ -426,21 +431,31 @@ def command_of(part: Part, out: Path, resume: bool) -> list[str]:
     return [sys.executable, "-m", "rl.reproduce", *argv]
 
 
+def _wanted(settings: Settings) -> dict[str, Any]:
+    """Return ``settings`` as ``paper.json`` records them."""
+    return settings._asdict() | {"readings": list(settings.readings)}
+
+
+def _check_settings(out: Path, settings: Settings) -> None:
+    """Refuse ``settings`` other than those ``out/paper.json`` records (if any), in one line."""
+    if not (out / MANIFEST).is_file():
+        return
+    recorded = read_manifest(out)
+    changed = [key for key, value in _wanted(settings).items() if recorded.get(key) != value]
+    if changed:
+        raise ValueError(
+            f"{out} was started with other settings ({', '.join(changed)}); use the same "
+            "ones with --resume, or another --out."
+        )
+
+
 def _check_manifest(out: Path, settings: Settings, resume: bool) -> None:
     path = out / MANIFEST
-    wanted = settings._asdict() | {"readings": list(settings.readings)}
-    if path.is_file():
-        if not resume:
-            raise ValueError(f"{out} already holds {MANIFEST}; continue it with --resume.")
-        recorded = json.loads(path.read_text(encoding="utf-8"))
-        changed = [key for key, value in wanted.items() if recorded.get(key) != value]
-        if changed:
-            raise ValueError(
-                f"{out} was started with other settings ({', '.join(changed)}); use the same "
-                "ones with --resume, or another --out."
-            )
+    if path.is_file() and not resume:
+        raise ValueError(f"{out} already holds {MANIFEST}; continue it with --resume.")
+    _check_settings(out, settings)
     make_run_dir(out)
-    atomic_write_text(path, json.dumps(wanted, indent=1) + "\n")
+    atomic_write_text(path, json.dumps(_wanted(settings), indent=1) + "\n")
 
 
 def default_out(settings: Settings) -> Path:
@@ -547,17 +562,22 @@ def main(argv: Sequence[str], plan: Callable[[Sequence[str]], list[tuple[str, fl
         if args.measured and not args.plan:
             raise ValueError("--measured needs --plan.")
         if args.plan:
-            from rl.experiments.paper_plan import measured_walls, plan_text
+            from rl.experiments.paper_plan import measured_walls, plan_text, progress_in
 
             check_directories("--measured", args.measured)
             walls = measured_walls([Path(directory) for directory in args.measured])
+            progress = None
+            if args.resume:
+                _check_settings(out, settings)
+                progress = progress_in(out)
             todo = parts(settings, args, out, plan)
             workers = cpu_workers(args.workers) // args.parts_at_once
-            print(plan_text(todo, args.parts_at_once, workers, walls))
+            print(plan_text(todo, args.parts_at_once, workers, walls, progress))
             return 0
         if args.report_only:
             if not (out / MANIFEST).is_file():
                 raise ValueError(f"{out} holds no {MANIFEST}; nothing to report.")
+            read_manifest(out)  # a damaged one: one line before anything is read
         else:
             _check_manifest(out, settings, args.resume)
         read_parts(out)  # a damaged table of parts: one line before anything runs

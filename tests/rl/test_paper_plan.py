@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from rl.experiments import whole
 from rl.experiments.paper_plan import (
+    Progress,
     measured_walls,
     plan_text,
     pool_wall,
+    progress_in,
     schedule_wall,
 )
+from rl.experiments.parts import PART_COLUMNS, write_parts
 from rl.reproduce import main
 
 COSTS = {"small": {"h1": 1.0, "h2": 2.0}, "big": {"h2": 2.0, "h3": 9.0}, "alone": {"h4": 4.0}}
@@ -60,6 +64,75 @@ def test_a_part_trains_what_it_owns_and_copies_the_rest() -> None:
         and "| big | 1 (1) | 1 | small | 3 | 3 |" in text
     )
     assert "Estimated 14 core-s" in text and "2 of the 4 trained tasks" in text
+
+
+def test_with_resume_what_is_done_costs_nothing() -> None:
+    listed = [whole.Part(name, (name,), True) for name in ("small", "big", "alone")]
+    shared = whole.share_lines(listed, Path("OUT"), plan, by_cost=False)
+    progress = Progress(Path("OUT"), frozenset({"alone"}), frozenset({"h1", "h3"}))
+    text = plan_text(shared, 1, 2, {"h2": 6.0}, progress)
+    assert "| small | 2 (1), 1 done | 0 | - | 6 | 6 |" in text  # h2 measured, h1 done
+    assert "| big | 1 (0), 1 done | 1 | small | 0 | 0 |" in text
+    assert "| alone | 1 (0), 1 done | 0 | - | 0 | 0 |" in text  # the part is done
+    assert "Estimated 6 core-s" in text and "about 6 s" in text
+    assert "1 of the 3 parts and 3 of the 4 trained tasks are done" in text
+
+
+def test_progress_is_the_parts_and_tasks_recorded_done(tmp_path: Path) -> None:
+    rows = {
+        name: dict(zip(PART_COLUMNS, (name, status, "1.0", "0", "cmd"), strict=True))
+        for name, status in (("p/one", "done"), ("p/two", "failed"), ("p/three", "interrupted"))
+    }
+    write_parts(tmp_path, rows)
+    header = "position,name,hash,status,wall_time,error,copied_from\n"
+    (tmp_path / "p" / "two").mkdir(parents=True)
+    (tmp_path / "p" / "two" / "index.csv").write_text(
+        header + "0,x,h1,done,10.000,,\n1,y,h2,failed,3.000,boom,\n2,z,h3,done,0.100,,/OUT/a\n"
+    )
+    assert progress_in(tmp_path) == Progress(
+        tmp_path, frozenset({"p/one"}), frozenset({"h1", "h3"})
+    )
+    assert progress_in(tmp_path / "p" / "none") == Progress(
+        tmp_path / "p" / "none", frozenset(), frozenset()
+    )
+
+
+def test_plan_with_resume_plans_what_is_left(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    out.mkdir()
+    done = ("analysis/params", "released/comparison-pendulum")
+    write_parts(
+        out,
+        {
+            name: dict(zip(PART_COLUMNS, (name, "done", "1", "0", "c"), strict=True))
+            for name in done
+        },
+    )
+    before = sorted(out.rglob("*"))
+    argv = [
+        "paper",
+        "--scale",
+        "paper",
+        "--workers",
+        "2",
+        "--parts-at-once",
+        "2",
+        "--out",
+        str(out),
+    ]
+    assert main([*argv, "--plan", "--resume"]) == 0
+    printed = capsys.readouterr().out
+    assert "| released/comparison-pendulum | 6 (0), 6 done | 0 | - | 0 | 0 |" in printed
+    assert "2 of the 33 parts and 6 of the 85 trained tasks are done" in printed
+    assert sorted(out.rglob("*")) == before  # nothing written
+    # other settings than the run's: refused in one line
+    recorded = {"scale": 0.5, "seeds": 100, "deep_seeds": 100, "readings": ["paper"]}
+    (out / "paper.json").write_text(json.dumps(recorded))
+    assert main([*argv, "--plan", "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "was started with other settings" in err and len(err.strip().splitlines()) == 1
 
 
 def test_measured_walls_are_the_trained_tasks_recorded_done(tmp_path: Path) -> None:

@@ -173,6 +173,31 @@ def test_a_used_directory_needs_resume(tmp_path: Path, capsys: pytest.CaptureFix
     assert "--resume" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        ("{not json", "not JSON"),
+        ('["scale"]', "not a JSON object"),
+        ('{"scale": 1, "seeds": "100", "deep_seeds": 100, "readings": []}', "'seeds'"),
+        ('{"scale": true, "seeds": 100, "deep_seeds": 100, "readings": []}', "'scale'"),
+        (b"\xff\xfe", "not JSON"),
+    ],
+)
+@pytest.mark.parametrize("mode", [["--resume"], ["--report-only"], ["--plan", "--resume"]])
+def test_a_damaged_settings_file_is_one_line(
+    text: str | bytes,
+    problem: str,
+    mode: list[str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    path = tmp_path / whole.MANIFEST
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    assert main(["paper", "--seeds", "2", "--out", str(tmp_path), *mode]) == 2
+    err = capsys.readouterr().err
+    assert f"{path} is damaged" in err and problem in err and err.count("\n") == 1
+
+
 def test_later_readings_train_only_lines_whose_settings_differ() -> None:
     assert whole.new_lines("comparison", "cartpole", "released", []) is None
     stable = whole.new_lines("comparison", "cartpole", "stable", ["released", "paper"])
