@@ -32,9 +32,10 @@ MAX_CONFIG_BYTES = 1 << 20
 def copy_run(source: str | os.PathLike, target: str | os.PathLike) -> None:
     """Copy the run files of ``source`` into ``target``, whose ``config.json`` then names it.
 
-    Both directories are locked while copying (a run being written is
-    refused), every run file of ``source`` must be a regular file (never read
-    through a link), and ``target``'s old run files are replaced. Each file is
+    Both directories are locked while copying, ``source`` shared (a run
+    being written is refused; other copies may read it meanwhile), every
+    run file of ``source`` must be a regular file (never read through a
+    link), and ``target``'s old run files are replaced. Each file is
     written atomically; ``config.json`` is copied with its ``out`` set to
     ``target``, as training writes it.
 
@@ -48,7 +49,7 @@ def copy_run(source: str | os.PathLike, target: str | os.PathLike) -> None:
     """
     source, target = Path(source), Path(target)
     make_run_dir(target)
-    with RunLock.acquire(source), RunLock.acquire(target):
+    with RunLock.acquire(source, shared=True), RunLock.acquire(target):
         check_run_files(source, RUN_FILES)
         check_run_files(target, RUN_FILES)
         config = _config_naming(source / CONFIG_FILE, target)

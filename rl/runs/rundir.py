@@ -2,7 +2,9 @@
 
 One run per directory. A run holds an OS advisory lock (``fcntl.flock``) on
 ``RUN_DIR/.lock`` from before it reads or changes anything in the directory
-until it returns. The lock file records the holder's process id and host, so a
+until it returns; a process that only reads a finished run (`rl.runs.copy_run`)
+holds the lock shared, so that several read it at once and none writes it
+meanwhile. The lock file records the holder's process id and host, so a
 second ``rl.train`` (or ``--resume``) on the same directory is refused with a
 message naming them. The kernel releases the lock when the process dies, so a
 killed run never blocks its own resume; the stale content of ``.lock`` is
@@ -68,8 +70,12 @@ class RunLock:
         self._descriptor: int | None = descriptor
 
     @classmethod
-    def acquire(cls, run_dir: str | os.PathLike) -> RunLock:
+    def acquire(cls, run_dir: str | os.PathLike, shared: bool = False) -> RunLock:
         """Lock ``run_dir`` (which must exist) for this process, or refuse.
+
+        The lock is exclusive (a process that writes the run), or with
+        ``shared`` a reader's: readers hold it together, and a writer is
+        refused while one does (and a reader while a writer does).
 
         Raises
         ------
@@ -84,7 +90,7 @@ class RunLock:
         except OSError as error:
             raise _cannot_write(run_dir, error) from None
         try:
-            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(descriptor, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
         except OSError as error:
             os.close(descriptor)
             if error.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
@@ -126,6 +132,7 @@ def lock_holder(run_dir: str | os.PathLike) -> dict[str, Any] | None:
     """Return ``{"pid", "host", ...}`` of the live process locking ``run_dir``, else None.
 
     Reads only: a directory without ``.lock`` or with a released lock gives None.
+    Of several readers holding it shared, the one that took it last.
     """
     path = Path(run_dir) / LOCK_FILE
     try:
@@ -133,8 +140,8 @@ def lock_holder(run_dir: str | os.PathLike) -> dict[str, Any] | None:
     except (OSError, RunDirError):
         return None
     try:
-        try:
-            fcntl.flock(descriptor, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        try:  # exclusive: any holder, writer or reader, refuses it
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             return _read_holder(descriptor)
         fcntl.flock(descriptor, fcntl.LOCK_UN)

@@ -17,7 +17,9 @@ from rl.experiments.executor import (
     run_tasks,
 )
 from rl.runs.config import TrainConfig
+from rl.runs.copy_run import copy_run
 from rl.runs.metrics import COLUMNS, read_metrics
+from rl.runs.rundir import RunDirError, RunLock
 from rl.runs.training import train
 from rl.runs.verify import verify_run
 
@@ -248,6 +250,17 @@ def test_reuse_copies_finished_runs_of_the_same_configuration(tmp_path):
     again = run_tasks(renamed, second, workers=1, resume=True, reuse=[first], plot=False)
     assert [r.copied_from for r in again] == [first / "t0", None, None]
     assert read_index(second) == list(rows.values())
+
+
+def test_two_copies_of_one_run_may_read_it_at_once_but_not_while_it_is_written(tmp_path):
+    run_tasks(_tasks(1), tmp_path / "first", workers=1, plot=False)
+    source = tmp_path / "first" / "t0"
+    with RunLock.acquire(source, shared=True):  # another copy reading it
+        copy_run(source, tmp_path / "a")
+    assert (tmp_path / "a" / "metrics.csv").read_bytes() == (source / "metrics.csv").read_bytes()
+    with RunLock.acquire(source), pytest.raises(RunDirError, match="in use by process"):
+        copy_run(source, tmp_path / "b")
+    assert not (tmp_path / "b" / "metrics.csv").exists()
 
 
 def test_reuse_never_reads_through_a_link(tmp_path):

@@ -40,6 +40,20 @@ def test_lock_records_holder_and_refuses_a_second_holder(tmp_path):
     RunLock.acquire(tmp_path).release()  # free again
 
 
+def test_readers_share_the_lock_and_keep_writers_out(tmp_path):
+    with RunLock.acquire(tmp_path, shared=True), RunLock.acquire(tmp_path, shared=True):
+        assert lock_holder(tmp_path)["pid"] == os.getpid()
+        with pytest.raises(RunDirError, match=f"in use by process {os.getpid()} on host"):
+            RunLock.acquire(tmp_path)
+        with pytest.raises(RunDirError, match="in use"):
+            refuse_if_locked(tmp_path)
+    with RunLock.acquire(tmp_path):
+        with pytest.raises(RunDirError, match="in use"):
+            RunLock.acquire(tmp_path, shared=True)
+    assert lock_holder(tmp_path) is None
+    RunLock.acquire(tmp_path).release()  # free again
+
+
 def test_lock_of_a_dead_process_is_released_by_the_kernel(tmp_path):
     script = textwrap.dedent(
         f"""
