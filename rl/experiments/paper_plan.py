@@ -16,8 +16,8 @@ done and trained there costs its recorded ``wall_time`` instead: pieces of
 the run measured earlier, with the same seeds and episodes, replace their
 estimates. With ``--resume`` the plan is of what is left in ``--out``: a part
 that ``parts.csv`` records done, and a task that an ``index.csv`` under
-``--out`` records done (trained or copied), cost nothing; a task stopped
-part-way counts whole.
+``--out`` records done (trained or copied), cost nothing, and a task stopped
+part-way costs the share of its episodes after its last checkpoint.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from typing import NamedTuple
 
 from rl.experiments.executor import INDEX_FILE, read_index
 from rl.experiments.parts import Part, next_ready, read_parts, start_order
+from rl.runs.checkpoint import CHECKPOINT_NAME, CheckpointError, load_checkpoint
 
 
 class Progress(NamedTuple):
@@ -36,12 +37,28 @@ class Progress(NamedTuple):
     out: Path
     parts: frozenset[str]
     tasks: frozenset[str]
+    left: Mapping[str, float]
+    """Hash -> share of its episodes left, for a task stopped after a checkpoint."""
+
+
+def _rows(root: Path) -> Iterator[tuple[Path, dict[str, str]]]:
+    """Yield (directory, row) of every row of every ``index.csv`` under ``root``."""
+    for index in sorted(root.rglob(INDEX_FILE)):
+        yield from ((index.parent, row) for row in read_index(index.parent))
 
 
 def _done_rows(root: Path) -> Iterator[dict[str, str]]:
     """Yield the rows recorded done in every ``index.csv`` under ``root``."""
-    for index in sorted(root.rglob(INDEX_FILE)):
-        yield from (row for row in read_index(index.parent) if row.get("status") == "done")
+    return (row for _, row in _rows(root) if row.get("status") == "done")
+
+
+def _share_left(run_dir: Path) -> float:
+    """Return the share of a run's episodes after its checkpoint (1 without a readable one)."""
+    try:
+        checkpoint = load_checkpoint(run_dir / CHECKPOINT_NAME)
+        return max(0.0, 1.0 - checkpoint.episode / int(checkpoint.config["episodes"]))
+    except (CheckpointError, OSError, KeyError, TypeError, ValueError, ZeroDivisionError):
+        return 1.0
 
 
 def measured_walls(roots: Sequence[Path]) -> dict[str, float]:
@@ -68,7 +85,13 @@ def progress_in(out: Path) -> Progress:
         If ``parts.csv`` or an ``index.csv`` is damaged (one line naming it).
     """
     parts = frozenset(name for name, row in read_parts(out).items() if row["status"] == "done")
-    return Progress(out, parts, frozenset(row["hash"] for row in _done_rows(out)))
+    done = frozenset(row["hash"] for row in _done_rows(out))
+    left = {
+        row["hash"]: _share_left(directory / row["name"])
+        for directory, row in _rows(out)
+        if row["hash"] not in done and (directory / row["name"] / CHECKPOINT_NAME).is_file()
+    }
+    return Progress(out, parts, done, left)
 
 
 def pool_wall(costs: Sequence[float], workers: int) -> float:
@@ -119,7 +142,7 @@ def plan_text(
     (`progress_in`, with ``--resume``) what is done already, which costs nothing.
     """
     measured = measured or {}
-    done = progress or Progress(Path(), frozenset(), frozenset())
+    done = progress or Progress(Path(), frozenset(), frozenset(), {})
     walls: dict[str, float] = {}
     table = [
         "| part | lines it trains (measured) | lines it copies | waits for | core-s | wall (s) |",
@@ -133,7 +156,9 @@ def plan_text(
                 for digest, cost in part.trains
                 if digest not in done.tasks and part.name not in done.parts
             ]
-            costs = [measured.get(digest, cost) for digest, cost in left]
+            costs = [
+                measured.get(digest, cost) * done.left.get(digest, 1.0) for digest, cost in left
+            ]
             hits = sum(digest in measured for digest, _ in left)
             walls[part.name] = pool_wall(costs, workers)
             trains, copies = f"{len(part.trains)} ({hits})", str(part.copies)
@@ -165,7 +190,8 @@ def plan_text(
                 [
                     f"With --resume, what is left in {done.out}: {len(done.parts)} of the "
                     f"{len(todo)} parts and {finished} of the {trained} trained tasks are done "
-                    "and cost nothing (a task stopped part-way counts whole)."
+                    f"and cost nothing; {len(done.left)} stopped part-way cost what is left "
+                    "after their last checkpoint."
                 ]
                 if progress is not None
                 else []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -69,13 +70,37 @@ def test_a_part_trains_what_it_owns_and_copies_the_rest() -> None:
 def test_with_resume_what_is_done_costs_nothing() -> None:
     listed = [whole.Part(name, (name,), True) for name in ("small", "big", "alone")]
     shared = whole.share_lines(listed, Path("OUT"), plan, by_cost=False)
-    progress = Progress(Path("OUT"), frozenset({"alone"}), frozenset({"h1", "h3"}))
+    progress = Progress(Path("OUT"), frozenset({"alone"}), frozenset({"h1", "h3"}), {})
     text = plan_text(shared, 1, 2, {"h2": 6.0}, progress)
     assert "| small | 2 (1), 1 done | 0 | - | 6 | 6 |" in text  # h2 measured, h1 done
     assert "| big | 1 (0), 1 done | 1 | small | 0 | 0 |" in text
     assert "| alone | 1 (0), 1 done | 0 | - | 0 | 0 |" in text  # the part is done
     assert "Estimated 6 core-s" in text and "about 6 s" in text
     assert "1 of the 3 parts and 3 of the 4 trained tasks are done" in text
+
+
+def test_a_task_stopped_part_way_costs_what_is_left_after_its_checkpoint(tmp_path: Path) -> None:
+    from rl.runs.config import TrainConfig
+    from rl.runs.training import train
+
+    part = tmp_path / "released" / "comparison-cartpole"
+    config = TrainConfig(
+        out=str(part / "cartpole" / "teql"), env="cartpole", agent="teql", episodes=4, seeds=1
+    )
+    train(dataclasses.replace(config, checkpoint_every=1), stop_after_episode=1)
+    (part / "cartpole" / "tlr").mkdir()
+    (part / "cartpole" / "tlr" / "checkpoint.npz").write_bytes(b"damaged")
+    header = "position,name,hash,status,wall_time,error,copied_from\n"
+    (part / "index.csv").write_text(
+        header + "0,cartpole/teql,h1,interrupted,,,\n1,cartpole/tlr,h2,failed,,boom,\n"
+        "2,cartpole/sac,h3,pending,,,\n"
+    )
+    progress = progress_in(tmp_path)
+    assert progress.left == {"h1": 0.75, "h2": 1.0}  # a damaged checkpoint: the whole task
+    listed = [whole.Part("released/comparison-cartpole", (), True, trains=(("h1", 8.0),))]
+    text = plan_text(listed, 1, 1, None, progress)
+    assert "| released/comparison-cartpole | 1 (0), 0 done | 0 | - | 6 | 6 |" in text
+    assert "2 stopped part-way cost what is left after their last checkpoint" in text
 
 
 def test_progress_is_the_parts_and_tasks_recorded_done(tmp_path: Path) -> None:
@@ -90,10 +115,10 @@ def test_progress_is_the_parts_and_tasks_recorded_done(tmp_path: Path) -> None:
         header + "0,x,h1,done,10.000,,\n1,y,h2,failed,3.000,boom,\n2,z,h3,done,0.100,,/OUT/a\n"
     )
     assert progress_in(tmp_path) == Progress(
-        tmp_path, frozenset({"p/one"}), frozenset({"h1", "h3"})
+        tmp_path, frozenset({"p/one"}), frozenset({"h1", "h3"}), {}
     )
     assert progress_in(tmp_path / "p" / "none") == Progress(
-        tmp_path / "p" / "none", frozenset(), frozenset()
+        tmp_path / "p" / "none", frozenset(), frozenset(), {}
     )
 
 
