@@ -92,7 +92,7 @@ from rl.experiments.report import (
 from rl.experiments.summary import Settings, write_summary
 from rl.runs.config import ConfigError
 from rl.runs.rundir import open_run_file
-from rl.validation import check_directories
+from rl.validation import check_counts, check_directories
 
 READING_CHOICES = ("paper", "released", "stable")
 
@@ -130,14 +130,7 @@ def _check_args(args: argparse.Namespace, chosen: Experiment) -> None:
     scale = args.episodes_scale
     if not (scale > 0.0 and scale <= 1.0):
         raise ValueError(f"The '--episodes-scale' value must be in (0, 1]. Got {scale!r} instead.")
-    for name in ("seeds", "deep_seeds"):
-        value = getattr(args, name)
-        if value is not None and value < 1:  # the memory cap is checked when a run is built
-            raise ValueError(
-                f"The '--{name.replace('_', '-')}' value must be an int >= 1. Got {value} instead."
-            )
-    if args.workers is not None and args.workers < 1:
-        raise ValueError(f"The '--workers' value must be an int >= 1. Got {args.workers} instead.")
+    check_counts(args, "seeds", "deep_seeds", "workers")  # memory caps: when a run is built
     if args.address and args.backend != "ray":
         raise ValueError("--address needs --backend ray.")
     check_directories("--reuse", args.reuse)

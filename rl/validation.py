@@ -164,6 +164,19 @@ def check_choice(name: str, value: object, choices: Sequence[str]) -> str:
     return value
 
 
+def check_counts(options: object, *names: str) -> None:
+    """Refuse in one line a command-line count ``options.NAME`` below 1 (None: not given).
+
+    ``options`` is an ``argparse.Namespace``; each name is an attribute of it,
+    named in the message as its flag (``deep_seeds``: ``--deep-seeds``).
+    """
+    for name in names:
+        value = getattr(options, name)
+        if value is not None and value < 1:
+            flag = "--" + name.replace("_", "-")
+            raise ValueError(f"The {flag!r} value must be an int >= 1. Got {value} instead.")
+
+
 def check_directories(name: str, values: Sequence[str]) -> None:
     """Check that each of ``values`` (a command-line flag ``name``'s) names a directory."""
     for value in values:

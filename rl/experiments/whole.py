@@ -79,7 +79,7 @@ from rl.experiments.parts import (
 )
 from rl.experiments.workers import cpu_workers
 from rl.runs.rundir import atomic_write_text, make_run_dir, open_run_file
-from rl.validation import check_directories
+from rl.validation import check_counts, check_directories
 
 READINGS = ("paper", "released", "stable")
 DEFAULT_READINGS = "released,paper,stable"
@@ -215,14 +215,9 @@ def settings_from(args: argparse.Namespace) -> Settings:
             f"--readings must name distinct readings of {', '.join(READINGS)}. "
             f"Got {args.readings!r} instead."
         )
-    if args.workers is not None and args.workers < 1:
-        raise ValueError(f"The '--workers' value must be an int >= 1. Got {args.workers} instead.")
+    check_counts(args, "workers", "parts_at_once")
     if args.address and args.backend != "ray":
         raise ValueError("--address needs --backend ray.")
-    if args.parts_at_once < 1:
-        raise ValueError(
-            f"The '--parts-at-once' value must be an int >= 1. Got {args.parts_at_once} instead."
-        )
     if args.parts_at_once > 1 and args.backend != "local":
         raise ValueError("--parts-at-once above 1 needs --backend local (Ray shares one pool).")
     if args.parts_at_once > cpu_workers(args.workers):

@@ -154,6 +154,7 @@ def test_the_printed_parameter_table_against_its_formulas() -> None:
         (["--scale", "paper", "--seeds", "3"], "--scale paper sets"),
         (["--seeds", "0"], "seed counts"),
         (["--parts-at-once", "0"], "'--parts-at-once' value must be an int >= 1"),
+        (["--workers", "-1"], "'--workers' value must be an int >= 1. Got -1"),
         (["--parts-at-once", "2", "--backend", "ray"], "needs --backend local"),
         (["--parts-at-once", "3", "--workers", "2"], "--parts-at-once 3 needs as many workers"),
     ],
