@@ -89,6 +89,7 @@ MEASURED_WALLS: Mapping[tuple[str, str, str], tuple[float, int]] = MappingProxyT
     ("pendulum", "paper", "tlr-fine"): (420, 100),
     ("pendulum", "paper", "tlr-very-fine"): (596, 100),
     ("pendulum", "paper", "dqn"): (3244, 100),
+    ("pendulum", "paper", "sac"): (3883, 100),
     ("pendulum", "stable", "teql"): (512, 100),
     ("pendulum", "stable", "teql-very-coarse"): (822, 100),
     ("pendulum", "stable", "teql-coarse"): (470, 100),
@@ -96,6 +97,8 @@ MEASURED_WALLS: Mapping[tuple[str, str, str], tuple[float, int]] = MappingProxyT
     ("pendulum", "stable", "teql-very-fine"): (719, 100),
     ("highway", "paper", "teql"): (175, 100),
     ("highway", "paper", "teql-lam0"): (177, 100),
+    ("highway", "paper", "dqn"): (3064, 100),
+    ("highway", "paper", "sac"): (2817, 100),
     ("highway", "stable", "teql"): (2338, 100),
 })  # fmt: skip
 
