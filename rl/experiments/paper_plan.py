@@ -85,10 +85,11 @@ def progress_in(out: Path) -> Progress:
         If ``parts.csv`` or an ``index.csv`` is damaged (one line naming it).
     """
     parts = frozenset(name for name, row in read_parts(out).items() if row["status"] == "done")
-    done = frozenset(row["hash"] for row in _done_rows(out))
+    rows = list(_rows(out))  # each index.csv read once
+    done = frozenset(row["hash"] for _, row in rows if row.get("status") == "done")
     left = {
         row["hash"]: _share_left(directory / row["name"])
-        for directory, row in _rows(out)
+        for directory, row in rows
         if row["hash"] not in done and (directory / row["name"] / CHECKPOINT_NAME).is_file()
     }
     return Progress(out, parts, done, left)
