@@ -4,7 +4,9 @@
 last status) after every part (atomically) and reads it to skip the parts done;
 `rl.experiments.paper_report` reads it for the cost of each part, and
 `rl.experiments.paper_plan` plays the same schedule without running anything.
-All three read the run's settings, ``OUT/paper.json``, with `read_manifest`.
+The run's settings, ``OUT/paper.json``, are read with `read_manifest` by
+`rl.experiments.whole` (to resume and to plan what is left) and
+`rl.experiments.paper_report`.
 """
 
 from __future__ import annotations
