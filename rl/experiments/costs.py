@@ -8,16 +8,16 @@ core at ``nice 19`` beside another run, so upper bounds; the runs are listed
 in ``docs/reproduce.md``, "What it costs at the paper's scale"):
 
 - a line measured in its own reading (`MEASURED_WALLS`) costs its measured
-  wall, scaled linearly to the task's seeds and episodes;
+  wall, scaled to the task's episodes (linearly) and seeds (`seed_factor`);
 - any other line costs its agent's measured cost per replica-step in the
   released reading (`STEP_COST`), over its episodes counted at full length
-  plus one greedy episode in ten.
+  plus one greedy episode in ten, and scaled to its seeds alike.
 
 A reading learns its own way, so its episodes end at other times: the paper
 reading's TEQL on CartPole costs a tenth of the released one, and its DQN
-four times as much; hence the table per reading. Seed counts scale linearly,
-which is about right for the tensor agents and too high for DQN and SAC
-above 30 seeds (a replica costs less among more).
+four times as much; hence the table per reading. The tensor agents' cost is
+linear in the seeds; DQN's and SAC's is not: a batched step of B replicas
+has a fixed part (`SHARED_REPLICAS`), so a replica costs less among more.
 """
 
 from __future__ import annotations
@@ -27,16 +27,26 @@ from types import MappingProxyType
 
 from rl.agents.readings import PAPER_TABLE
 
-#: Seconds per replica-step by environment and agent in the released reading: each released
-#: line's measured task wall at the paper's scale over its replica-steps counted as
-#: full-length episodes plus one greedy episode in ten. Highway's include the compiled twin's
-#: step. Agents not listed cost as TEQL.
+#: DQN's and SAC's lockstep step of B replicas costs about (k + B) times one replica's part:
+#: k is this fixed part counted in replicas, fitted to ``python -m benchmarks deep`` (CartPole
+#: widths, one thread, B = 10, 30, 100; session 19: DQN 649, 858, 1,550 microseconds per
+#: lockstep step, SAC 1,579, 2,178, 4,290). Agents not listed have k = 0 (linear in seeds).
+SHARED_REPLICAS: Mapping[str, float] = MappingProxyType({"dqn": 55.0, "sac": 42.0})
+
+#: The seeds of a task at which `STEP_COST` holds (DQN and SAC cost less per replica-step
+#: in a larger task, `SHARED_REPLICAS`).
+STEP_COST_SEEDS = 100
+
+#: Seconds per replica-step by environment and agent in the released reading, in a task of
+#: `STEP_COST_SEEDS` seeds: each released line's measured task wall at the paper's scale over
+#: its replica-steps counted as full-length episodes plus one greedy episode in ten.
+#: Highway's include the compiled twin's step. Agents not listed cost as TEQL.
 STEP_COST: Mapping[str, Mapping[str, float]] = MappingProxyType({
     "cartpole": {"teql": 3.2e-6, "tlr": 1.5e-6, "lora-vi": 1.2e-5, "tabular": 4.4e-6,
-                 "dqn": 5.3e-6, "sac": 1.1e-5},
+                 "dqn": 2.9e-6, "sac": 6.5e-6},
     "pendulum": {"teql": 2.7e-6, "tlr": 2.1e-6, "lora-vi": 4.2e-6, "tabular": 2.4e-6,
-                 "dqn": 6.0e-6, "sac": 1.1e-5},
-    "highway": {"teql": 2.3e-5, "tlr": 9.4e-6, "dqn": 2.5e-5, "sac": 7.0e-5},
+                 "dqn": 3.3e-6, "sac": 6.5e-6},
+    "highway": {"teql": 2.3e-5, "tlr": 9.4e-6, "dqn": 1.4e-5, "sac": 4.1e-5},
 })  # fmt: skip
 
 #: Seconds per step that highway-env adds over the twin (a 1.7-hour seed task, session 8).
@@ -45,7 +55,7 @@ HIGHWAY_ENV_STEP = 11e-3
 #: Measured task walls at the paper's episodes: (environment, reading, line key) ->
 #: (core seconds, seeds). Line keys as `rl.experiments.paper` names them, one key per
 #: configuration (`SAME_LINE`); the reading is the one the agent used. Where a line was
-#: measured twice, the larger wall. Sessions 9-18; TLR's four released Pendulum levels
+#: measured twice, the larger wall. Sessions 9-19; TLR's four released Pendulum levels
 #: were measured together (1,774 core-s) and share it evenly.
 MEASURED_WALLS: Mapping[tuple[str, str, str], tuple[float, int]] = MappingProxyType({
     ("cartpole", "released", "teql-very-coarse"): (69, 30),
@@ -78,6 +88,7 @@ MEASURED_WALLS: Mapping[tuple[str, str, str], tuple[float, int]] = MappingProxyT
     ("pendulum", "released", "tlr-coarse"): (444, 100),
     ("pendulum", "released", "tlr-fine"): (444, 100),
     ("pendulum", "released", "tlr-very-fine"): (444, 100),
+    ("pendulum", "released", "sac"): (5502, 100),
     ("pendulum", "paper", "teql"): (212, 100),
     ("pendulum", "paper", "teql-very-coarse"): (131, 100),
     ("pendulum", "paper", "teql-coarse"): (136, 100),
@@ -95,6 +106,7 @@ MEASURED_WALLS: Mapping[tuple[str, str, str], tuple[float, int]] = MappingProxyT
     ("pendulum", "stable", "teql-coarse"): (470, 100),
     ("pendulum", "stable", "teql-fine"): (568, 100),
     ("pendulum", "stable", "teql-very-fine"): (719, 100),
+    ("highway", "released", "sac"): (4685, 100),
     ("highway", "paper", "teql"): (175, 100),
     ("highway", "paper", "teql-lam0"): (177, 100),
     ("highway", "paper", "dqn"): (3064, 100),
@@ -114,6 +126,16 @@ SAME_LINE: Mapping[tuple[str, str], str] = MappingProxyType({
 })  # fmt: skip
 
 
+def seed_factor(agent: str, seeds: int, measured_seeds: int) -> float:
+    """Return what ``seeds`` replicas cost over what ``measured_seeds`` cost, as one task.
+
+    (k + seeds) / (k + measured_seeds) with k = `SHARED_REPLICAS` of ``agent``
+    (0 for the tensor agents: seeds / measured_seeds).
+    """
+    shared = SHARED_REPLICAS.get(agent, 0.0)
+    return (shared + seeds) / (shared + measured_seeds)
+
+
 def task_cost(
     env: str, reading: str, key: str, agent: str, episodes: int, seeds: int, engine: str
 ) -> float:
@@ -124,13 +146,14 @@ def task_cost(
     highway-env's step, `HIGHWAY_ENV_STEP`). See the module docstring.
     """
     full = PAPER_TABLE[env]["episodes"]
-    steps = episodes * 1.1 * PAPER_TABLE[env]["steps"] * seeds
+    replica_steps = episodes * 1.1 * PAPER_TABLE[env]["steps"]
     measured = MEASURED_WALLS.get((env, reading, SAME_LINE.get((reading, key), key)))
     if measured is not None:
         wall, measured_seeds = measured
-        cost = wall * (episodes / full) * (seeds / measured_seeds)
+        cost = wall * (episodes / full) * seed_factor(agent, seeds, measured_seeds)
     else:
         costs = STEP_COST[env]
-        cost = steps * costs.get(agent, costs["teql"])
+        calibrated = replica_steps * STEP_COST_SEEDS * costs.get(agent, costs["teql"])
+        cost = calibrated * seed_factor(agent, seeds, STEP_COST_SEEDS)
     highway_env = env == "highway" and engine == "reference"
-    return cost + (steps * HIGHWAY_ENV_STEP if highway_env else 0.0)
+    return cost + (replica_steps * seeds * HIGHWAY_ENV_STEP if highway_env else 0.0)

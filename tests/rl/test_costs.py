@@ -9,7 +9,10 @@ from rl.experiments.costs import (
     HIGHWAY_ENV_STEP,
     MEASURED_WALLS,
     SAME_LINE,
+    SHARED_REPLICAS,
     STEP_COST,
+    STEP_COST_SEEDS,
+    seed_factor,
     task_cost,
 )
 from rl.experiments.executor import config_hash
@@ -81,11 +84,27 @@ def test_a_measured_line_costs_its_wall_scaled_to_seeds_and_episodes() -> None:
 
 def test_an_unmeasured_line_costs_its_agents_released_step() -> None:
     steps = 1_000 * 1.1 * 100 * 4  # episodes, greedy one in ten, steps per episode, seeds
-    cost = task_cost("cartpole", "released", "dqn", "dqn", 1_000, 4, "twin")
-    assert cost == pytest.approx(steps * STEP_COST["cartpole"]["dqn"])
+    cost = task_cost("cartpole", "released", "tlr", "tlr", 1_000, 4, "twin")
+    assert cost == pytest.approx(steps * STEP_COST["cartpole"]["tlr"])
     # an agent without its own entry costs as TEQL
     cost = task_cost("cartpole", "released", "random", "random", 1_000, 4, "twin")
     assert cost == pytest.approx(steps * STEP_COST["cartpole"]["teql"])
+    # DQN's step cost holds at STEP_COST_SEEDS; 4 seeds cost (k + 4) / (k + 100) of that task
+    calibrated = steps / 4 * STEP_COST_SEEDS * STEP_COST["cartpole"]["dqn"]
+    cost = task_cost("cartpole", "released", "dqn", "dqn", 1_000, 4, "twin")
+    k = SHARED_REPLICAS["dqn"]
+    assert cost == pytest.approx(calibrated * (k + 4) / (k + STEP_COST_SEEDS))
+
+
+def test_seed_factor_is_linear_for_the_tensor_agents_and_affine_for_the_deep_ones() -> None:
+    assert seed_factor("teql", 100, 30) == pytest.approx(100 / 30)
+    assert seed_factor("tlr", 3, 100) == pytest.approx(0.03)
+    for agent in ("dqn", "sac"):
+        # a replica among 100 costs less than one among 30, more than nothing
+        factor, k = seed_factor(agent, 100, 30), SHARED_REPLICAS[agent]
+        assert 1.0 < factor < 100 / 30
+        assert factor == pytest.approx((k + 100) / (k + 30))
+        assert seed_factor(agent, 30, 30) == 1.0
 
 
 def test_highway_env_adds_its_step_to_the_twins_estimate() -> None:
