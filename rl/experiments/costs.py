@@ -40,7 +40,9 @@ STEP_COST_SEEDS = 100
 #: Seconds per replica-step by environment and agent in the released reading, in a task of
 #: `STEP_COST_SEEDS` seeds: each released line's measured task wall at the paper's scale over
 #: its replica-steps counted as full-length episodes plus one greedy episode in ten.
-#: Highway's include the compiled twin's step. Agents not listed cost as TEQL.
+#: Highway's include the compiled twin's step; DQN's and SAC's were measured with 30 seeds and
+#: are scaled to 100 by `seed_factor` (four of those lines are measured at 100 seeds in
+#: `MEASURED_WALLS`, 1.1 to 1.9 times these). Agents not listed cost as TEQL.
 STEP_COST: Mapping[str, Mapping[str, float]] = MappingProxyType({
     "cartpole": {"teql": 3.2e-6, "tlr": 1.5e-6, "lora-vi": 1.2e-5, "tabular": 4.4e-6,
                  "dqn": 2.9e-6, "sac": 6.5e-6},
