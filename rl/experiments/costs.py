@@ -42,7 +42,7 @@ STEP_COST_SEEDS = 100
 #: its replica-steps counted as full-length episodes plus one greedy episode in ten.
 #: Highway's include the compiled twin's step; DQN's and SAC's were measured with 30 seeds and
 #: are scaled to 100 by `seed_factor` (four of those lines are measured at 100 seeds in
-#: `MEASURED_WALLS`, 1.1 to 1.9 times these). Agents not listed cost as TEQL.
+#: `MEASURED_WALLS`, 1.7 to 2.1 times these). Agents not listed cost as TEQL.
 STEP_COST: Mapping[str, Mapping[str, float]] = MappingProxyType({
     "cartpole": {"teql": 3.2e-6, "tlr": 1.5e-6, "lora-vi": 1.2e-5, "tabular": 4.4e-6,
                  "dqn": 2.9e-6, "sac": 6.5e-6},
