@@ -120,9 +120,9 @@ MEASURED_WALLS: Mapping[tuple[str, str, str], tuple[float, int]] = MappingProxyT
 })  # fmt: skip
 
 #: (reading, line key) -> the line key of `rl.experiments.paper` with the same settings in
-#: that reading, so the same cost: the ablation's lambda line that is TEQL's own lambda is the
-#: comparison's TEQL (the same configuration; the released TEQL has lambda = 0), and the
-#: sensitivity study's base grid names the paper's grid, which TEQL has by default.
+#: that reading, so the same cost: the ablation's lambda line that is TEQL's own lambda and
+#: the sensitivity study's base grid (the problem's own) are the comparison's TEQL (the same
+#: configuration; the released TEQL has lambda = 0).
 SAME_LINE: Mapping[tuple[str, str], str] = MappingProxyType({
     ("paper", "teql-lam"): "teql",
     ("stable", "teql-lam"): "teql",

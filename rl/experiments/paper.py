@@ -97,19 +97,22 @@ class Level(NamedTuple):
         return cp_params(rank, (*self.state_bins, self.action_bins))
 
 
+#: The sensitivity level that is the problem's own grid (the paper's, `PAPER_TABLE`).
+BASE_LEVEL = "base"
+
 #: Sensitivity levels (fig:sensitivity: "CartPole 300 to 2,800; Pendulum 200 to 2,000").
 LEVELS: Mapping[str, tuple[Level, ...]] = {
     "cartpole": (
         Level("very coarse", (5, 5, 8, 8), 4, 300),
         Level("coarse", (8, 8, 15, 15), 8, 540),
-        Level("base", (10, 10, 20, 20), 10, 700),
+        Level(BASE_LEVEL, (10, 10, 20, 20), 10, 700),
         Level("fine", (15, 15, 30, 30), 15, 1050),
         Level("very fine", (40, 40, 80, 80), 40, 2800),
     ),
     "pendulum": (
         Level("very coarse", (8, 8), 4, 200),
         Level("coarse", (15, 15), 8, 380),
-        Level("base", (20, 20), 10, 500),
+        Level(BASE_LEVEL, (20, 20), 10, 500),
         Level("fine", (30, 30), 15, 750),
         Level("very fine", (80, 80), 40, 2000),
     ),
@@ -217,6 +220,13 @@ def _slug(name: str) -> str:
 
 
 def _grid(level: Level) -> dict[str, Any]:
+    """Return the problem options of ``level``: none for the base level, the problem's own grid.
+
+    So the base line is the comparison's TEQL line (one configuration hash), and
+    the whole-paper run trains it once (`rl.experiments.whole.share_lines`).
+    """
+    if level.name == BASE_LEVEL:
+        return {}
     return {"state_bins": list(level.state_bins), "action_bins": level.action_bins}
 
 
@@ -235,7 +245,7 @@ def _sensitivity(env: str) -> list[Line]:
 def _sensitivity_tlr(env: str) -> list[Line]:
     lines = []
     for level in LEVELS[env]:
-        if level.name == "base":
+        if level.name == BASE_LEVEL:
             continue
         for agent in ("tlr", "teql"):
             lines.append(

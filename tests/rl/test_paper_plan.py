@@ -150,7 +150,7 @@ def test_plan_with_resume_plans_what_is_left(
     assert main([*argv, "--plan", "--resume"]) == 0
     printed = capsys.readouterr().out
     assert "| released/comparison-pendulum | 6 (0), 6 done | 0 | - | 0 | 0 |" in printed
-    assert "2 of the 33 parts and 6 of the 85 trained tasks are done" in printed
+    assert "2 of the 33 parts and 6 of the 79 trained tasks are done" in printed
     assert sorted(out.rglob("*")) == before  # nothing written
     # other settings than the run's: refused in one line
     recorded = {"scale": 0.5, "seeds": 100, "deep_seeds": 100, "readings": ["paper"]}
@@ -183,8 +183,11 @@ def test_plan_prints_the_parts_and_runs_nothing(
     assert main([*argv, "--out", str(out), "--plan"]) == 0
     printed = capsys.readouterr().out
     assert "| released/comparison-pendulum | 6 (0) | 0 | - |" in printed
-    copies = "| stable/comparison-cartpole | 0 (0) | 1 | stable/ablation-cartpole | 0 | 0 |"
+    copies = "| stable/comparison-cartpole | 0 (0) | 1 | stable/sensitivity-cartpole | 0 | 0 |"
     assert copies in printed
+    # the sensitivity study's base line is the comparison's TEQL line: trained once
+    waits = "released/comparison-pendulum, released/sensitivity-tlr-pendulum"
+    assert f"| released/sensitivity-pendulum | 0 (0) | 5 | {waits} | 0 | 0 |" in printed
     assert "--parts-at-once 2 with 1 worker(s) per part" in printed
     assert not out.exists()
 

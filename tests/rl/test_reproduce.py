@@ -10,8 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rl.experiments.executor import INDEX_FILE, read_index
-from rl.experiments.paper import EXPERIMENTS, LEVELS
+from rl.experiments.executor import INDEX_FILE, config_hash, read_index
+from rl.experiments.paper import BASE_LEVEL, EXPERIMENTS, LEVELS
+from rl.problems import make_problem
 from rl.reproduce import build_parser, main, make_plan
 from rl.runs.metrics import COLUMNS, read_metrics
 from rl.runs.training import train
@@ -264,6 +265,20 @@ def test_sensitivity_parameter_counts_match_the_stated_ones():
     grids = {p.task.name: p.task.config.env_options for p in plan.tasks}
     assert grids["pendulum/tlr-very-fine"] == {"state_bins": [80, 80], "action_bins": 40}
     assert len(grids) == 8 and not any("base" in name for name in grids)
+
+
+@pytest.mark.parametrize("reading", ["paper", "released", "stable"])
+@pytest.mark.parametrize("env", ["cartpole", "pendulum"])
+def test_the_sensitivity_base_line_is_the_comparison_teql_line(env, reading):
+    """The base level is the problem's own grid, so the two lines are one configuration."""
+    (base,) = [lv for lv in LEVELS[env] if lv.name == BASE_LEVEL]
+    problem = make_problem(env)
+    assert problem.state_dims == base.state_bins and problem.action_dims == (base.action_bins,)
+    args = ("--env", env, "--reading", reading, "--seeds", "2")
+    sensitivity = {p.line.key: p.task.config for p in _plan("sensitivity", *args).tasks}
+    comparison = {p.line.key: p.task.config for p in _plan("comparison", *args).tasks}
+    assert config_hash(sensitivity["teql-base"]) == config_hash(comparison["teql"])
+    assert config_hash(sensitivity["teql-fine"]) != config_hash(comparison["teql"])
 
 
 @pytest.mark.parametrize(
