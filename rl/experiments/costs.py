@@ -40,15 +40,15 @@ STEP_COST_SEEDS = 100
 #: Seconds per replica-step by environment and agent in the released reading, in a task of
 #: `STEP_COST_SEEDS` seeds: each released line's measured task wall at the paper's scale over
 #: its replica-steps counted as full-length episodes plus one greedy episode in ten.
-#: Highway's include the compiled twin's step; DQN's and SAC's were measured with 30 seeds and
-#: are scaled to 100 by `seed_factor` (five of those lines are measured at 100 seeds in
-#: `MEASURED_WALLS`, 1.7 to 2.1 times these). Agents not listed cost as TEQL.
+#: Highway's include the compiled twin's step. DQN's and SAC's are their 100-seed walls of
+#: sessions 19 and 20 (`MEASURED_WALLS`), TEQL's on Pendulum its session-20 wall; the others
+#: are from sessions 9 to 15. Agents not listed cost as TEQL.
 STEP_COST: Mapping[str, Mapping[str, float]] = MappingProxyType({
     "cartpole": {"teql": 3.2e-6, "tlr": 1.5e-6, "lora-vi": 1.2e-5, "tabular": 4.4e-6,
-                 "dqn": 2.9e-6, "sac": 6.5e-6},
-    "pendulum": {"teql": 2.7e-6, "tlr": 2.1e-6, "lora-vi": 4.2e-6, "tabular": 2.4e-6,
-                 "dqn": 3.3e-6, "sac": 6.5e-6},
-    "highway": {"teql": 2.3e-5, "tlr": 9.4e-6, "dqn": 1.4e-5, "sac": 4.1e-5},
+                 "dqn": 5.1e-6, "sac": 1.33e-5},
+    "pendulum": {"teql": 2.6e-6, "tlr": 2.1e-6, "lora-vi": 4.2e-6, "tabular": 2.4e-6,
+                 "dqn": 5.6e-6, "sac": 1.25e-5},
+    "highway": {"teql": 2.3e-5, "tlr": 9.4e-6, "dqn": 3.1e-5, "sac": 8.5e-5},
 })  # fmt: skip
 
 #: Seconds per step that highway-env adds over the twin (a 1.7-hour seed task, session 8).
@@ -57,7 +57,7 @@ HIGHWAY_ENV_STEP = 11e-3
 #: Measured task walls at the paper's episodes: (environment, reading, line key) ->
 #: (core seconds, seeds). Line keys as `rl.experiments.paper` names them, one key per
 #: configuration (`SAME_LINE`); the reading is the one the agent used. Where a line was
-#: measured twice, the larger wall. Sessions 9-19; TLR's four released Pendulum levels
+#: measured twice, the larger wall. Sessions 9-20; TLR's four released Pendulum levels
 #: were measured together (1,774 core-s) and share it evenly.
 MEASURED_WALLS: Mapping[tuple[str, str, str], tuple[float, int]] = MappingProxyType({
     ("cartpole", "released", "teql-very-coarse"): (69, 30),
@@ -84,6 +84,7 @@ MEASURED_WALLS: Mapping[tuple[str, str, str], tuple[float, int]] = MappingProxyT
     ("cartpole", "stable", "teql-fine"): (186, 100),
     ("cartpole", "stable", "teql-very-fine"): (614, 100),
     ("cartpole", "stable", "teql-lam0"): (158, 100),
+    ("pendulum", "released", "teql"): (1124, 100),
     ("pendulum", "released", "teql-very-coarse"): (864, 100),
     ("pendulum", "released", "teql-coarse"): (414, 100),
     ("pendulum", "released", "teql-fine"): (562, 100),
@@ -111,6 +112,7 @@ MEASURED_WALLS: Mapping[tuple[str, str, str], tuple[float, int]] = MappingProxyT
     ("pendulum", "stable", "teql-coarse"): (470, 100),
     ("pendulum", "stable", "teql-fine"): (568, 100),
     ("pendulum", "stable", "teql-very-fine"): (719, 100),
+    ("highway", "released", "dqn"): (1728, 100),
     ("highway", "released", "sac"): (4685, 100),
     ("highway", "paper", "teql"): (175, 100),
     ("highway", "paper", "teql-lam0"): (177, 100),

@@ -82,9 +82,9 @@ def test_an_unmeasured_line_costs_its_agents_released_step() -> None:
     cost = task_cost("cartpole", "released", "random", "random", 1_000, 4, "twin")
     assert cost == pytest.approx(steps * STEP_COST["cartpole"]["teql"])
     # DQN's step cost holds at STEP_COST_SEEDS; 4 seeds cost (k + 4) / (k + 100) of that task
-    assert ("highway", "released", "dqn") not in MEASURED_WALLS
+    assert ("highway", "released", "dqn-own") not in MEASURED_WALLS  # a user's own line
     calibrated = 1_000 * 1.1 * 50 * STEP_COST_SEEDS * STEP_COST["highway"]["dqn"]
-    cost = task_cost("highway", "released", "dqn", "dqn", 1_000, 4, "twin")
+    cost = task_cost("highway", "released", "dqn-own", "dqn", 1_000, 4, "twin")
     k = SHARED_REPLICAS["dqn"]
     assert cost == pytest.approx(calibrated * (k + 4) / (k + STEP_COST_SEEDS))
 
