@@ -117,12 +117,56 @@ class BatchedTorchAgent(Agent):
             params = self.layout.views(st.take(network, rows))
             return st.forward(params, self._inputs(states, rows))[:, 0, :]
 
+    def _all_outputs(self, states: NDArray[np.int64]) -> torch.Tensor:
+        """Return the greedy network's outputs (B, |A|) at every replica's row of ``states``."""
+        return self._outputs(self._greedy_network(), states, self._rows(np.arange(self.replicas)))
+
+    def _greedy_actions(self, outputs: torch.Tensor) -> NDArray[np.int64]:
+        """Return the argmax index vectors (B, D_A) of ``outputs``; first index wins ties."""
+        return self.codec.unravel(outputs.argmax(dim=1).cpu().numpy())
+
     @tu.one_cpu_thread
     def greedy(self, states: NDArray[np.int64]) -> NDArray[np.int64]:
         """Argmax of each replica's greedy network, shape (B, D_A); first index wins ties."""
-        rows = self._rows(np.arange(self.replicas))
-        joint = self._outputs(self._greedy_network(), states, rows).argmax(dim=1)
-        return self.codec.unravel(joint.cpu().numpy())
+        return self._greedy_actions(self._all_outputs(states))
+
+    @tu.one_cpu_thread
+    def explore(self, states: NDArray[np.int64], active: NDArray[np.bool_]) -> NDArray[np.int64]:
+        """Exploratory joint actions of the active replicas, shape (B, D_A) (`_exploring`)."""
+        return self._exploring(states, active, None)
+
+    def _exploring(
+        self, states: NDArray[np.int64], active: NDArray[np.bool_], outputs: torch.Tensor | None
+    ) -> NDArray[np.int64]:
+        """Exploratory joint actions of the active replicas, shape (B, D_A).
+
+        ``outputs`` are the greedy network's outputs (B, |A|) at every row of
+        ``states``, which exploration reads too, or None to compute those it needs.
+        """
+        raise NotImplementedError
+
+    @tu.one_cpu_thread
+    def act(
+        self,
+        states: NDArray[np.int64],
+        active: NDArray[np.bool_],
+        greedy: NDArray[np.bool_] | None = None,
+    ) -> NDArray[np.int64]:
+        """`rl.agents.base.Agent.act` with one pass of the network for both kinds of replica.
+
+        When some replica is on a greedy evaluation episode, the network's
+        outputs at every row give the greedy replicas' argmax and what the
+        exploring replicas read (DQN's exploiting rows, SAC's policies). A
+        replica's outputs do not depend on the rows computed with it (one CPU
+        thread, `rl.agents._torch_utils.one_cpu_thread`), so the actions are
+        those of `explore` and `greedy` called apart, with one forward pass and
+        no gathered weights fewer.
+        """
+        if greedy is None or not greedy.any():
+            return self._exploring(states, active, None)
+        outputs = self._all_outputs(states)
+        actions = self._exploring(states, active & ~greedy, outputs)
+        return np.where(greedy[:, None], self._greedy_actions(outputs), actions)
 
     def _store(self, batch: Transitions) -> st.Rows:
         """Add each active replica's transition to its buffer, count it; return the active rows."""

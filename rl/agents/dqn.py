@@ -150,8 +150,9 @@ class DQNAgent(BatchedTorchAgent):
 
     # ------------------------------------------------------------------ acting
 
-    @tu.one_cpu_thread
-    def explore(self, states: NDArray[np.int64], active: NDArray[np.bool_]) -> NDArray[np.int64]:
+    def _exploring(
+        self, states: NDArray[np.int64], active: NDArray[np.bool_], outputs: torch.Tensor | None
+    ) -> NDArray[np.int64]:
         """Epsilon-greedy joint actions of the active replicas, shape (B, D_A)."""
         joint = np.zeros(self.replicas, dtype=np.int64)
         taking_part = np.flatnonzero(active)
@@ -163,7 +164,11 @@ class DQNAgent(BatchedTorchAgent):
         greedy = taking_part[~explored]
         if len(greedy):
             rows = self._rows(greedy)
-            joint[rows.host] = self._outputs(self.q, states, rows).argmax(dim=1).cpu().numpy()
+            if outputs is None:
+                values = self._outputs(self.q, states, rows)
+            else:
+                values = st.take(outputs, rows)
+            joint[rows.host] = values.argmax(dim=1).cpu().numpy()
         return self.codec.unravel(joint)
 
     # ------------------------------------------------------------------ learning

@@ -284,13 +284,17 @@ class DiscreteSAC(BatchedTorchAgent):
 
     # ------------------------------------------------------------------ acting
 
-    @tu.one_cpu_thread
-    def explore(self, states: NDArray[np.int64], active: NDArray[np.bool_]) -> NDArray[np.int64]:
+    def _exploring(
+        self, states: NDArray[np.int64], active: NDArray[np.bool_], outputs: torch.Tensor | None
+    ) -> NDArray[np.int64]:
         """Joint actions sampled from each active replica's policy, shape (B, D_A)."""
         joint = np.zeros(self.replicas, dtype=np.int64)
         rows = self._rows(np.flatnonzero(active))
         if len(rows.host):
-            logits = self._outputs(self.actor, states, rows)
+            if outputs is None:
+                logits = self._outputs(self.actor, states, rows)
+            else:
+                logits = st.take(outputs, rows)
             cumulative = np.cumsum(torch.softmax(logits.double(), dim=1).cpu().numpy(), axis=1)
             u = np.empty((len(rows.host), 1))
             uniforms(self._generators, rows.host, u)  # one random() per replica, its own stream

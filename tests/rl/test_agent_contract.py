@@ -87,6 +87,32 @@ def test_state_save_and_restore_gives_identical_continuation(tmp_path, agent):
 
 
 @pytest.mark.parametrize("agent", _agent_params())
+def test_act_with_greedy_replicas_is_explore_and_greedy_apart(tmp_path, agent):
+    """``act(states, active, greedy)``: the greedy rows' `greedy`, the others' `explore`.
+
+    Two agents of one seed after two episodes of learning; one acts with a mask,
+    the other calls `explore` and `greedy` apart: the same actions, and the same
+    random streams after (their next exploratory actions agree too).
+    """
+    together, apart = _runner(tmp_path / "a", agent), _runner(tmp_path / "b", agent)
+    for runner in (together, apart):
+        _play(runner, 1, 2)
+        if isinstance(getattr(runner.agent, "epsilon", None), np.ndarray):
+            runner.agent.epsilon[:] = 0.5  # both kinds of exploring row
+    active = np.ones(2, dtype=bool)
+    for index, states in enumerate(_probe_states(together.problem)):
+        greedy = np.array([index % 2 == 0, index % 3 == 0])
+        acted = together.agent.act(states, active, greedy)
+        explored = apart.agent.explore(states, active & ~greedy)
+        expected = np.where(greedy[:, None], apart.agent.greedy(states), explored)
+        np.testing.assert_array_equal(acted, expected)
+    states = _probe_states(together.problem)[0]
+    np.testing.assert_array_equal(
+        together.agent.explore(states, active), apart.agent.explore(states, active)
+    )
+
+
+@pytest.mark.parametrize("agent", _agent_params())
 def test_same_seed_same_results_other_seed_differs(tmp_path, agent):
     first = _play(_runner(tmp_path / "a", agent), 1, 4)
     again = _play(_runner(tmp_path / "b", agent), 1, 4)
