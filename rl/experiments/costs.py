@@ -41,12 +41,12 @@ STEP_COST_SEEDS = 100
 #: `STEP_COST_SEEDS` seeds: each released line's measured task wall at the paper's scale over
 #: its replica-steps counted as full-length episodes plus one greedy episode in ten.
 #: Highway's include the compiled twin's step. DQN's and SAC's are their 100-seed walls of
-#: sessions 19 and 20 (`MEASURED_WALLS`), TEQL's on Pendulum its session-20 wall; the others
-#: are from sessions 9 to 15. Agents not listed cost as TEQL.
+#: sessions 19 and 20 (`MEASURED_WALLS`), TEQL's and TLR's on Pendulum their session-20
+#: walls; the others are from sessions 9 to 15. Agents not listed cost as TEQL.
 STEP_COST: Mapping[str, Mapping[str, float]] = MappingProxyType({
     "cartpole": {"teql": 3.2e-6, "tlr": 1.5e-6, "lora-vi": 1.2e-5, "tabular": 4.4e-6,
                  "dqn": 5.1e-6, "sac": 1.33e-5},
-    "pendulum": {"teql": 2.6e-6, "tlr": 2.1e-6, "lora-vi": 4.2e-6, "tabular": 2.4e-6,
+    "pendulum": {"teql": 2.6e-6, "tlr": 1.2e-6, "lora-vi": 4.2e-6, "tabular": 2.4e-6,
                  "dqn": 5.6e-6, "sac": 1.25e-5},
     "highway": {"teql": 2.3e-5, "tlr": 9.4e-6, "dqn": 3.1e-5, "sac": 8.5e-5},
 })  # fmt: skip
@@ -89,6 +89,7 @@ MEASURED_WALLS: Mapping[tuple[str, str, str], tuple[float, int]] = MappingProxyT
     ("pendulum", "released", "teql-coarse"): (414, 100),
     ("pendulum", "released", "teql-fine"): (562, 100),
     ("pendulum", "released", "teql-very-fine"): (741, 100),
+    ("pendulum", "released", "tlr"): (515, 100),
     ("pendulum", "released", "tlr-very-coarse"): (444, 100),
     ("pendulum", "released", "tlr-coarse"): (444, 100),
     ("pendulum", "released", "tlr-fine"): (444, 100),
@@ -112,6 +113,7 @@ MEASURED_WALLS: Mapping[tuple[str, str, str], tuple[float, int]] = MappingProxyT
     ("pendulum", "stable", "teql-coarse"): (470, 100),
     ("pendulum", "stable", "teql-fine"): (568, 100),
     ("pendulum", "stable", "teql-very-fine"): (719, 100),
+    ("pendulum", "stable", "teql-lam0"): (587, 100),
     ("highway", "released", "dqn"): (1728, 100),
     ("highway", "released", "sac"): (4685, 100),
     ("highway", "paper", "teql"): (175, 100),
@@ -119,6 +121,7 @@ MEASURED_WALLS: Mapping[tuple[str, str, str], tuple[float, int]] = MappingProxyT
     ("highway", "paper", "dqn"): (3064, 100),
     ("highway", "paper", "sac"): (2817, 100),
     ("highway", "stable", "teql"): (2338, 100),
+    ("highway", "stable", "teql-lam0"): (730, 100),
 })  # fmt: skip
 
 #: (reading, line key) -> the line key of `rl.experiments.paper` with the same settings in
