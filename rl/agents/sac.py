@@ -250,7 +250,8 @@ class DiscreteSAC(BatchedTorchAgent):
         drawn = np.stack([[st.init_mlp(*shape, rng) for _ in range(3)] for rng in self._init])
         self.actor = torch.from_numpy(drawn[:, 0]).to(self.device)
         # Q1 and Q2 side by side in each row (`critic_layout`): one Adam, one Polyak step
-        self.critics = torch.from_numpy(drawn[:, 1:].reshape(self.replicas, -1)).to(self.device)
+        critics = np.ascontiguousarray(drawn[:, 1:].reshape(self.replicas, -1))
+        self.critics = torch.from_numpy(critics).to(self.device)
         self.critics_target = self.critics.clone()
         self.critic_layout = self.layout + self.layout
         self.log_alpha = torch.full((self.replicas, 1), math.log(config.alpha), device=self.device)
@@ -263,24 +264,34 @@ class DiscreteSAC(BatchedTorchAgent):
     def _greedy_network(self) -> torch.Tensor:
         return self.actor
 
-    def _critic_passes(
+    def _critic_pass(
         self, critics: torch.Tensor, inputs: torch.Tensor
-    ) -> list[tuple[list[torch.Tensor], st.Pass]]:
-        """Return the parameter views and `rl.agents._stacked.Pass` of Q1 and of Q2.
+    ) -> tuple[list[torch.Tensor], st.Pass]:
+        """Return the parameter views and `rl.agents._stacked.Pass` of Q1 and Q2 together.
 
-        ``critics`` are critic rows (R, 2P), ``inputs`` (R, D_S, N) in column layout.
+        ``critics`` are critic rows (R, 2P), ``inputs`` (R, D_S, N) in column
+        layout. Q1 and Q2 of replica r are rows 2r and 2r + 1 of one stack of 2R
+        networks (views of ``critics``), so each layer is one batched product
+        for both; a network's outputs do not depend on the others in the stack.
         """
-        views = self.critic_layout.views(critics)
-        return [(params, st.forward_pass(params, inputs)) for params in (views[:4], views[4:])]
+        pairs = critics.view(len(critics) * 2, -1)
+        twice = inputs.repeat_interleave(2, dim=0)
+        params = self.layout.views(pairs)
+        return params, st.forward_pass(params, twice)
+
+    @staticmethod
+    def _pairs(values: torch.Tensor) -> torch.Tensor:
+        """Return ``values`` of a stack of 2R critics (2R, ...) as (R, 2, ...): Q1, Q2."""
+        return values.view(-1, 2, *values.shape[1:])
 
     def _min_critic(self, critics: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
         """Return min(Q1, Q2), (R, N, |A|), at inputs (R, D_S, N) (column layout).
 
-        ``torch.minimum`` of the two, not ``min(dim=0)`` of their stack: the same
+        ``torch.minimum`` of the two, not ``min(dim=1)`` of their pairs: the same
         values, seven times faster on the CPU (no indices, no reduction kernel).
         """
-        (_, first), (_, second) = self._critic_passes(critics, inputs)
-        return torch.minimum(first.outputs, second.outputs).transpose(1, 2)
+        outputs = self._pairs(self._critic_pass(critics, inputs)[1].outputs)
+        return torch.minimum(outputs[:, 0], outputs[:, 1]).transpose(1, 2)
 
     # ------------------------------------------------------------------ acting
 
@@ -328,13 +339,14 @@ class DiscreteSAC(BatchedTorchAgent):
             targets = soft_bellman_targets(
                 sample.rewards, 1.0 - sample.terminated, next_log_pi, next_q, alpha, config.gamma
             )
-            chosen = sample.actions[:, None, :]
-            critic_loss, critic_grads = 0.0, []
-            for params, done in self._critic_passes(st.take(self.critics, rows), states):
-                loss, d_values = td_loss(st.chosen_outputs(done, chosen), targets, "mse")
-                critic_loss = critic_loss + loss  # MSE of Q1 + MSE of Q2
-                critic_grads.append(st.backward_chosen(params, done, chosen, d_values))
-            self.critic_optimizer.step(torch.cat(critic_grads, dim=1), rows)
+            chosen = sample.actions[:, None, :].repeat_interleave(2, dim=0)
+            params, done = self._critic_pass(st.take(self.critics, rows), states)
+            values = st.chosen_outputs(done, chosen)
+            losses, d_values = td_loss(values, targets.repeat_interleave(2, dim=0), "mse")
+            pair_losses = self._pairs(losses)
+            critic_loss = pair_losses[:, 0] + pair_losses[:, 1]  # MSE of Q1 + MSE of Q2
+            grads = st.backward_chosen(params, done, chosen, d_values)  # (2R, P): Q1, Q2 rows
+            self.critic_optimizer.step(grads.view(len(rows.host), -1), rows)
 
             actor_pass = st.forward_pass(actor, states)  # the actor has not changed
             log_pi = log_policy(actor_pass.outputs)
