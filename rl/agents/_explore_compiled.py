@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 from numba.typed import List
+from numpy.typing import NDArray
 
 from rl.agents import _visit_layout, _visits_compiled, visits
 from rl.agents._visits_compiled import visit_row
@@ -77,6 +78,40 @@ def epsilon_greedy(values, epsilon, generator):
     if generator.random() < epsilon:
         return generator.integers(0, values.shape[0])
     return argmax_random_ties(values, generator)
+
+
+@njit(cache=True)
+def _epsilon_greedy_rows(values, epsilon, active, generators, out):
+    """`epsilon_greedy` of every active row of ``values`` (B, A) into ``out``; see below."""
+    for b in range(values.shape[0]):
+        if active[b]:
+            out[b] = epsilon_greedy(values[b], epsilon[b], generators[b])
+        else:
+            out[b] = first_argmax(values[b])
+
+
+def epsilon_greedy_rows(
+    values: NDArray[np.float64],
+    epsilon: NDArray[np.float64],
+    active: NDArray[np.bool_],
+    generators: Any,
+) -> NDArray[np.int64]:
+    """Return `rl.agents._explore.epsilon_greedy` of B replicas, flat actions (B,), compiled.
+
+    Replica b draws from ``generators[b]`` (`typed_generators`) what the
+    reference draws, in the same order; inactive replicas take the first
+    maximizer and draw nothing. One compiled call instead of a Python loop
+    over the replicas (tabular Q-learning and LoRa-VI).
+    """
+    out = np.empty(len(values), dtype=np.int64)
+    _epsilon_greedy_rows(
+        np.ascontiguousarray(values, dtype=np.float64),
+        np.ascontiguousarray(epsilon, dtype=np.float64),
+        np.ascontiguousarray(active, dtype=np.bool_),
+        generators,
+        out,
+    )
+    return out
 
 
 @njit(cache=True)

@@ -52,7 +52,6 @@ from numpy.typing import NDArray
 
 from rl.agents._explore import (
     decay_epsilon,
-    epsilon_greedy,
     generator_states,
     greedy_indices,
     set_generator_states,
@@ -184,6 +183,11 @@ class LoRaVIAgent(Agent):
         self.replicas = len(self.streams)
         if self.replicas < 1:
             raise ValueError("The 'streams' parameter must hold at least one AgentRandom.")
+        # the explore generators for the compiled draws (`epsilon_greedy_rows`), state shared;
+        # imported here, not with the module: ``import rl`` loads no Numba
+        from rl.agents._explore_compiled import typed_generators
+
+        self._generators = typed_generators([s.explore for s in self.streams])
         self.state_dims = tuple(int(d) for d in problem.state_dims)
         self.action_dims = tuple(int(d) for d in problem.action_dims)
         self.n_states = int(np.prod(self.state_dims, dtype=object))
@@ -249,8 +253,11 @@ class LoRaVIAgent(Agent):
     # -- protocol ------------------------------------------------------------
     def explore(self, states: NDArray[np.int64], active: NDArray[np.bool_]) -> NDArray[np.int64]:
         """Choose epsilon-greedy actions on Q_hat, shape (B, D_A)."""
-        explore = [s.explore for s in self.streams]
-        flat = epsilon_greedy(self.action_values(states), self.epsilon_, active, explore)
+        from rl.agents._explore_compiled import epsilon_greedy_rows  # see __init__
+
+        flat = epsilon_greedy_rows(
+            self.action_values(states), self.epsilon_, active, self._generators
+        )
         return self._action_vectors(flat)
 
     def greedy(self, states: NDArray[np.int64]) -> NDArray[np.int64]:
