@@ -41,14 +41,14 @@ STEP_COST_SEEDS = 100
 #: `STEP_COST_SEEDS` seeds: each released line's measured task wall at the paper's scale over
 #: its replica-steps counted as full-length episodes plus one greedy episode in ten.
 #: Highway's include the compiled twin's step. DQN's and SAC's are their 100-seed walls of
-#: sessions 19 and 20 (`MEASURED_WALLS`), TEQL's and TLR's on Pendulum their session-20
-#: walls; the others are from sessions 9 to 15. Agents not listed cost as TEQL.
+#: sessions 19 and 20 (`MEASURED_WALLS`), TEQL's and TLR's on Pendulum and Highway their
+#: session-20 walls; the others are from sessions 9 to 15. Agents not listed cost as TEQL.
 STEP_COST: Mapping[str, Mapping[str, float]] = MappingProxyType({
     "cartpole": {"teql": 3.2e-6, "tlr": 1.5e-6, "lora-vi": 1.2e-5, "tabular": 4.4e-6,
                  "dqn": 5.1e-6, "sac": 1.33e-5},
     "pendulum": {"teql": 2.6e-6, "tlr": 1.2e-6, "lora-vi": 4.2e-6, "tabular": 2.4e-6,
                  "dqn": 5.6e-6, "sac": 1.25e-5},
-    "highway": {"teql": 2.3e-5, "tlr": 9.4e-6, "dqn": 3.1e-5, "sac": 8.5e-5},
+    "highway": {"teql": 4.9e-6, "tlr": 4.2e-6, "dqn": 3.1e-5, "sac": 8.5e-5},
 })  # fmt: skip
 
 #: Seconds per step that highway-env adds over the twin (a 1.7-hour seed task, session 8).
@@ -85,6 +85,7 @@ MEASURED_WALLS: Mapping[tuple[str, str, str], tuple[float, int]] = MappingProxyT
     ("cartpole", "stable", "teql-very-fine"): (614, 100),
     ("cartpole", "stable", "teql-lam0"): (158, 100),
     ("pendulum", "released", "teql"): (1124, 100),
+    ("pendulum", "released", "teql-lam"): (760, 100),
     ("pendulum", "released", "teql-very-coarse"): (864, 100),
     ("pendulum", "released", "teql-coarse"): (414, 100),
     ("pendulum", "released", "teql-fine"): (562, 100),
@@ -114,6 +115,8 @@ MEASURED_WALLS: Mapping[tuple[str, str, str], tuple[float, int]] = MappingProxyT
     ("pendulum", "stable", "teql-fine"): (568, 100),
     ("pendulum", "stable", "teql-very-fine"): (719, 100),
     ("pendulum", "stable", "teql-lam0"): (587, 100),
+    ("highway", "released", "teql"): (270, 100),
+    ("highway", "released", "tlr"): (232, 100),
     ("highway", "released", "dqn"): (1728, 100),
     ("highway", "released", "sac"): (4685, 100),
     ("highway", "paper", "teql"): (175, 100),
