@@ -103,6 +103,7 @@ MEASURED_WALLS: Mapping[tuple[str, str, str], tuple[float, int]] = MappingProxyT
     ("pendulum", "paper", "teql-fine"): (204, 100),
     ("pendulum", "paper", "teql-very-fine"): (275, 100),
     ("pendulum", "paper", "teql-lam0"): (306, 100),
+    ("pendulum", "paper", "tlr"): (610, 100),
     ("pendulum", "paper", "tlr-very-coarse"): (335, 100),
     ("pendulum", "paper", "tlr-coarse"): (348, 100),
     ("pendulum", "paper", "tlr-fine"): (420, 100),
