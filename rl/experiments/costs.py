@@ -41,10 +41,11 @@ STEP_COST_SEEDS = 100
 #: `STEP_COST_SEEDS` seeds: each released line's measured task wall at the paper's scale over
 #: its replica-steps counted as full-length episodes plus one greedy episode in ten.
 #: Highway's include the compiled twin's step. DQN's and SAC's are their 100-seed walls of
-#: sessions 19 and 20 (`MEASURED_WALLS`), TEQL's and TLR's on Pendulum and Highway their
+#: sessions 19 and 20 (`MEASURED_WALLS`); TEQL's and TLR's on Pendulum and Highway, and
+#: LoRa-VI's and tabular Q-learning's on CartPole (their compiled exploration), are their
 #: session-20 walls; the others are from sessions 9 to 15. Agents not listed cost as TEQL.
 STEP_COST: Mapping[str, Mapping[str, float]] = MappingProxyType({
-    "cartpole": {"teql": 3.2e-6, "tlr": 1.5e-6, "lora-vi": 1.2e-5, "tabular": 4.4e-6,
+    "cartpole": {"teql": 3.2e-6, "tlr": 1.5e-6, "lora-vi": 1.9e-6, "tabular": 1.9e-6,
                  "dqn": 5.1e-6, "sac": 1.33e-5},
     "pendulum": {"teql": 2.6e-6, "tlr": 1.2e-6, "lora-vi": 4.2e-6, "tabular": 2.4e-6,
                  "dqn": 5.6e-6, "sac": 1.25e-5},
@@ -68,6 +69,8 @@ MEASURED_WALLS: Mapping[tuple[str, str, str], tuple[float, int]] = MappingProxyT
     ("cartpole", "released", "tlr-coarse"): (52, 30),
     ("cartpole", "released", "tlr-fine"): (54, 30),
     ("cartpole", "released", "tlr-very-fine"): (53, 30),
+    ("cartpole", "released", "lora-vi"): (208, 100),
+    ("cartpole", "released", "tabular"): (211, 100),
     ("cartpole", "released", "dqn"): (564, 100),
     ("cartpole", "released", "sac"): (1461, 100),
     ("cartpole", "paper", "teql"): (35, 100),
@@ -76,6 +79,7 @@ MEASURED_WALLS: Mapping[tuple[str, str, str], tuple[float, int]] = MappingProxyT
     ("cartpole", "paper", "teql-fine"): (80, 100),
     ("cartpole", "paper", "teql-very-fine"): (220, 100),
     ("cartpole", "paper", "teql-lam0"): (65, 100),
+    ("cartpole", "paper", "tlr"): (74, 100),
     ("cartpole", "paper", "dqn"): (2535, 100),
     ("cartpole", "paper", "sac"): (1142, 100),
     ("cartpole", "stable", "teql"): (189, 100),
@@ -117,6 +121,7 @@ MEASURED_WALLS: Mapping[tuple[str, str, str], tuple[float, int]] = MappingProxyT
     ("pendulum", "stable", "teql-very-fine"): (719, 100),
     ("pendulum", "stable", "teql-lam0"): (587, 100),
     ("highway", "released", "teql"): (270, 100),
+    ("highway", "released", "teql-lam"): (196, 100),
     ("highway", "released", "tlr"): (232, 100),
     ("highway", "released", "dqn"): (1728, 100),
     ("highway", "released", "sac"): (4685, 100),
