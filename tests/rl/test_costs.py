@@ -76,7 +76,8 @@ def test_a_measured_line_costs_its_wall_scaled_to_seeds_and_episodes() -> None:
 
 def test_an_unmeasured_line_costs_its_agents_released_step() -> None:
     steps = 1_000 * 1.1 * 100 * 4  # episodes, greedy one in ten, steps per episode, seeds
-    cost = task_cost("cartpole", "released", "tlr", "tlr", 1_000, 4, "twin")
+    assert ("cartpole", "released", "tlr-own") not in MEASURED_WALLS  # a user's own line
+    cost = task_cost("cartpole", "released", "tlr-own", "tlr", 1_000, 4, "twin")
     assert cost == pytest.approx(steps * STEP_COST["cartpole"]["tlr"])
     # an agent without its own entry costs as TEQL
     cost = task_cost("cartpole", "released", "random", "random", 1_000, 4, "twin")
