@@ -88,6 +88,7 @@ MEASURED_WALLS: Mapping[tuple[str, str, str], tuple[float, int]] = MappingProxyT
     ("cartpole", "paper", "tlr-very-coarse"): (84, 100),
     ("cartpole", "paper", "tlr-coarse"): (70, 100),
     ("cartpole", "paper", "tlr-fine"): (76, 100),
+    ("cartpole", "paper", "tlr-very-fine"): (90, 100),
     ("cartpole", "paper", "dqn"): (2535, 100),
     ("cartpole", "paper", "sac"): (1142, 100),
     ("cartpole", "stable", "teql"): (189, 100),
