@@ -74,6 +74,7 @@ MEASURED_WALLS: Mapping[tuple[str, str, str], tuple[float, int]] = MappingProxyT
     ("cartpole", "released", "tlr-very-fine"): (53, 30),
     ("cartpole", "released", "teql"): (147, 100),
     ("cartpole", "released", "tlr"): (72, 100),
+    ("cartpole", "released", "teql-lam"): (375, 100),
     ("cartpole", "released", "lora-vi"): (208, 100),
     ("cartpole", "released", "tabular"): (211, 100),
     ("cartpole", "released", "dqn"): (564, 100),
