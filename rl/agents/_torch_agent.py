@@ -159,8 +159,8 @@ class BatchedTorchAgent(Agent):
         exploring replicas read (DQN's exploiting rows, SAC's policies). A
         replica's outputs do not depend on the rows computed with it (one CPU
         thread, `rl.agents._torch_utils.one_cpu_thread`), so the actions are
-        those of `explore` and `greedy` called apart, with one forward pass and
-        no gathered weights fewer.
+        those of `explore` and `greedy` called apart, with one forward pass
+        fewer and no weights gathered.
         """
         if greedy is None or not greedy.any():
             return self._exploring(states, active, None)

@@ -249,7 +249,8 @@ class DiscreteSAC(BatchedTorchAgent):
         # each replica draws actor, Q1, Q2 in this order, as a replica alone does
         drawn = np.stack([[st.init_mlp(*shape, rng) for _ in range(3)] for rng in self._init])
         self.actor = torch.from_numpy(drawn[:, 0]).to(self.device)
-        # Q1 and Q2 side by side in each row (`critic_layout`): one Adam, one Polyak step
+        # Q1 and Q2 side by side in each row (`critic_layout`): one Adam, one Polyak step;
+        # contiguous, so that `_critic_pass` can view the rows as 2B networks
         critics = np.ascontiguousarray(drawn[:, 1:].reshape(self.replicas, -1))
         self.critics = torch.from_numpy(critics).to(self.device)
         self.critics_target = self.critics.clone()
