@@ -2,6 +2,8 @@ import os
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats
 
 from rl.runs.metrics import (
@@ -33,6 +35,71 @@ def test_roundtrip_is_exact_and_nan_for_missing_greedy(tmp_path):
     assert np.isnan(table["greedy_return"][0])
     assert table["greedy_return"][1] == 2.0 / 3.0
     assert table["seed"].dtype == np.int64 and table["length"].tolist() == [5, 7]
+
+
+finite = st.floats(allow_nan=False, allow_infinity=False)
+metric_rows = st.lists(
+    st.tuples(
+        st.integers(0, 2**40),
+        st.integers(1, 2**40),
+        finite,
+        st.integers(0, 10**9),
+        st.one_of(st.just(float("nan")), finite),
+        st.floats(0.0, 1e6),
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=metric_rows)
+def test_every_written_row_reads_back_exactly(tmp_path_factory, rows):
+    path = tmp_path_factory.mktemp("metrics") / "metrics.csv"
+    _write(path, rows)
+    table = read_metrics(path)
+    written = list(zip(*rows, strict=True)) if rows else [()] * len(COLUMNS)
+    for column, values in zip(COLUMNS, written, strict=True):
+        expected = np.array(values, dtype=table[column].dtype)
+        if column == "wall_time":  # written with six decimals
+            expected = np.array([float(f"{v:.6f}") for v in values])
+        np.testing.assert_array_equal(table[column], expected, strict=True)
+
+
+def test_a_written_file_takes_the_fast_path(tmp_path, monkeypatch):
+    import rl.runs.metrics as metrics
+
+    path = tmp_path / "metrics.csv"
+    _write(path, [(0, 1, 0.1, 5, float("nan"), 0.5), (1, 1, -3.0, 7, 2.0, 0.25)])
+    expected = read_metrics(path)
+
+    def row_by_row(reader):
+        raise AssertionError("read row by row")
+
+    monkeypatch.setattr(metrics, "_parse_rows", row_by_row)
+    table = read_metrics(path)
+    for column in COLUMNS:
+        np.testing.assert_array_equal(table[column], expected[column], strict=True)
+
+
+def test_a_file_numpy_cannot_parse_reads_the_same_through_csv(tmp_path):
+    plain, quoted = tmp_path / "plain.csv", tmp_path / "quoted.csv"
+    _write(plain, [(0, 1, 0.1 + 0.2, 5, float("nan"), 0.5), (1, 1, -3.0, 7, 2.0 / 3.0, 0.25)])
+    lines = plain.read_text().splitlines()
+    rows = ['"' + line.replace(",", '","') + '"' for line in lines[1:]]
+    quoted.write_text("\n".join([lines[0], *rows]) + "\n")
+    assert quoted.read_text().splitlines()[1].startswith('"0","1",')
+    a, b = read_metrics(plain), read_metrics(quoted)
+    for column in COLUMNS:
+        np.testing.assert_array_equal(a[column], b[column], strict=True)
+
+
+def test_an_integer_column_must_hold_integers(tmp_path):
+    path = tmp_path / "metrics.csv"
+    path.write_text(",".join(COLUMNS) + "\n0,1.0,2.0,5,,0.1\n")
+    assert read_metrics(path)["episode"].tolist() == [1]  # pandas takes an integral float
+    path.write_text(",".join(COLUMNS) + "\n0,1.5,2.0,5,,0.1\n")
+    with pytest.raises(ValueError, match="is damaged: line 2: invalid literal for int"):
+        read_metrics(path)
 
 
 def test_truncate_then_append(tmp_path):
