@@ -187,3 +187,39 @@ def task_cost(
         cost = calibrated * seed_factor(agent, seeds, STEP_COST_SEEDS)
     highway_env = env == "highway" and engine == "reference"
     return cost + (replica_steps * seeds * HIGHWAY_ENV_STEP if highway_env else 0.0)
+
+
+#: Seconds of a training part of ``python -m rl.reproduce paper`` besides its training:
+#: starting its process (imports, planning) and writing its summary and figures. Measured
+#: on parts that copy or train little (``--episodes-scale 0.01``: 2 to 5 s, session 21).
+PART_SECONDS = 5.0
+
+#: Seconds per line of a part besides reading its rows: loading a copied line's checkpoint
+#: to check it (`rl.runs.verify.verify_run`: up to 1.3 s for 100 tabular replicas) and
+#: plotting the line.
+LINE_SECONDS = 1.5
+
+#: Seconds per ``metrics.csv`` row read and summarized (`rl.runs.metrics.read_metrics`,
+#: 0.2 microseconds a row, then the pivot and the statistics of `rl.experiments.report`;
+#: session 21: a finished 100-seed Pendulum part, 4M rows read twice, resumes in 9 s).
+ROW_SECONDS = 0.5e-6
+
+
+def postprocess_seconds(lines: int, copies: int, rows: int) -> float:
+    """Return the core seconds a part spends besides training: ``lines`` of ``rows`` rows each.
+
+    ``copies`` of the lines are copied from another part: checked first
+    (`rl.runs.verify.verify_run` reads them whole), so their rows are read twice;
+    the part's summary reads every line once. See `PART_SECONDS`, `LINE_SECONDS`,
+    `ROW_SECONDS`.
+    """
+    return PART_SECONDS + LINE_SECONDS * lines + ROW_SECONDS * rows * (lines + copies)
+
+
+def report_seconds(line_rows: int) -> float:
+    """Return the core seconds of the whole paper's report over ``line_rows`` rows of lines.
+
+    `rl.experiments.paper_report` reads every part's lines once more after the
+    last part, ``line_rows`` rows in all, with one process start.
+    """
+    return PART_SECONDS + ROW_SECONDS * line_rows

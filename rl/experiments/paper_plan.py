@@ -26,6 +26,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
+from rl.experiments.costs import postprocess_seconds, report_seconds
 from rl.experiments.executor import INDEX_FILE, read_index
 from rl.experiments.parts import Part, next_ready, read_parts, start_order
 from rl.runs.checkpoint import CHECKPOINT_NAME, CheckpointError, load_checkpoint
@@ -150,6 +151,7 @@ def plan_text(
         "|---|---:|---:|---|---:|---:|",
     ]
     core, trained, found, finished = 0.0, 0, 0, 0
+    post, report_rows = 0.0, 0
     for part in todo:
         if part.training:
             left = [
@@ -161,7 +163,16 @@ def plan_text(
                 measured.get(digest, cost) * done.left.get(digest, 1.0) for digest, cost in left
             ]
             hits = sum(digest in measured for digest, _ in left)
-            walls[part.name] = pool_wall(costs, workers)
+            lines = len(part.trains) + part.copies
+            after = (
+                0.0
+                if part.name in done.parts
+                else postprocess_seconds(lines, part.copies, part.rows)
+            )
+            report_rows += lines * part.rows
+            walls[part.name] = pool_wall(costs, workers) + after
+            costs.append(after)
+            post += after
             trains, copies = f"{len(part.trains)} ({hits})", str(part.copies)
             if progress is not None:
                 trains += f", {len(part.trains) - len(left)} done"
@@ -175,7 +186,10 @@ def plan_text(
             f"| {part.name} | {trains} | {copies} | {', '.join(part.after) or '-'} | "
             f"{sum(costs):,.0f} | {walls[part.name]:,.0f} |"
         )
-    wall = schedule_wall(todo, at_once, walls)
+    report = report_seconds(report_rows)
+    wall = schedule_wall(todo, at_once, walls) + report
+    core += report
+    post += report
     perfect = core / (workers * at_once)
     return "\n".join(
         [
@@ -183,7 +197,9 @@ def plan_text(
             "",
             f"Estimated {core:,.0f} core-s ({core / 3600:.1f} core-hours); the schedule of "
             f"--parts-at-once {at_once} with {workers} worker(s) per part about {wall:,.0f} s "
-            f"({wall / 3600:.1f} h), against {perfect:,.0f} s for a perfect split.",
+            f"({wall / 3600:.1f} h), against {perfect:,.0f} s for a perfect split. Of "
+            f"these, {post:,.0f} core-s are the parts' work besides training and the report "
+            f"after the last part ({report:,.0f} s; rl.experiments.costs.postprocess_seconds).",
             f"{found} of the {trained} trained tasks cost their measured wall time "
             "(--measured); the others their estimates from walls measured at the paper's "
             "scale on a 2-core machine (rl.experiments.costs). Nothing ran.",

@@ -50,6 +50,9 @@ class Part(NamedTuple):
     """The tasks it trains itself, (configuration hash, estimated core seconds), in plan order."""
     copies: int = 0
     """How many of its tasks it copies from the parts of `Part.after`."""
+    rows: int = 0
+    """Rows of each of its lines' ``metrics.csv`` at most (seeds times episodes): what its
+    summary and the report read (`rl.experiments.costs.postprocess_seconds`)."""
 
 
 def start_order(todo: Sequence[Part], at_once: int) -> list[Part]:

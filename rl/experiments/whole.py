@@ -316,7 +316,9 @@ def parts(
             argv = [name, "--env", env, "--reading", reading, "--out", str(out / part), *common]
             if keys:
                 argv += ["--agents", ",".join(keys)]
-            found.append(Part(part, tuple(argv), True))
+            episodes = experiment(name).episodes(env, settings.scale)
+            rows = max(settings.seeds, settings.deep_seeds) * episodes
+            found.append(Part(part, tuple(argv), True, rows=rows))
     return share_lines(found, out, plan, by_cost=args.parts_at_once > 1)
 
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from rl.experiments import whole
+from rl.experiments import paper_plan, whole
+from rl.experiments.costs import ROW_SECONDS, postprocess_seconds, report_seconds
 from rl.experiments.paper_plan import (
     Progress,
     measured_walls,
@@ -25,6 +26,13 @@ COSTS = {"small": {"h1": 1.0, "h2": 2.0}, "big": {"h2": 2.0, "h3": 9.0}, "alone"
 
 def plan(argv):
     return list(COSTS[argv[0]].items())
+
+
+@pytest.fixture
+def training_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plan the training alone: parts and the report cost nothing besides it."""
+    monkeypatch.setattr(paper_plan, "postprocess_seconds", lambda *args: 0.0)
+    monkeypatch.setattr(paper_plan, "report_seconds", lambda *args: 0.0)
 
 
 def test_the_pool_gives_each_task_to_the_first_free_worker() -> None:
@@ -46,7 +54,7 @@ def test_the_schedule_waits_for_owners_and_runs_the_longest_first() -> None:
     assert schedule_wall(parts, 3, walls) == 8.0
 
 
-def test_a_part_trains_what_it_owns_and_copies_the_rest() -> None:
+def test_a_part_trains_what_it_owns_and_copies_the_rest(training_only: None) -> None:
     listed = [whole.Part(name, (name,), True) for name in ("small", "big", "alone")]
     shared = whole.share_lines(listed, Path("OUT"), plan, by_cost=False)
     assert {part.name: (list(part.trains), part.copies) for part in shared} == {
@@ -67,7 +75,7 @@ def test_a_part_trains_what_it_owns_and_copies_the_rest() -> None:
     assert "Estimated 14 core-s" in text and "2 of the 4 trained tasks" in text
 
 
-def test_with_resume_what_is_done_costs_nothing() -> None:
+def test_with_resume_what_is_done_costs_nothing(training_only: None) -> None:
     listed = [whole.Part(name, (name,), True) for name in ("small", "big", "alone")]
     shared = whole.share_lines(listed, Path("OUT"), plan, by_cost=False)
     progress = Progress(Path("OUT"), frozenset({"alone"}), frozenset({"h1", "h3"}), {})
@@ -79,7 +87,27 @@ def test_with_resume_what_is_done_costs_nothing() -> None:
     assert "1 of the 3 parts and 3 of the 4 trained tasks are done" in text
 
 
-def test_a_task_stopped_part_way_costs_what_is_left_after_its_checkpoint(tmp_path: Path) -> None:
+def test_a_part_costs_its_summary_and_the_report_reads_every_line_again() -> None:
+    rows = 10**6
+    listed = [whole.Part(name, (name,), True, rows=rows) for name in ("small", "big", "alone")]
+    shared = whole.share_lines(listed, Path("OUT"), plan, by_cost=False)
+    after = {"small": postprocess_seconds(2, 0, rows), "big": postprocess_seconds(2, 1, rows)}
+    assert after["big"] == after["small"] + ROW_SECONDS * rows  # the copy is read twice
+    after["alone"] = postprocess_seconds(1, 0, rows)
+    text = plan_text(shared, 1, 1)
+    assert f"| small | 2 (0) | 0 | - | {3 + after['small']:,.0f} |" in text
+    report = report_seconds(5 * rows)  # five lines, each read once more for the report
+    core = 16 + sum(after.values()) + report
+    assert f"Estimated {core:,.0f} core-s" in text and f"about {core:,.0f} s" in text
+    assert f"{sum(after.values()) + report:,.0f} core-s are the parts' work" in text
+    # a part recorded done costs nothing, but the report still reads its lines
+    progress = Progress(Path("OUT"), frozenset({"small", "big", "alone"}), frozenset(), {})
+    assert f"Estimated {report:,.0f} core-s" in plan_text(shared, 1, 1, None, progress)
+
+
+def test_a_task_stopped_part_way_costs_what_is_left_after_its_checkpoint(
+    tmp_path: Path, training_only: None
+) -> None:
     from rl.runs.config import TrainConfig
     from rl.runs.training import train
 
@@ -183,11 +211,14 @@ def test_plan_prints_the_parts_and_runs_nothing(
     assert main([*argv, "--out", str(out), "--plan"]) == 0
     printed = capsys.readouterr().out
     assert "| released/comparison-pendulum | 6 (0) | 0 | - |" in printed
-    copies = "| stable/comparison-cartpole | 0 (0) | 1 | stable/sensitivity-cartpole | 0 | 0 |"
-    assert copies in printed
+    # a part that copies its one line reads it twice (check, summary): 100 seeds x 10,000
+    after = f"{postprocess_seconds(1, 1, 100 * 10_000):,.0f}"
+    copies = "| stable/comparison-cartpole | 0 (0) | 1 | stable/sensitivity-cartpole |"
+    assert f"{copies} {after} | {after} |" in printed
     # the sensitivity study's base line is the comparison's TEQL line: trained once
     waits = "released/comparison-pendulum, released/sensitivity-tlr-pendulum"
-    assert f"| released/sensitivity-pendulum | 0 (0) | 5 | {waits} | 0 | 0 |" in printed
+    after = f"{postprocess_seconds(5, 5, 100 * 40_000):,.0f}"
+    assert f"| released/sensitivity-pendulum | 0 (0) | 5 | {waits} | {after} | {after} |" in printed
     assert "--parts-at-once 2 with 1 worker(s) per part" in printed
     assert not out.exists()
 
