@@ -29,6 +29,7 @@ MODULES = {
     "classics": "bench_classics",
     "highway": "bench_highway",
     "backends": "bench_backends",
+    "metrics": "bench_metrics",
 }
 QUICK = {
     "tensorq": ["--number", "20", "--replicas", "4"],
@@ -54,6 +55,7 @@ QUICK = {
     "classics": ["--seeds", "1", "--scale", "0.005", "--envs", "FrozenLake-v1"],
     "highway": ["--batches", "1", "2", "--reference-steps", "2", "--seconds", "0.01"],
     "backends": ["--replicas", "1", "4", "--seconds", "0.2", "--engines", "compiled", "pytorch"],
+    "metrics": ["--seeds", "3", "--episodes", "40", "--repeat", "1"],
 }
 WRITES_JSON = ("step", "backends")
 

@@ -43,3 +43,9 @@ def test_backends_benchmark_times_each_engine_after_its_warmup(tmp_path, capsys)
     rows = json.loads((tmp_path / "backends.json").read_text())
     assert [(r["engine"], r["B"]) for r in rows] == [("compiled", 2), ("numpy", 2)]
     assert all(r["agent_steps"] > 0 and r["us_per_agent_step"] > 0 for r in rows)
+
+
+def test_metrics_benchmark_reads_the_same_table_both_ways(capsys):
+    assert main(["metrics", "--quick"]) == 0
+    out = capsys.readouterr().out
+    assert "metrics.csv of 120 rows" in out and "same table: True" in out
