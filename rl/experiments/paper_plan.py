@@ -4,11 +4,14 @@ Nothing runs and nothing is written. The parts are those the command would
 run (`rl.experiments.whole.parts`: the same lines, owners and order); each
 training task costs the plan's estimate (`rl.reproduce.plan_tasks`, from
 task walls measured at the paper's scale: `rl.experiments.costs`), a copied
-task nothing, an analysis part its own estimate. A part's wall time is its tasks
+task no training, an analysis part its own estimate. A part's wall time is its tasks
 taken in the plan's order by the first free of its workers, as the process
-pool takes them; the command's wall time plays `rl.experiments.whole.run_parts`'
-schedule over those walls: ``--parts-at-once`` parts at a time, longest
-first, a part waiting for the parts it copies from.
+pool takes them, then its work besides training (start, checking the lines it
+copies, summary and figures: `rl.experiments.costs.postprocess_seconds`); the
+command's wall time plays `rl.experiments.whole.run_parts`' schedule over
+those walls: ``--parts-at-once`` parts at a time, longest first, a part
+waiting for the parts it copies from; then the report, which reads every
+line again (`rl.experiments.costs.report_seconds`).
 
 With ``--measured DIR`` a task whose configuration (by
 `rl.experiments.executor.config_hash`) some ``index.csv`` under DIR records
