@@ -62,9 +62,9 @@ HIGHWAY_ENV_STEP = 11e-3
 #: a number: the stable reading's Highway TEQL (2,338 s before the Highway twin played in the
 #: fused loop, 540 s in session 20), and the lines of DQN and SAC re-measured in session 21
 #: (after the speed-ups of sessions 20 and 21; each result equals the earlier run's to the
-#: last digit where one was recorded): released CartPole DQN 564 -> 493 s, SAC 1,461 -> 1,062 s, released Pendulum
-#: SAC 5,502 -> 4,559 s, released Highway DQN 1,728 -> 1,314 s, paper CartPole SAC 1,142 ->
-#: 1,108 s, paper Highway SAC 2,817 -> 2,619 s. Sessions 9-21;
+#: last digit where one was recorded): released CartPole DQN 564 -> 493 s, SAC 1,461 ->
+#: 1,062 s, released Pendulum SAC 5,502 -> 4,559 s, released Highway DQN 1,728 -> 1,314 s,
+#: paper CartPole SAC 1,142 -> 1,108 s, paper Highway SAC 2,817 -> 2,619 s. Sessions 9-21;
 #: TLR's four released Pendulum levels were measured together (1,774 core-s) and share it
 #: evenly.
 MEASURED_WALLS: Mapping[tuple[str, str, str], tuple[float, int]] = MappingProxyType({
