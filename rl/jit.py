@@ -82,6 +82,16 @@ def kernel(function: Callable[..., Any]) -> Kernel:
     return Kernel(function, {"cache": True})
 
 
+def arithmetic_kernel(function: Callable[..., Any]) -> Kernel:
+    """`kernel` with NumPy's floating-point error model: x / 0 is inf or nan, never an exception.
+
+    Numba's default model checks every division for a zero divisor, which
+    keeps loops that divide from being vectorised; these kernels' divisors are
+    never zero.
+    """
+    return Kernel(function, {"cache": True, "error_model": "numpy"})
+
+
 def drop_stale(module_file: str, dependencies: list[str]) -> None:
     """Delete ``module_file``'s Numba cache files if any dependency was modified after them.
 

@@ -280,18 +280,30 @@ class StackedAdam:
         self.exp_avg_sq = torch.zeros_like(params)
         self.steps = np.zeros(params.shape[0], dtype=np.int64)
 
+    def advance(self, rows: Rows) -> NDArray[np.float32]:
+        """Count a step of the replicas in ``rows``; return their factors (2, R), float32.
+
+        Row 0 is the step size -lr / (1 - beta1^t), row 1 the square root of
+        the second bias correction, sqrt(1 - beta2^t), with t each replica's count.
+        """
+        beta1, beta2 = self.betas
+        self.steps[rows.host] += 1
+        t = self.steps[rows.host].astype(np.float64)
+        factors = np.stack([-self.lr / (1.0 - beta1**t), np.sqrt(1.0 - beta2**t)])
+        return factors.astype(np.float32)
+
+    def hyperparameters(self) -> NDArray[np.float32]:
+        """Return beta1, beta2 and eps, float32, for `rl.agents._compiled_steps`."""
+        return np.array([*self.betas, self.eps], dtype=np.float32)
+
     def step(self, grad: torch.Tensor, rows: Rows) -> None:
         """One Adam step of the replicas in ``rows``, whose gradients ``grad`` are (R, P).
 
         In place when every replica steps; otherwise on gathered rows written back.
         """
         beta1, beta2 = self.betas
-        self.steps[rows.host] += 1
-        t = self.steps[rows.host].astype(np.float64)
-        factors = np.stack([-self.lr / (1.0 - beta1**t), np.sqrt(1.0 - beta2**t)])
-        step_size, bc2_sqrt = torch.from_numpy(factors.astype(np.float32)[:, :, None]).to(
-            grad.device
-        )
+        factors = self.advance(rows)
+        step_size, bc2_sqrt = torch.from_numpy(factors[:, :, None]).to(grad.device)
         with torch.no_grad():
             m, v, p = (take(x, rows) for x in (self.exp_avg, self.exp_avg_sq, self.params))
             m.lerp_(grad, 1.0 - beta1)
@@ -442,6 +454,8 @@ class StackedReplay:
             (replicas, self.capacity, start), dtype=torch.float32, device=device
         )
         self.device = device
+        #: first columns of states, action, reward, next states and termination
+        self.starts = np.array([self.columns[key].start for key in BUFFER_FIELDS], dtype=np.int64)
         self.position = np.zeros(replicas, dtype=np.int64)
         self.size = np.zeros(replicas, dtype=np.int64)
 
@@ -459,20 +473,27 @@ class StackedReplay:
         self.position[r] = (self.position[r] + 1) % self.capacity
         self.size[r] = np.minimum(self.size[r] + 1, self.capacity)
 
-    def sample(self, generators: Any, rows: Rows, batch_size: int) -> Sample:
+    def draw(self, generators: Any, rows: Rows, batch_size: int) -> NDArray[np.int64]:
         """Draw ``batch_size`` stored transitions per replica uniformly, with replacement.
 
         Replica i's indices are floor(u * size_i) of ``batch_size`` uniform
         doubles u drawn from its generator (``random``, several times cheaper
         than ``integers``; the bias is below 2**-53 per index); ``generators``
         is the replicas' typed list (`rl.agents._replica_draws.uniforms`).
-        Returns (R, batch_size, ...) tensors: states float32 (the indices),
-        actions int64, rewards and termination flags float32.
+        Returns the indices (R, batch_size) into each replica's records.
         """
         u = np.empty((len(rows.host), batch_size))
         uniforms(generators, rows.host, u)
         sizes = self.size[rows.host][:, None]
-        drawn = np.minimum((u * sizes).astype(np.int64), sizes - 1)
+        return np.minimum((u * sizes).astype(np.int64), sizes - 1)
+
+    def sample(self, generators: Any, rows: Rows, batch_size: int) -> Sample:
+        """Return the transitions `draw` draws, as (R, batch_size, ...) tensors.
+
+        States float32 (the indices), actions int64, rewards and termination
+        flags float32.
+        """
+        drawn = self.draw(generators, rows, batch_size)
         drawn += (rows.host * self.capacity)[:, None]
         index = torch.from_numpy(drawn.ravel()).to(self.device)
         flat = self.records.view(-1, self.records.shape[2])

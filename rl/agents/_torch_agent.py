@@ -54,10 +54,16 @@ class BatchedTorchAgent(Agent):
         The tensors of one network in its row of a stacked (B, P) network.
     steps, episodes : ndarray of int64, shape (B,)
         Environment steps and training episodes of each replica.
+    compiled : bool
+        Train with the compiled CPU steps (`rl.agents._compiled_steps`)
+        rather than the stacked PyTorch step; true on the CPU. The PyTorch
+        step is the GPU's and the reference the compiled steps are tested against.
     """
 
     config_type: ClassVar[type]
     name: ClassVar[str]
+    compile_on_cpu: ClassVar[bool] = True
+    """Whether agents on the CPU train with the compiled steps (tests turn it off)."""
 
     def __init__(self, problem: Problem, config: Any, streams: Sequence[AgentRandom]) -> None:
         expected = self.config_type.__name__
@@ -72,6 +78,7 @@ class BatchedTorchAgent(Agent):
         )
         self.replicas = len(streams)
         self.device = tu.torch_device(config.device)
+        self.compiled = self.device.type == "cpu" and self.compile_on_cpu
         self._check_memory(config)
         self._init = [s.init for s in streams]
         self._explore = [s.explore for s in streams]

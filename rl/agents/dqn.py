@@ -30,6 +30,7 @@ import numpy as np
 import torch
 from numpy.typing import NDArray
 
+from rl.agents import _compiled_steps as compiled
 from rl.agents import _stacked as st
 from rl.agents import _torch_utils as tu
 from rl.agents._replica_draws import epsilon_draws
@@ -142,6 +143,10 @@ class DQNAgent(BatchedTorchAgent):
         self.q = torch.from_numpy(rows).to(self.device)
         self.target = self.q.clone()
         self.optimizer = st.StackedAdam(self.q, config.learning_rate, self.layout)
+        # gamma, beta1, beta2, eps of the compiled step
+        self._hyperparameters = np.concatenate(
+            [[np.float32(config.gamma)], self.optimizer.hyperparameters()]
+        ).astype(np.float32)
         self.epsilon = np.full(self.replicas, float(config.epsilon_start))
         self.loss = np.full(self.replicas, np.nan)
 
@@ -190,6 +195,8 @@ class DQNAgent(BatchedTorchAgent):
 
     def _train_step(self, rows: st.Rows) -> NDArray[np.float64]:
         """One Adam step per replica of ``rows`` on the TD loss of its mini-batch; its losses."""
+        if self.compiled:
+            return self._compiled_step(rows)
         sample, states, next_states = self._sample(rows)
         with torch.no_grad():
             target = self.layout.views(st.take(self.target, rows))
@@ -202,6 +209,31 @@ class DQNAgent(BatchedTorchAgent):
             losses, d_values = td_loss(st.chosen_outputs(done, chosen), targets, self.config.loss)
             self.optimizer.step(st.backward_chosen(params, done, chosen, d_values), rows)
         return losses.cpu().numpy().astype(np.float64)
+
+    def _compiled_step(self, rows: st.Rows) -> NDArray[np.float64]:
+        """`_train_step` by `rl.agents._compiled_steps.dqn_steps`, one replica after another."""
+        config = self.config
+        drawn = self.buffer.draw(self._generators, rows, config.batch_size)
+        optimizer = self.optimizer
+        losses = np.empty(len(rows.host))
+        compiled.dqn_steps(
+            self.buffer.records.numpy(),
+            self.buffer.starts,
+            drawn,
+            rows.host,
+            self._scale.numpy(),
+            self.q.numpy(),
+            self.target.numpy(),
+            optimizer.exp_avg.numpy(),
+            optimizer.exp_avg_sq.numpy(),
+            optimizer.advance(rows),
+            self._hyperparameters,
+            config.hidden,
+            self.codec.n_actions,
+            compiled.HUBER if config.loss == "huber" else compiled.MSE,
+            losses,
+        )
+        return losses
 
     def end_episode(self, active: NDArray[np.bool_]) -> None:
         """Count the episode; decay epsilon here when ``epsilon_schedule == "episode"``."""

@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 from numpy.typing import NDArray
 
+from rl.agents import _compiled_steps as compiled
 from rl.agents import _stacked as st
 from rl.agents import _torch_utils as tu
 from rl.agents._replica_draws import uniforms
@@ -248,7 +249,7 @@ class DiscreteSAC(BatchedTorchAgent):
         shape = (self.codec.n_inputs, config.hidden, self.codec.n_actions)
         # each replica draws actor, Q1, Q2 in this order, as a replica alone does
         drawn = np.stack([[st.init_mlp(*shape, rng) for _ in range(3)] for rng in self._init])
-        self.actor = torch.from_numpy(drawn[:, 0]).to(self.device)
+        self.actor = torch.from_numpy(np.ascontiguousarray(drawn[:, 0])).to(self.device)
         # Q1 and Q2 side by side in each row (`critic_layout`): one Adam, one Polyak step;
         # contiguous, so that `_critic_pass` can view the rows as 2B networks
         critics = np.ascontiguousarray(drawn[:, 1:].reshape(self.replicas, -1))
@@ -261,6 +262,12 @@ class DiscreteSAC(BatchedTorchAgent):
         self.critic_optimizer = st.StackedAdam(self.critics, lr, self.critic_layout)
         self.alpha_optimizer = st.StackedAdam(self.log_alpha, lr, st.Layout([(1,)]))
         self.losses = {key: np.full(self.replicas, np.nan) for key in LOSSES}
+        # gamma, beta1, beta2, eps, tau and the target entropy of the compiled step
+        self._hyperparameters = np.array(
+            [config.gamma, *self.critic_optimizer.hyperparameters(), config.tau,
+             self.target_entropy],
+            dtype=np.float32,
+        )  # fmt: skip
 
     def _greedy_network(self) -> torch.Tensor:
         return self.actor
@@ -330,6 +337,9 @@ class DiscreteSAC(BatchedTorchAgent):
         Gradients are written out (`rl.agents._stacked.backward`, `policy_gradient`,
         `temperature_gradient`), each tested against autograd.
         """
+        if self.compiled:
+            self._compiled_step(rows)
+            return
         config = self.config
         sample, states, next_states = self._sample(rows)
         alpha = st.take(self.log_alpha, rows).exp()[:, :, None]  # (R, 1, 1)
@@ -369,6 +379,44 @@ class DiscreteSAC(BatchedTorchAgent):
                 st.take(self.critics_target, rows), st.take(self.critics, rows), config.tau
             )
             st.put(self.critics_target, rows, target)
+
+    def _compiled_step(self, rows: st.Rows) -> None:
+        """`_train_step` by `rl.agents._compiled_steps.sac_steps`, one replica after another."""
+        config = self.config
+        drawn = self.buffer.draw(self._generators, rows, config.batch_size)
+        trained = 3 if config.autotune else 2  # actor, critics, temperature
+        optimizers = (self.actor_optimizer, self.critic_optimizer, self.alpha_optimizer)
+        factors = np.zeros((3, 2, len(rows.host)), dtype=np.float32)
+        for k, optimizer in enumerate(optimizers[:trained]):
+            factors[k] = optimizer.advance(rows)
+        pairs = lambda critics: critics.numpy().reshape(self.replicas, 2, -1)  # noqa: E731
+        views = (torch.Tensor.numpy, pairs, torch.Tensor.numpy)
+        moments = tuple(
+            view(moment)
+            for optimizer, view in zip(optimizers, views, strict=True)
+            for moment in (optimizer.exp_avg, optimizer.exp_avg_sq)
+        )
+        losses = np.full((3, len(rows.host)), np.nan)
+        compiled.sac_steps(
+            self.buffer.records.numpy(),
+            self.buffer.starts,
+            drawn,
+            rows.host,
+            self._scale.numpy(),
+            self.actor.numpy(),
+            pairs(self.critics),
+            pairs(self.critics_target),
+            self.log_alpha.numpy(),
+            moments,
+            factors,
+            self._hyperparameters,
+            config.hidden,
+            self.codec.n_actions,
+            config.autotune,
+            losses,
+        )
+        for key, values in zip(LOSSES[:trained], losses[:trained], strict=True):
+            self.losses[key][rows.host] = values
 
     # ------------------------------------------------------------------ checkpoints
 

@@ -11,6 +11,7 @@ import pytest
 pytest.importorskip("torch")
 
 from rl.agents import dqn, sac  # noqa: E402
+from rl.agents._torch_agent import BatchedTorchAgent  # noqa: E402
 from rl.agents.base import Transitions  # noqa: E402
 from rl.agents.readings import reading
 from tests.rl.agent_drivers import (  # noqa: E402
@@ -50,7 +51,14 @@ def spec(request):
     return (request.param, *SPECS[request.param])
 
 
-def test_same_streams_same_numbers_and_different_seed_differs(spec):
+@pytest.fixture(params=["compiled", "pytorch"])
+def training_step(request, monkeypatch):
+    """Train on the CPU with the compiled steps (the default) or the stacked PyTorch step."""
+    monkeypatch.setattr(BatchedTorchAgent, "compile_on_cpu", request.param == "compiled")
+    return request.param
+
+
+def test_same_streams_same_numbers_and_different_seed_differs(spec, training_step):
     _, _, agent_class, config, _, network = spec
     problem = make_problem((3, 4), (3,))
     runs = []
@@ -65,7 +73,7 @@ def test_same_streams_same_numbers_and_different_seed_differs(spec):
     )
 
 
-def test_batched_equals_separate(spec):
+def test_batched_equals_separate(spec, training_step):
     _, _, agent_class, config, _, _ = spec
     problem = make_problem((3, 4), (3,))
     mask = lambda t: np.array([True, t % 3 != 0])  # noqa: E731
@@ -79,7 +87,7 @@ def test_batched_equals_separate(spec):
         assert_tree_equal(batched.state_dict()["replicas"][i], alone.state_dict()["replicas"][0])
 
 
-def test_a_seed_alone_equals_the_same_seed_among_seven(spec):
+def test_a_seed_alone_equals_the_same_seed_among_seven(spec, training_step):
     """Bitwise on the CPU: a seed's actions and whole state do not depend on the other replicas.
 
     Seven replicas, each inactive on a different quarter of the steps, so that
@@ -124,7 +132,7 @@ def test_looped_checkpoint_loads(spec):
         assert_tree_equal(restored[i]["buffer"], saved["replicas"][i]["buffer"])
 
 
-def test_inactive_replica_untouched(spec):
+def test_inactive_replica_untouched(spec, training_step):
     _, _, agent_class, config, _, _ = spec
     problem = make_problem((3, 4), (3,))
     agent = agent_class(problem, config, streams(1, 2))
@@ -133,7 +141,7 @@ def test_inactive_replica_untouched(spec):
     assert_tree_equal(agent.state_dict()["replicas"][1], before)
 
 
-def test_state_dict_round_trip_continues_identically(spec):
+def test_state_dict_round_trip_continues_identically(spec, training_step):
     _, _, agent_class, config, loss, _ = spec
     problem = make_problem((3, 4), (3,))
     agent = agent_class(problem, config, streams(7, 8))
@@ -158,7 +166,7 @@ BANDIT = {
 }
 
 
-def test_joint_actions_learn_bandit(spec):
+def test_joint_actions_learn_bandit(spec, training_step):
     """D_A = 2: a contextual bandit over 2 x 3 joint actions; the greedy joint action is found."""
     name, _, agent_class, config, *_ = spec
     agent = agent_class(
@@ -225,7 +233,7 @@ def torch_two_threads():
 
 
 def test_a_seed_alone_equals_the_same_seed_among_seven_with_two_torch_threads(
-    spec, torch_two_threads
+    spec, training_step, torch_two_threads
 ):
     """Bitwise whatever PyTorch's thread count: the agents compute on one CPU thread.
 
