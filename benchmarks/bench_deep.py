@@ -1,19 +1,22 @@
 """Microseconds per agent-step of DQN and discrete SAC, looped over replicas and batched.
 
-Run with ``python -m benchmarks deep``. Two implementations of each agent:
+Run with ``python -m benchmarks deep``. Three implementations of each agent:
 ``looped`` (`benchmarks.looped_deep`, the design before batching: one network,
-optimizer and buffer per replica, a Python loop over replicas) and
-``batched`` (`rl.agents.dqn`, `rl.agents.sac`: every tensor stacked over the
-replicas). The problem is CartPole-sized: 4 state components of 10 bins and
-10 actions (in = 4, |A| = 10), the parameter-matched widths (DQN hidden 46,
-SAC hidden 15), one torch thread. Each measurement runs in its own process
-(so its peak memory is its own): the agent first runs past its warm-up
-(``learning_starts`` lowered to the batch size), then ``act`` + ``observe``
-(one gradient step per replica) are timed on random transitions, best of 3
-repeats of at least `MIN_CALLS` lockstep steps. Columns: microseconds per
-agent-step (one replica's step), of the whole step and of ``act`` alone; peak
-resident memory of the process (CPU) or peak CUDA memory allocated; and the
-speed-up over the looped agent at B = 1.
+optimizer and buffer per replica, a Python loop over replicas), ``batched``
+(`rl.agents.dqn`, `rl.agents.sac`: every tensor stacked over the replicas;
+on the CPU they train with the compiled steps of `rl.agents._compiled_steps`)
+and ``pytorch`` (the same agents training with the stacked PyTorch step
+even on the CPU, as they did before session 22 and do on a GPU). The problem
+is CartPole-sized: 4 state components of 10 bins and 10 actions (in = 4,
+|A| = 10), the parameter-matched widths (DQN hidden 46, SAC hidden 15), one
+torch thread. Each measurement runs in its own process (so its peak memory
+is its own): the agent first runs past its warm-up (``learning_starts``
+lowered to the batch size), then ``act`` + ``observe`` (one gradient step
+per replica) are timed on random transitions, best of 3 repeats of at least
+`MIN_CALLS` lockstep steps. Columns: microseconds per agent-step (one
+replica's step), of the whole step and of ``act`` alone; peak resident
+memory of the process (CPU) or peak CUDA memory allocated; and the speed-up
+over the looped agent at B = 1.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from benchmarks.child import measure_in_child
 
 STATE_DIMS = (10, 10, 10, 10)
 N_ACTIONS = 10
-IMPLEMENTATIONS = ("looped", "batched")
+IMPLEMENTATIONS = ("looped", "pytorch", "batched")
 AGENTS = ("dqn", "sac")
 REPLICAS = (1, 10, 100, 1000)
 #: Lockstep steps per timing repeat at least: at B = 100 the default 300 agent-steps are
@@ -64,11 +67,14 @@ def make_agent(agent: str, implementation: str, replicas: int, device: str):  # 
     config_type = module.SPEC.config_class
     params = reading(agent, "paper").agent_params("cartpole")
     params["learning_starts"] = config_type().batch_size
-    if implementation == "batched":
+    if implementation != "looped":
         params["device"] = device
     cls = looped if implementation == "looped" else module.SPEC.agent_class
     streams = [replica_streams(seed).agent for seed in range(replicas)]
-    return cls(make_problem(), config_type(**params), streams)
+    agent = cls(make_problem(), config_type(**params), streams)
+    if implementation == "pytorch":
+        agent.compiled = False
+    return agent
 
 
 def time_agent(agent, replicas: int, number: int) -> dict[str, float]:  # noqa: ANN001
@@ -105,7 +111,7 @@ def measure(agent: str, implementation: str, replicas: int, device: str, number:
     built = make_agent(agent, implementation, replicas, device)
     calls = max(MIN_CALLS, number // replicas)
     row = {"agent": agent, "impl": implementation, "B": replicas, "device": "cpu"}
-    if implementation == "batched":
+    if implementation != "looped":
         row["device"] = str(built.device)
     row.update(time_agent(built, replicas, calls))
     if row["device"].startswith("cuda"):

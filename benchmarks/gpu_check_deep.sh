@@ -9,5 +9,5 @@ set -uo pipefail
 PYTHON=${PYTHON:-python3}
 status=0
 "$PYTHON" -m pytest -q -p no:cacheprovider --noconftest -n 0 -m gpu -s tests/rl/test_deep_gpu.py || status=1
-"$PYTHON" -m benchmarks deep --device cuda --number 200 --looped-max-replicas 1 || status=1
+"$PYTHON" -m benchmarks deep --device cuda --impls looped batched --number 200 --looped-max-replicas 1 || status=1
 exit $status

@@ -18,6 +18,10 @@ whatever the caller set (`rl.agents._torch_utils.one_cpu_thread`).
 
 Random numbers come only from the replicas' numpy streams: weights from
 ``init`` at construction, replay indices from ``explore``.
+
+On the CPU the agents train with `rl.agents._compiled_steps` instead, on
+numpy views of these same tensors; the training step here is the GPU's and
+the reference those kernels are tested against.
 """
 
 from __future__ import annotations

@@ -7,11 +7,13 @@ Adam, one gradient step per environment step (CleanRL's ``dqn.py`` loop).
 
 The B replicas are computed together: every network, Adam moment and replay
 field is one tensor with the replicas on axis 0 (`rl.agents._stacked`), on the
-config's ``device``. Each replica keeps its own random streams and counters
-and its gradient is its own, so B replicas run together give the same numbers
-as each run alone (bitwise on the CPU: the agent computes on one torch thread,
-`rl.agents._torch_utils.one_cpu_thread`). See ``docs/baselines-deep.md`` for
-every choice.
+config's ``device``. On a GPU one stacked PyTorch computation trains them all;
+on the CPU a compiled loop does each replica's whole update in turn
+(`rl.agents._compiled_steps`). Each replica keeps its own random streams and
+counters and its gradient is its own, so B replicas run together give the
+same numbers as each run alone (bitwise on the CPU: acting computes on one
+torch thread, `rl.agents._torch_utils.one_cpu_thread`). See
+``docs/baselines-deep.md`` for every choice.
 
 References
 ----------

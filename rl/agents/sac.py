@@ -6,7 +6,9 @@ critics follow by Polyak averaging and the temperature alpha is learned towards
 a target entropy. Because the action set is finite, every expectation over the
 policy is an exact sum over actions (no reparameterisation, no sampled
 actions in the losses); training actions are drawn from the policy with the
-replica's ``explore`` stream.
+replica's ``explore`` stream. The B replicas train together as DQN's do
+(`rl.agents.dqn`): one stacked PyTorch computation on a GPU, a compiled loop
+over the replicas on the CPU (`rl.agents._compiled_steps`).
 
 References
 ----------
