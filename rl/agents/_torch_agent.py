@@ -214,6 +214,17 @@ class BatchedTorchAgent(Agent):
         ]
         return sample, *inputs
 
+    def _compiled_batch(self, rows: st.Rows) -> tuple[Any, ...]:
+        """Draw a mini-batch per replica of ``rows``; return what a compiled step reads of it.
+
+        The replay records and their columns' starts, the drawn indices
+        (R, batch_size) into each replica's records, the replicas and the
+        input scale, as numpy views (`rl.agents._compiled_steps`).
+        """
+        drawn = self.buffer.draw(self._generators, rows, self.config.batch_size)
+        records, starts = self.buffer.records.numpy(), self.buffer.starts
+        return records, starts, drawn, rows.host, self._scale.numpy()
+
     def end_episode(self, active: NDArray[np.bool_]) -> None:
         """Count the episode of each active replica."""
         self.episodes[np.flatnonzero(active)] += 1

@@ -215,15 +215,10 @@ class DQNAgent(BatchedTorchAgent):
     def _compiled_step(self, rows: st.Rows) -> NDArray[np.float64]:
         """`_train_step` by `rl.agents._compiled_steps.dqn_steps`, one replica after another."""
         config = self.config
-        drawn = self.buffer.draw(self._generators, rows, config.batch_size)
         optimizer = self.optimizer
         losses = np.empty(len(rows.host))
         compiled.dqn_steps(
-            self.buffer.records.numpy(),
-            self.buffer.starts,
-            drawn,
-            rows.host,
-            self._scale.numpy(),
+            *self._compiled_batch(rows),
             self.q.numpy(),
             self.target.numpy(),
             optimizer.exp_avg.numpy(),

@@ -385,7 +385,7 @@ class DiscreteSAC(BatchedTorchAgent):
     def _compiled_step(self, rows: st.Rows) -> None:
         """`_train_step` by `rl.agents._compiled_steps.sac_steps`, one replica after another."""
         config = self.config
-        drawn = self.buffer.draw(self._generators, rows, config.batch_size)
+        batch = self._compiled_batch(rows)
         trained = 3 if config.autotune else 2  # actor, critics, temperature
         optimizers = (self.actor_optimizer, self.critic_optimizer, self.alpha_optimizer)
         factors = np.zeros((3, 2, len(rows.host)), dtype=np.float32)
@@ -400,11 +400,7 @@ class DiscreteSAC(BatchedTorchAgent):
         )
         losses = np.full((3, len(rows.host)), np.nan)
         compiled.sac_steps(
-            self.buffer.records.numpy(),
-            self.buffer.starts,
-            drawn,
-            rows.host,
-            self._scale.numpy(),
+            *batch,
             self.actor.numpy(),
             pairs(self.critics),
             pairs(self.critics_target),
