@@ -1,4 +1,4 @@
-"""DQN's and discrete SAC's training steps compiled for the CPU, one replica after another.
+"""DQN's and discrete SAC's training steps and acting compiled for the CPU, replica by replica.
 
 On the CPU the stacked PyTorch step (`rl.agents._stacked`) spends most of its
 time outside arithmetic: at B = 100 and the CartPole widths each replica's
@@ -7,8 +7,10 @@ kernels, each a pass over the (B, P) tensors and a dispatch. These kernels do
 one replica's whole step at a time (replay gather, forward passes, losses,
 backpropagation, Adam, in one loop over the replicas that learn), on numpy
 views of the agents' own tensors, so the state, the checkpoints and the
-random streams are those of the PyTorch step. On a GPU the agents keep the
-PyTorch step, which is also the reference these kernels are tested against
+random streams are those of the PyTorch step. `outputs` is acting's forward
+pass (one state per replica), which costs PyTorch a dozen small kernels too.
+On a GPU the agents keep the PyTorch computations, which are also the
+reference these kernels are tested against
 (``tests/rl/test_compiled_steps.py``: the same parameters, moments and
 losses up to float32 rounding after many steps).
 
@@ -127,6 +129,46 @@ def _backward(
                 d_h[j, s] = zero
     np.dot(d_h, ones, grad[b1:w2])
     np.dot(d_h, x.T, grad[:b1].reshape(hidden, n_in))
+
+
+@kernel
+def outputs(
+    networks: NDArray[np.float32],
+    rows: NDArray[np.int64],
+    states: NDArray[np.int64],
+    scale: NDArray[np.float32],
+    hidden: int,
+    out: NDArray[np.float32],
+) -> None:
+    """Write the outputs (R, A) of replicas rows[r]'s networks at their rows of ``states``.
+
+    ``networks`` (B, P) are the stacked rows, ``states`` (B, D) the index
+    vectors, scaled by ``scale`` as `_gather` does: acting's forward pass, one
+    sample per replica, with the sums of `_forward` (product, then bias).
+    """
+    n_in, n_out = scale.shape[0], out.shape[1]
+    b1 = hidden * n_in
+    w2 = b1 + hidden
+    b2 = w2 + n_out * hidden
+    zero = np.float32(0.0)
+    x = np.empty(n_in, np.float32)
+    h = np.empty(hidden, np.float32)
+    for r in range(rows.shape[0]):
+        i = rows[r]
+        p = networks[i]
+        for k in range(n_in):
+            x[k] = np.float32(states[i, k]) * scale[k]
+        for j in range(hidden):
+            total = zero
+            for k in range(n_in):
+                total += p[j * n_in + k] * x[k]
+            total += p[b1 + j]
+            h[j] = zero if total < zero else total
+        for a in range(n_out):
+            total = zero
+            for j in range(hidden):
+                total += p[w2 + a * hidden + j] * h[j]
+            out[r, a] = total + p[b2 + a]
 
 
 @kernel

@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from numpy.typing import NDArray
 
+from rl.agents import _compiled_steps as compiled
 from rl.agents import _stacked as st
 from rl.agents import _torch_utils as tu
 from rl.agents._explore_compiled import typed_generators
@@ -55,15 +56,15 @@ class BatchedTorchAgent(Agent):
     steps, episodes : ndarray of int64, shape (B,)
         Environment steps and training episodes of each replica.
     compiled : bool
-        Train with the compiled CPU steps (`rl.agents._compiled_steps`)
-        rather than the stacked PyTorch step; true on the CPU. The PyTorch
-        step is the GPU's and the reference the compiled steps are tested against.
+        Act and train with the compiled CPU kernels (`rl.agents._compiled_steps`)
+        rather than the stacked PyTorch computations; true on the CPU. The
+        PyTorch ones are the GPU's and the reference the kernels are tested against.
     """
 
     config_type: ClassVar[type]
     name: ClassVar[str]
     compile_on_cpu: ClassVar[bool] = True
-    """Whether agents on the CPU train with the compiled steps (tests turn it off)."""
+    """Whether agents on the CPU act and train with the compiled kernels (tests turn it off)."""
 
     def __init__(self, problem: Problem, config: Any, streams: Sequence[AgentRandom]) -> None:
         expected = self.config_type.__name__
@@ -120,6 +121,14 @@ class BatchedTorchAgent(Agent):
 
     def _outputs(self, network: torch.Tensor, states: NDArray, rows: st.Rows) -> torch.Tensor:
         """Return the outputs (R, |A|) of the replicas in ``rows`` at their ``states`` rows."""
+        if self.compiled:
+            values = np.empty((len(rows.host), self.codec.n_actions), dtype=np.float32)
+            states = np.ascontiguousarray(states, dtype=np.int64)
+            hidden = self.config.hidden
+            compiled.outputs(
+                network.numpy(), rows.host, states, self._scale.numpy(), hidden, values
+            )
+            return torch.from_numpy(values)
         with torch.inference_mode():
             params = self.layout.views(st.take(network, rows))
             return st.forward(params, self._inputs(states, rows))[:, 0, :]

@@ -1,4 +1,4 @@
-"""The compiled CPU training steps of DQN and SAC against the stacked PyTorch step.
+"""The compiled CPU kernels of DQN and SAC against the stacked PyTorch computations.
 
 The PyTorch step (`rl.agents._stacked`, tested against autograd) is the
 reference: the compiled pieces compute the same functions, and a compiled
@@ -83,6 +83,18 @@ LEARNED = {
     dqn.DQNAgent: (("q", "target"), ("optimizer",)),
     sac.DiscreteSAC: (("actor", "critics", "critics_target", "log_alpha"), sac.OPTIMIZERS),
 }
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_acting_outputs_are_the_pytorch_ones(name):
+    """The acting network's outputs at each replica's state, some replicas only."""
+    fast, reference = _pair(name)
+    states = np.random.default_rng(3).integers(0, [3, 4], size=(5, 2))
+    rows = fast._rows(np.array([0, 2, 3]))
+    network = fast._greedy_network()
+    expected = reference._outputs(network, states, rows).numpy()
+    np.testing.assert_allclose(fast._outputs(network, states, rows).numpy(), expected, rtol=1e-5)
+    assert expected.shape == (3, 3)
 
 
 def _state(agent):
