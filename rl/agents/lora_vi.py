@@ -53,11 +53,11 @@ from numpy.typing import NDArray
 from rl.agents._explore import (
     decay_epsilon,
     generator_states,
-    greedy_indices,
     set_generator_states,
 )
+from rl.agents._joint_table import JointTableAgent
 from rl.agents._restore import check_generator_states, saved_array
-from rl.agents.base import DEFAULT_GAMMA, Agent, Transitions
+from rl.agents.base import DEFAULT_GAMMA, Transitions
 from rl.agents.cur import (
     ANCHOR_RULES,
     cur_complete,
@@ -73,7 +73,6 @@ from rl.validation import (
     check_choice,
     check_epsilon_schedule,
     check_int,
-    check_joint_actions,
     check_memory,
     check_real,
 )
@@ -133,7 +132,7 @@ class LoRaVIConfig:
         check_int("max_joint_actions", self.max_joint_actions, 1)
 
 
-class LoRaVIAgent(Agent):
+class LoRaVIAgent(JointTableAgent):
     """Matrix low-rank Q-learning with a CUR skeleton and leverage-score anchors.
 
     Parameters
@@ -176,22 +175,10 @@ class LoRaVIAgent(Agent):
        Matching Methodology".
     """
 
-    def __init__(self, problem: Problem, config: LoRaVIConfig, streams: Sequence[AgentRandom]):
-        self.problem = problem
-        self.config = config
-        self.streams = list(streams)
-        self.replicas = len(self.streams)
-        if self.replicas < 1:
-            raise ValueError("The 'streams' parameter must hold at least one AgentRandom.")
-        # the explore generators for the compiled draws (`epsilon_greedy_rows`), state shared;
-        # imported here, not with the module: ``import rl`` loads no Numba
-        from rl.agents._explore_compiled import typed_generators
+    label = "LoRa-VI"
 
-        self._generators = typed_generators([s.explore for s in self.streams])
-        self.state_dims = tuple(int(d) for d in problem.state_dims)
-        self.action_dims = tuple(int(d) for d in problem.action_dims)
-        self.n_states = int(np.prod(self.state_dims, dtype=object))
-        self.n_actions = check_joint_actions("LoRa-VI", self.action_dims, config.max_joint_actions)
+    def __init__(self, problem: Problem, config: LoRaVIConfig, streams: Sequence[AgentRandom]):
+        super().__init__(problem, config, streams)
         if self.n_states > config.max_states:
             raise ValueError(
                 f"LoRa-VI needs a dense |S| x |A| matrix, but the state grid {self.state_dims} "
@@ -230,15 +217,6 @@ class LoRaVIAgent(Agent):
         self.row_pos_[b, self.row_anchors_] = k
         self.col_pos_[b, self.col_anchors_] = k
 
-    def _flat_states(self, states: NDArray[np.int64]) -> NDArray[np.int64]:
-        return np.ravel_multi_index(tuple(np.asarray(states).T), self.state_dims)
-
-    def _flat_actions(self, actions: NDArray[np.int64]) -> NDArray[np.int64]:
-        return np.ravel_multi_index(tuple(np.asarray(actions).T), self.action_dims)
-
-    def _action_vectors(self, flat: NDArray[np.int64]) -> NDArray[np.int64]:
-        return np.stack(np.unravel_index(flat, self.action_dims), axis=1).astype(np.int64)
-
     def action_values(self, states: NDArray[np.int64]) -> NDArray[np.float64]:
         """Return Q_hat(s, .) over the joint actions, shape (B, |A|), for states (B, D_S)."""
         return self.q_hat_[np.arange(self.replicas), self._flat_states(states)]
@@ -251,19 +229,6 @@ class LoRaVIAgent(Agent):
         return dense
 
     # -- protocol ------------------------------------------------------------
-    def explore(self, states: NDArray[np.int64], active: NDArray[np.bool_]) -> NDArray[np.int64]:
-        """Choose epsilon-greedy actions on Q_hat, shape (B, D_A)."""
-        from rl.agents._explore_compiled import epsilon_greedy_rows  # see __init__
-
-        flat = epsilon_greedy_rows(
-            self.action_values(states), self.epsilon_, active, self._generators
-        )
-        return self._action_vectors(flat)
-
-    def greedy(self, states: NDArray[np.int64]) -> NDArray[np.int64]:
-        """Return the first maximiser of Q_hat for each replica, shape (B, D_A)."""
-        return self._action_vectors(greedy_indices(self.action_values(states)))
-
     def observe(self, batch: Transitions) -> None:
         """TD-update the skeleton entry (s, a) of each active replica, if it is one.
 

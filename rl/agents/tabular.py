@@ -25,11 +25,11 @@ from rl.agents._explore import (
     EPSILON_SCHEDULE,
     decay_epsilon,
     generator_states,
-    greedy_indices,
     set_generator_states,
 )
+from rl.agents._joint_table import JointTableAgent
 from rl.agents._restore import check_generator_states, saved_array
-from rl.agents.base import DEFAULT_GAMMA, Agent, Transitions
+from rl.agents.base import DEFAULT_GAMMA, Transitions
 from rl.agents.registry import AgentSpec
 from rl.problems import Problem
 from rl.seeding import AgentRandom
@@ -38,7 +38,6 @@ from rl.validation import (
     check_choice,
     check_epsilon_schedule,
     check_int,
-    check_joint_actions,
     check_memory,
     check_real,
 )
@@ -79,7 +78,7 @@ class TabularQConfig:
         check_int("max_joint_actions", self.max_joint_actions, 1)
 
 
-class TabularQ(Agent):
+class TabularQ(JointTableAgent):
     """Watkins' Q-learning with a dense table per replica.
 
     Parameters
@@ -112,24 +111,10 @@ class TabularQ(Agent):
        8, 279-292 (1992).
     """
 
-    def __init__(self, problem: Problem, config: TabularQConfig, streams: Sequence[AgentRandom]):
-        self.problem = problem
-        self.config = config
-        self.streams = list(streams)
-        self.replicas = len(self.streams)
-        if self.replicas < 1:
-            raise ValueError("The 'streams' parameter must hold at least one AgentRandom.")
-        # the explore generators for the compiled draws (`epsilon_greedy_rows`), state shared;
-        # imported here, not with the module: ``import rl`` loads no Numba
-        from rl.agents._explore_compiled import typed_generators
+    label = "Tabular Q-learning"
 
-        self._generators = typed_generators([s.explore for s in self.streams])
-        self.state_dims = tuple(int(d) for d in problem.state_dims)
-        self.action_dims = tuple(int(d) for d in problem.action_dims)
-        self.n_states = int(np.prod(self.state_dims, dtype=object))
-        self.n_actions = check_joint_actions(
-            "Tabular Q-learning", self.action_dims, config.max_joint_actions
-        )
+    def __init__(self, problem: Problem, config: TabularQConfig, streams: Sequence[AgentRandom]):
+        super().__init__(problem, config, streams)
         entries = self.n_states * self.n_actions
         if entries > config.max_entries:
             raise ValueError(
@@ -145,16 +130,6 @@ class TabularQ(Agent):
         self.visits_ = np.zeros(shape, dtype=np.int64)
         self.epsilon_ = np.full(self.replicas, float(config.epsilon_start))
 
-    # -- index helpers -----------------------------------------------------
-    def _flat_states(self, states: NDArray[np.int64]) -> NDArray[np.int64]:
-        return np.ravel_multi_index(tuple(np.asarray(states).T), self.state_dims)
-
-    def _flat_actions(self, actions: NDArray[np.int64]) -> NDArray[np.int64]:
-        return np.ravel_multi_index(tuple(np.asarray(actions).T), self.action_dims)
-
-    def _action_vectors(self, flat: NDArray[np.int64]) -> NDArray[np.int64]:
-        return np.stack(np.unravel_index(flat, self.action_dims), axis=1).astype(np.int64)
-
     def action_values(self, states: NDArray[np.int64]) -> NDArray[np.float64]:
         """Return Q(s, .) over the joint actions, shape (B, |A|), for states (B, D_S)."""
         return self.q_table_[np.arange(self.replicas), self._flat_states(states)]
@@ -164,19 +139,6 @@ class TabularQ(Agent):
         return self.q_table_.reshape((self.replicas, *self.state_dims, *self.action_dims))
 
     # -- protocol ------------------------------------------------------------
-    def explore(self, states: NDArray[np.int64], active: NDArray[np.bool_]) -> NDArray[np.int64]:
-        """Choose epsilon-greedy actions (B, D_A); ties broken by the explore stream."""
-        from rl.agents._explore_compiled import epsilon_greedy_rows  # see __init__
-
-        flat = epsilon_greedy_rows(
-            self.action_values(states), self.epsilon_, active, self._generators
-        )
-        return self._action_vectors(flat)
-
-    def greedy(self, states: NDArray[np.int64]) -> NDArray[np.int64]:
-        """Return the first maximising action of each replica, shape (B, D_A)."""
-        return self._action_vectors(greedy_indices(self.action_values(states)))
-
     def observe(self, batch: Transitions) -> None:
         """Apply Q(s,a) += alpha (r + gamma max_a' Q(s',a') - Q(s,a)) for active replicas.
 
