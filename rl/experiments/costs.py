@@ -29,9 +29,10 @@ from rl.agents.readings import PAPER_TABLE
 
 #: DQN's and SAC's lockstep step of B replicas costs about (k + B) times one replica's part:
 #: k is this fixed part counted in replicas, fitted to ``python -m benchmarks deep`` (CartPole
-#: widths, one thread, B = 10, 30, 100; session 19: DQN 649, 858, 1,550 microseconds per
-#: lockstep step, SAC 1,579, 2,178, 4,290). Agents not listed have k = 0 (linear in seeds).
-SHARED_REPLICAS: Mapping[str, float] = MappingProxyType({"dqn": 55.0, "sac": 42.0})
+#: widths, one thread, B = 10 and 100; session 22, with the compiled kernels: DQN 149 and 560
+#: microseconds per lockstep step, SAC 314 and 1,670; it was 55 and 42 with the PyTorch
+#: step). Agents not listed have k = 0 (linear in seeds).
+SHARED_REPLICAS: Mapping[str, float] = MappingProxyType({"dqn": 23.0, "sac": 11.0})
 
 #: The seeds of a task at which `STEP_COST` holds (DQN and SAC cost less per replica-step
 #: in a larger task, `SHARED_REPLICAS`).
