@@ -67,6 +67,14 @@ def _column(
 
 
 @kernel
+def _offsets(n_in: int, hidden: int, n_out: int) -> tuple[int, int, int]:
+    """Return where b1, W2 and b2 start in a network's row (`rl.agents._stacked.mlp_layout`)."""
+    b1 = hidden * n_in
+    w2 = b1 + hidden
+    return b1, w2, w2 + n_out * hidden
+
+
+@kernel
 def _forward(
     p: NDArray[np.float32],
     x: NDArray[np.float32],
@@ -79,9 +87,7 @@ def _forward(
     product is one BLAS call, then the bias.
     """
     n_in, hidden, n_out, n = x.shape[0], h.shape[0], out.shape[0], x.shape[1]
-    b1 = hidden * n_in
-    w2 = b1 + hidden
-    b2 = w2 + n_out * hidden
+    b1, w2, b2 = _offsets(n_in, hidden, n_out)
     zero = np.float32(0.0)
     np.dot(p[:b1].reshape(hidden, n_in), x, h)
     for j in range(hidden):
@@ -116,9 +122,7 @@ def _backward(
     """
     n_in, hidden, n = x.shape[0], h.shape[0], x.shape[1]
     n_out = d_out.shape[0]
-    b1 = hidden * n_in
-    w2 = b1 + hidden
-    b2 = w2 + n_out * hidden
+    b1, w2, b2 = _offsets(n_in, hidden, n_out)
     zero = np.float32(0.0)
     np.dot(d_out, h.T, grad[w2:b2].reshape(n_out, hidden))
     np.dot(d_out, ones, grad[b2:])
@@ -147,9 +151,7 @@ def outputs(
     sample per replica, with the sums of `_forward` (product, then bias).
     """
     n_in, n_out = scale.shape[0], out.shape[1]
-    b1 = hidden * n_in
-    w2 = b1 + hidden
-    b2 = w2 + n_out * hidden
+    b1, w2, b2 = _offsets(n_in, hidden, n_out)
     zero = np.float32(0.0)
     x = np.empty(n_in, np.float32)
     h = np.empty(hidden, np.float32)

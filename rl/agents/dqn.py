@@ -146,9 +146,9 @@ class DQNAgent(BatchedTorchAgent):
         self.target = self.q.clone()
         self.optimizer = st.StackedAdam(self.q, config.learning_rate, self.layout)
         # gamma, beta1, beta2, eps of the compiled step
-        self._hyperparameters = np.concatenate(
-            [[np.float32(config.gamma)], self.optimizer.hyperparameters()]
-        ).astype(np.float32)
+        self._hyperparameters = np.array(
+            [config.gamma, *self.optimizer.hyperparameters()], dtype=np.float32
+        )
         self.epsilon = np.full(self.replicas, float(config.epsilon_start))
         self.loss = np.full(self.replicas, np.nan)
 

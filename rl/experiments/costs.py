@@ -60,19 +60,12 @@ HIGHWAY_ENV_STEP = 11e-3
 #: Measured task walls at the paper's episodes: (environment, reading, line key) ->
 #: (core seconds, seeds). Line keys as `rl.experiments.paper` names them, one key per
 #: configuration (`SAME_LINE`); the reading is the one the agent used. Where a line was
-#: measured twice, the larger wall, but where the code became faster since without changing
-#: a number: the stable reading's Highway TEQL (2,338 s before the Highway twin played in the
-#: fused loop, 540 s in session 20), and the lines of DQN and SAC re-measured in session 21
-#: (after the speed-ups of sessions 20 and 21; each result equals the earlier run's to the
-#: last digit where one was recorded): released CartPole DQN 564 -> 493 s, SAC 1,461 ->
-#: 1,062 s, released Pendulum SAC 5,502 -> 4,559 s, released Highway DQN 1,728 -> 1,314 s,
-#: paper CartPole SAC 1,142 -> 1,108 s, paper Highway SAC 2,817 -> 2,619 s; and ten lines
-#: re-measured in session 22 with the compiled kernels, whose numbers differ in the last bits
-#: and whose results agree to seed noise: released CartPole DQN 493 -> 270 s, SAC 1,062 ->
-#: 520 s, paper CartPole DQN 2,535 -> 1,073 s, SAC 1,108 -> 523 s, released Pendulum DQN
-#: 2,461 -> 985 s, SAC 4,559 -> 1,758 s, paper Pendulum DQN 3,244 -> 497 s, SAC 3,883 ->
-#: 1,801 s, released Highway SAC 4,685 -> 1,267 s, paper Highway SAC 2,619 -> 1,115 s.
-#: Sessions 9-22;
+#: measured twice, the larger wall, but where the code became faster since: the stable
+#: reading's Highway TEQL (2,338 s before the Highway twin played in the fused loop, 540 s
+#: in session 20), and the DQN and SAC lines re-measured after their speed-ups, in session
+#: 21 (the same results to the last digit) and session 22 (the compiled kernels: the same
+#: results to seed noise). Each line's earlier and later walls are in ``docs/reproduce.md``
+#: ("Session 21", "Session 22"). Sessions 9-22;
 #: TLR's four released Pendulum levels were measured together (1,774 core-s) and share it
 #: evenly.
 MEASURED_WALLS: Mapping[tuple[str, str, str], tuple[float, int]] = MappingProxyType({

@@ -101,10 +101,11 @@ def read_metrics(path: str | os.PathLike) -> dict[str, NDArray]:
 
     pandas' C parser reads it (``pandas.read_csv``, floats parsed exactly:
     the round trip of Python's ``repr``), 17 to 19 times as fast as the `csv`
-    module row by row (``python -m benchmarks metrics``). A file pandas refuses (a damaged row, a stray value)
-    is read again with the `csv` module, which names the line that does not
-    parse; both give the same table for a file either can read, but that
-    pandas takes an integer written as an integral float (``3.0``).
+    module row by row (``python -m benchmarks metrics``). A file pandas refuses
+    (a damaged row, a stray value) is read again with the `csv` module, which
+    names the line that does not parse; both give the same table for a file
+    either can read, but that pandas takes an integer written as an integral
+    float (``3.0``).
 
     Returns
     -------
