@@ -12,6 +12,10 @@ from rl.experiments.costs import (
     SHARED_REPLICAS,
     STEP_COST,
     STEP_COST_SEEDS,
+    STEP_COSTS_FILE,
+    WALLS_FILE,
+    _rows,
+    read_walls,
     seed_factor,
     task_cost,
 )
@@ -115,3 +119,18 @@ def test_the_plan_orders_tasks_by_their_readings_costs() -> None:
     assert costs["dqn"] == MEASURED_WALLS[("cartpole", "paper", "dqn")][0]
     assert costs["teql"] == MEASURED_WALLS[("cartpole", "paper", "teql")][0]
     assert [planned.cost for planned in plan.tasks] == sorted(costs.values(), reverse=True)
+
+
+def test_every_wall_names_its_machine_date_and_commit() -> None:
+    rows = _rows(WALLS_FILE) + _rows(STEP_COSTS_FILE)
+    assert len(rows) == len(MEASURED_WALLS) + sum(len(v) for v in STEP_COST.values())
+    for row in rows:
+        assert int(row["cores"]) >= 1 and row["cpu"], row
+        assert len(row["commit"]) == 40 and row["date"].startswith("20"), row
+
+
+def test_a_wall_of_a_partial_run_is_refused() -> None:
+    row = {"env": "cartpole", "reading": "paper", "line": "teql", "wall_s": "9", "seeds": "10"}
+    assert read_walls([{**row, "episodes": "10000"}]) == {("cartpole", "paper", "teql"): (9.0, 10)}
+    with pytest.raises(ValueError, match="not at the paper's episodes"):
+        read_walls([{**row, "episodes": "500"}])
