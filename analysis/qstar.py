@@ -26,7 +26,7 @@ References
 ----------
 .. [1] TEQL paper, Assumption 1 (Q* of the discretized problem is the tensor
    whose rank-R approximation error is B_R) and the Numerical Study (grids,
-   gamma 0.99); REFERENCE-FACTS.md (released gamma 0.9).
+   gamma 0.99); docs/authors-code.md (released gamma 0.9).
 .. [2] M. L. Puterman, "Markov Decision Processes", Wiley, 1994, Section 6.3.
 """
 

@@ -155,7 +155,7 @@ def epsilon_greedy_continuous(
 
     References
     ----------
-    REFERENCE-FACTS, "Random exploratory actions are continuous draws ...".
+    "The authors' code and this one" (docs/authors-code.md), "Exploratory actions".
     """
     drawn_mask[:] = False
     random_actions = np.zeros(len(action_values), dtype=np.int64)

@@ -50,7 +50,7 @@ class ContinuousActions(NamedTuple):
 
     The released code executes a random exploratory action as drawn from the
     environment's action interval and credits it to the grid index of
-    endpoint rounding (REFERENCE-FACTS, "Random exploratory actions"). An
+    endpoint rounding ("The authors' code and this one", docs/authors-code.md). An
     agent that does so sets `Agent.continuous_actions_` in `Agent.act`; the
     runner then sends ``values[b]`` to the environment for every replica b in
     ``mask`` and ``problem.decode(actions)`` for the others.

@@ -3,7 +3,7 @@
 A *reading* is one consistent set of settings of an agent: ``paper`` follows
 the paper's text (Table "Hyperparameter settings for all environments",
 tab:hyperparams, and the Appendix "Parameter Matching Methodology"),
-``released`` the authors' released code (``REFERENCE-FACTS``: the effective
+``released`` the authors' released code (docs/authors-code.md: the effective
 settings of the published runs). Every agent has both; where the paper and the
 released code agree (TLR, LoRa-VI, tabular Q-learning, the random agent) the
 two are the same settings, and `same_settings` says so.
@@ -64,7 +64,7 @@ PAPER_CUR: Mapping[str, Mapping[str, Any]] = MappingProxyType({
 
 # ----------------------------------------------------------------------------- the released code
 
-#: Effective settings of the released TEQL and TLR runs (REFERENCE-FACTS, "TEQL as released").
+#: Effective settings of the released TEQL and TLR runs (docs/authors-code.md, "TEQL as released").
 RELEASED_TABLE: Mapping[str, Mapping[str, Any]] = MappingProxyType({
     "pendulum": {"rank": 10, "alpha": 0.005, "gamma": 0.9, "max_inner": 1,
                  "epsilon_start": 1.0, "epsilon_decay": 0.999995, "epsilon_min": 0.0},
@@ -81,7 +81,7 @@ RELEASED_HIDDEN: Mapping[str, Mapping[str, int]] = MappingProxyType({
 })  # fmt: skip
 
 #: Environments whose random exploratory actions the released code draws from a
-#: continuous interval (REFERENCE-FACTS, "Random exploratory actions ...").
+#: continuous interval (docs/authors-code.md, "Exploratory actions").
 CONTINUOUS_ACTION_ENVS = ("cartpole", "pendulum")
 
 

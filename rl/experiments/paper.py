@@ -16,7 +16,7 @@ step or per episode), so a shortened run is exactly a prefix of the full one
 
 The paper's numbers beside ours (`PAPER_FIGURE`, `RELEASED_RAW`,
 `PAPER_ABLATION_STD`) are read off its text and captions and off
-``REFERENCE-FACTS`` (figure values there were read off the paper's figures).
+the authors' released code (docs/authors-code.md; figure values read off the paper's figures).
 
 References
 ----------
@@ -133,7 +133,7 @@ class PaperValue(NamedTuple):
     window: int | None = None
 
 
-#: Greedy returns the paper's figures show (read off the figures; REFERENCE-FACTS and issue 9).
+#: Greedy returns the paper's figures show (read off the figures; docs/authors-code.md).
 PAPER_FIGURE: Mapping[tuple[str, str], PaperValue] = {
     ("cartpole", "teql"): PaperValue(
         88.0, None, "fig. pendulum_cartpole, read off at episode 1000", 1000
@@ -142,7 +142,7 @@ PAPER_FIGURE: Mapping[tuple[str, str], PaperValue] = {
     ("pendulum", "tlr"): PaperValue(95.0, None, "fig. pendulum_cartpole, read off (plateau)"),
 }
 
-#: The authors' released code, raw greedy returns, 8 seeds (REFERENCE-FACTS).
+#: The authors' released code, raw greedy returns, 8 seeds (docs/authors-code.md).
 RELEASED_RAW: Mapping[tuple[str, str], PaperValue] = {
     ("cartpole", "teql"): PaperValue(
         76.1, 10.3, "released code, eps. 901-1000, 8 seeds", 1000, 100

@@ -12,7 +12,7 @@ Three views of the same runs, each named for what it is:
   bootstrap (rliable's) under-covers at 10 seeds, and BCa does not help
   there (measured coverage in ``docs/statistics.md``).
 * `postprocess_like_authors`: the post-processing behind the paper's figures
-  (REFERENCE-FACTS, "Protocol behind the figures"): outlier replacement, mean
+  (docs/authors-code.md, "Protocol behind the figures"): outlier replacement, mean
   and std across runs, two moving averages (20, then 10), ±0.5 std bands. For
   visual comparison with the paper only; off unless asked for, and `summarize`
   labels its rows.
@@ -261,7 +261,7 @@ def postprocess_like_authors(
 
     References
     ----------
-    REFERENCE-FACTS, "Protocol behind the figures" (the authors' plotting code).
+    "The authors' code and this one" (docs/authors-code.md), "Protocol behind the figures".
     """
     mean, std = mean_std(replace_outliers(curves))
     for window in windows:

@@ -302,7 +302,7 @@ def write_summary(
         "and IQM with a 95% expanded-percentile stratified bootstrap interval (seed 0) "
         "across seeds.",
         "- Post-processing (the authors' outlier replacement and two moving averages, "
-        "REFERENCE-FACTS): "
+        "docs/authors-code.md): "
         + (
             "**on**, shown beside the raw numbers for visual comparison only."
             if settings.postprocess
@@ -317,7 +317,7 @@ def write_summary(
         *(f"> {claim}" + "\n>" for claim in experiment.claims),
         "",
         "The paper's numbers are from its text and captions; \"paper's figure\" values were "
-        "read off its figures (REFERENCE-FACTS), after the authors' post-processing. "
+        "read off its figures, after the authors' post-processing (docs/authors-code.md). "
         '"released code, raw" is the authors\' code run with 8 seeds, no smoothing.',
         "",
     ]
