@@ -1,0 +1,582 @@
+"""Build the page "Does the paper reproduce?" (``docs/results.md``) from committed result tables.
+
+``python -m rl.experiments.results_page`` reads the small tables in
+``docs/results/`` and writes ``docs/results.md`` and one figure per claim
+beside the tables; it trains nothing and reads no run directory. The tables:
+
+- ``lines.csv``: one row per line of an experiment as measured (part,
+  environment, line key, reading, seeds, episodes, final window, the
+  final-window greedy return's mean and standard deviation across seeds);
+- ``checks.csv``: checks whose quantity a line's mean and standard deviation do
+  not give (``reach``, ``wiggle``, ``drop``, ``auc``) or whose seed bootstrap was
+  recorded: reading, check label (as `rl.experiments.claims` names it),
+  estimate, 95% interval (empty when none was recorded), seeds, episodes;
+- ``claims.csv``: per claim key, what the verdicts mean;
+- ``rank.csv``: the rank claim's CP energy of Q* (``python -m analysis.rank``).
+
+Every check of `rl.experiments.claims.CLAIMS` is decided by that module's rule
+(`rl.experiments.claims.decide`, `rl.experiments.claims.combine`). A check not in
+``checks.csv`` gets a normal-theory 95% interval from its lines' means,
+standard deviations and seeds: Welch's for a difference of means, the F
+distribution's for a ratio of standard deviations, the chi-square
+distribution's for one standard deviation, the delta method's for a
+difference of log ratios.
+
+References
+----------
+TEQL paper, Section "Numerical Study" (sec:experiments).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+from scipy import stats
+
+from rl.agents.readings import PAPER_TABLE
+from rl.experiments.claims import (
+    CLAIMS,
+    MIN_SEEDS,
+    UNSURE,
+    Check,
+    Claim,
+    LineKey,
+    combine,
+    decide,
+    energy_verdict,
+)
+from rl.experiments.paper import PAPER_ABLATION_STD, PAPER_FIGURE
+
+READINGS = ("released", "paper", "stable")
+"""The readings the page gives a verdict in, in its columns' order."""
+
+PAPER_SEEDS = 100
+"""The paper's runs per line ("Results aggregate 100 independent runs")."""
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+COMMANDS: Mapping[str, str] = {
+    "compare": "comparison",
+    "gap": "comparison",
+    "highway-reach": "highway",
+    "highway-unstable": "highway",
+    "ablation-curve": "ablation",
+    "ablation-std": "ablation",
+    "ablation-scaling": "ablation",
+    "sensitivity-limits": "sensitivity",
+    "sensitivity-stable": "sensitivity",
+    "tlr-coarse": "sensitivity-tlr",
+    "tlr-fine": "sensitivity-tlr",
+}
+"""Claim key -> the experiment of ``python -m rl.reproduce`` whose lines decide it."""
+
+_Z = float(stats.norm.ppf(0.975))
+
+CLOSED_FORM = ("diff", "gap", "ratio", "std")
+"""Check kinds whose interval a line's mean, standard deviation and seeds give."""
+
+
+class Line(NamedTuple):
+    """One measured line: its key, reading, scale and final-window mean and std."""
+
+    key: LineKey
+    reading: str
+    seeds: int
+    episodes: int
+    window: str
+    mean: float
+    std: float
+    note: str
+
+
+class Decided(NamedTuple):
+    """A check decided in one reading: estimate, interval, verdict, scale and how."""
+
+    check: Check
+    reading: str
+    estimate: float
+    low: float
+    high: float
+    verdict: str
+    seeds: int
+    episodes: int
+    full: bool
+    how: str
+
+
+class Tables(NamedTuple):
+    """The committed tables the page is built from."""
+
+    lines: Mapping[tuple[LineKey, str], Line]
+    checks: Mapping[tuple[str, str], Mapping[str, str]]
+    meanings: Mapping[str, str]
+    rank: Sequence[Mapping[str, str]]
+
+
+# ----------------------------------------------------------------------------- reading the tables
+
+
+def _read(path: Path, columns: Sequence[str]) -> list[dict[str, str]]:
+    """Return the rows of the CSV ``path``, refusing one without ``columns``."""
+    if not path.is_file():
+        raise ValueError(f"{path} is missing: restore it from the repository (git checkout).")
+    with path.open(newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        missing = [c for c in columns if c not in (reader.fieldnames or ())]
+        if missing:
+            raise ValueError(f"{path} lacks the columns {', '.join(missing)}.")
+        return list(reader)
+
+
+def _number(row: Mapping[str, str], column: str, path: Path) -> float:
+    text = row[column].strip()
+    if not text:
+        return math.nan
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f"{path}: {column} {text!r} is not a number.") from None
+
+
+def read_tables(data: Path) -> Tables:
+    """Return the tables in ``data`` (``docs/results``), checked; see the module docstring."""
+    path = data / "lines.csv"
+    lines = {}
+    for row in _read(path, Line._fields[1:] + ("part", "env", "line")):
+        key = (row["part"], row["env"], row["line"])
+        if row["reading"] not in READINGS or row["env"] not in PAPER_TABLE:
+            raise ValueError(f"{path}: unknown reading or environment in {row}.")
+        lines[key, row["reading"]] = Line(
+            key,
+            row["reading"],
+            int(_number(row, "seeds", path)),
+            int(_number(row, "episodes", path)),
+            row["window"],
+            _number(row, "mean", path),
+            _number(row, "std", path),
+            row["note"],
+        )
+    path = data / "checks.csv"
+    labels = {check.label for claim in CLAIMS for check in claim.checks}
+    checks = {}
+    for row in _read(path, ("reading", "check", "estimate", "low", "high", "seeds", "episodes")):
+        if row["check"] not in labels:
+            raise ValueError(f"{path}: {row['check']!r} is no check of rl.experiments.claims.")
+        checks[row["reading"], row["check"]] = row
+    path = data / "claims.csv"
+    meanings = {row["claim"]: row["meaning"] for row in _read(path, ("claim", "meaning"))}
+    rank = _read(data / "rank.csv", ("env", "gamma", "rank", "energy", "smallest_rank_90"))
+    return Tables(lines, checks, meanings, rank)
+
+
+# ----------------------------------------------------------------------------- deciding
+
+
+def _interval(check: Check, found: Sequence[Line]) -> tuple[float, float, float]:
+    """Return the estimate and normal-theory 95% interval of ``check`` on lines ``found``."""
+    m = np.array([line.mean for line in found])
+    s = np.array([line.std for line in found])
+    n = np.array([line.seeds for line in found], dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if check.quantity == "std-ratio":
+            estimate = math.log(s[0] / s[1]) - math.log(s[2] / s[3])
+            half = _Z * math.sqrt(float(np.sum(1.0 / (2.0 * (n - 1.0)))))
+            return estimate, estimate - half, estimate + half
+        if check.kind in ("diff", "gap"):
+            signs = np.array([1.0, -1.0, -1.0, 1.0][: len(found)])
+            estimate = float(signs @ m)
+            half = _Z * math.sqrt(float(np.sum(s**2 / n)))
+            return estimate, estimate - half, estimate + half
+        if check.kind == "ratio":
+            ratio = float(s[0] / s[1])
+            low = ratio / math.sqrt(stats.f.ppf(0.975, n[0] - 1, n[1] - 1))
+            high = ratio * math.sqrt(stats.f.ppf(0.975, n[1] - 1, n[0] - 1))
+            return ratio, low, high
+        if check.kind == "std":
+            dof = n[0] - 1
+            low = s[0] * math.sqrt(dof / stats.chi2.ppf(0.975, dof))
+            high = s[0] * math.sqrt(dof / stats.chi2.ppf(0.025, dof))
+            return float(s[0]), float(low), float(high)
+    raise ValueError(f"No closed-form interval for {check.label!r}.")
+
+
+def _full(env: str, seeds: int, episodes: int) -> bool:
+    return seeds >= PAPER_SEEDS and episodes == PAPER_TABLE[env]["episodes"]
+
+
+def decide_check(check: Check, reading: str, tables: Tables) -> Decided:
+    """Return ``check`` decided in ``reading`` from ``tables`` (see the module docstring)."""
+    env = check.lines[0][1]
+    recorded = tables.checks.get((reading, check.label))
+    if recorded is not None:
+        path = Path("checks.csv")
+        estimate, low, high = (_number(recorded, c, path) for c in ("estimate", "low", "high"))
+        seeds, episodes = int(recorded["seeds"]), int(recorded["episodes"])
+        verdict = decide(estimate, low, high, check.threshold, check.side)
+        how = recorded.get("note", "") or "recorded"
+        if seeds < MIN_SEEDS:
+            verdict = UNSURE
+        full = _full(env, seeds, episodes)
+        return Decided(check, reading, estimate, low, high, verdict, seeds, episodes, full, how)
+    found = [tables.lines.get((key, reading)) for key in check.lines]
+    closed = check.quantity in ("final", "std-ratio") and check.kind in CLOSED_FORM
+    if any(line is None for line in found) or not closed:
+        missing = [
+            f"{p}/{e}/{k}"
+            for (p, e, k), line in zip(check.lines, found, strict=True)
+            if line is None
+        ]
+        what = f"no line {', '.join(missing)}" if missing else f"no {check.kind} recorded"
+        how = f"{what} in this reading"
+        return Decided(check, reading, *(math.nan,) * 3, UNSURE, 0, 0, False, how)
+    lines = [line for line in found if line is not None]
+    estimate, low, high = _interval(check, lines)
+    seeds = min(line.seeds for line in lines)
+    episodes = min(line.episodes for line in lines)
+    verdict = decide(estimate, low, high, check.threshold, check.side)
+    if seeds < MIN_SEEDS:
+        verdict = UNSURE
+    full = all(_full(line.key[1], line.seeds, line.episodes) for line in lines)
+    windows = sorted({line.window for line in lines})
+    how = "normal theory" + (f"; windows differ ({', '.join(windows)})" if len(windows) > 1 else "")
+    return Decided(check, reading, estimate, low, high, verdict, seeds, episodes, full, how)
+
+
+def decide_claim(claim: Claim, reading: str, tables: Tables) -> tuple[str, list[Decided]]:
+    """Return the claim's verdict in ``reading`` and its decided checks."""
+    decided = [decide_check(check, reading, tables) for check in claim.checks]
+    return combine([d.verdict for d in decided]), decided
+
+
+# ----------------------------------------------------------------------------- the page
+
+
+def _num(value: float, digits: int = 2) -> str:
+    return "-" if not math.isfinite(value) else f"{value:,.{digits}f}"
+
+
+def _interval_text(d: Decided) -> str:
+    if not math.isfinite(d.low):
+        return "none recorded"
+    return f"[{_num(d.low)}, {_num(d.high)}]"
+
+
+def _scale(decided: Sequence[Decided]) -> str:
+    """Return the seeds and episodes the decided checks rest on, and whether at full scale."""
+    measured = [d for d in decided if d.seeds]
+    if not measured:
+        return "not measured"
+    seeds = sorted({d.seeds for d in measured})
+    shown = f"{seeds[0]}" if len(seeds) == 1 else f"{seeds[0]}-{seeds[-1]}"
+    short = sorted({d.episodes for d in measured if not _full_episodes(d)})
+    episodes = (
+        "the paper's episodes" if not short else f"{', '.join(map(_thousands, short))} episodes"
+    )
+    flag = "" if all(d.full for d in measured) else " (**below the paper's scale**)"
+    return f"{shown} seeds, {episodes}{flag}"
+
+
+def _full_episodes(d: Decided) -> bool:
+    return d.episodes == PAPER_TABLE[d.check.lines[0][1]]["episodes"]
+
+
+def _thousands(value: int) -> str:
+    return f"{value:,}"
+
+
+def _paper_numbers(claim: Claim) -> str:
+    if claim.paper:
+        return claim.paper
+    envs = sorted({key[1] for check in claim.checks for key in check.lines})
+    if claim.key.startswith("ablation"):
+        return "; ".join(
+            f"{e}: std {PAPER_ABLATION_STD[e][0]} (lambda = 0), {PAPER_ABLATION_STD[e][1]} "
+            "(lambda > 0)"
+            for e in envs
+            if e in PAPER_ABLATION_STD
+        )
+    if claim.key in ("compare", "gap"):
+        return "; ".join(
+            f"{env} {line.upper()} about {value.value:g} ({value.source})"
+            for (env, line), value in PAPER_FIGURE.items()
+        )
+    return "none given in numbers"
+
+
+def paper_value(check: Check) -> float:
+    """Return the paper's own value of ``check``'s quantity where the paper gives one, else NaN.
+
+    The ablation's standard deviations (`rl.experiments.paper.PAPER_ABLATION_STD`) give
+    the std ratios and their log gaps; Highway's reach claim a lead of 2,000 episodes.
+    """
+    envs = [key[1] for key in check.lines]
+    if check.kind == "ratio" and check.lines[0][2] == "teql-lam0":
+        lam0, lam = PAPER_ABLATION_STD[envs[0]]
+        return lam0 / lam
+    if check.quantity == "std-ratio":
+        (a0, a1), (b0, b1) = PAPER_ABLATION_STD[envs[0]], PAPER_ABLATION_STD[envs[2]]
+        return math.log(a0 / a1) - math.log(b0 / b1)
+    if check.quantity == "reach":
+        return 2000.0
+    return math.nan
+
+
+def figure(claim: Claim, results: Mapping[str, Sequence[Decided]], path: Path) -> None:
+    """Draw each check's estimate and 95% interval per reading, beside the claim's threshold."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    checks = list(claim.checks)
+    fig, ax = plt.subplots(figsize=(6.4, 0.9 + 0.28 * len(checks) * len(READINGS)), dpi=72)
+    colours = {"released": "tab:blue", "paper": "tab:orange", "stable": "tab:green"}
+    y = 0
+    ticks, labels = [], []
+    for index, check in enumerate(checks):
+        for reading in READINGS:
+            d = results[reading][index]
+            if math.isfinite(d.estimate):
+                low = d.low if math.isfinite(d.low) else d.estimate
+                high = d.high if math.isfinite(d.high) else d.estimate
+                ax.errorbar(
+                    d.estimate,
+                    y,
+                    xerr=[[d.estimate - low], [high - d.estimate]],
+                    fmt="o",
+                    color=colours[reading],
+                    mfc=colours[reading] if d.full else "white",
+                    ms=4,
+                    capsize=2,
+                    label=reading if index == 0 else None,
+                )
+            y -= 1
+        paper = paper_value(check)
+        if math.isfinite(paper):
+            ax.plot(
+                paper, y + len(READINGS) / 2 + 0.5, "kx", ms=5, label="paper" if not index else None
+            )
+        ticks.append(y + len(READINGS) / 2 + 0.5)
+        labels.append(check.label)
+        y -= 0.5
+    for value in (check.threshold,) + ((-check.threshold,) if check.side == "within" else ()):
+        ax.axvline(value, color="black", lw=0.8, ls="--")
+    if all(check.kind == "ratio" for check in checks):
+        ax.set_xscale("log")
+    ax.set_yticks(ticks, labels, fontsize=6)
+    ax.tick_params(axis="x", labelsize=7)
+    ax.set_title(
+        f"{claim.key}: ours, estimate and 95% interval (hollow: below the paper's scale); "
+        "x: the paper",
+        fontsize=7,
+    )
+    ax.legend(fontsize=6, loc="best")
+    fig.tight_layout()
+    fig.savefig(path, metadata={"Software": None})
+    plt.close(fig)
+
+
+def render(tables: Tables, figures: Path | None = None) -> str:
+    """Return the page's Markdown; with ``figures``, also draw one PNG per claim there."""
+    out = [
+        "# Does the paper reproduce?",
+        "",
+        "*Reference.* Every claim of the paper's Numerical Study that",
+        "`python -m rl.reproduce paper`'s report tests (`rl.experiments.claims`), with its",
+        "verdict in each reading at the paper's scale (100 seeds, the paper's episodes:",
+        "Pendulum 40,000, CartPole and Highway 10,000), the interval that decides it, the",
+        "seeds and episodes it rests on, and the command that measures it again. A row",
+        "measured below the paper's scale says so. The readings are explained in",
+        "[Tensor agents](agents.md) and [The authors' code and this one](authors-code.md).",
+        "",
+        "This page is generated: `python -m rl.experiments.results_page` writes it from the",
+        "tables in `docs/results/` (`lines.csv`: each line's final-window greedy return;",
+        "`checks.csv`: checks that need more than a line's mean and standard deviation),",
+        "without training. Each table row comes from a run of the command its section",
+        "names.",
+        "",
+        "**Decision rule** (`rl.experiments.claims`): a check holds when its whole 95%",
+        "interval lies on the claim's side of the threshold, does not hold when it lies",
+        "wholly on the other side, and cannot tell otherwise, when a line is missing or has",
+        f"fewer than {MIN_SEEDS} seeds. A claim holds when all its checks hold and does not",
+        "hold when any does not. The report itself uses a seed bootstrap; from the tables",
+        "here, an interval is normal theory from each line's mean, standard deviation and",
+        "seeds unless the row says it was recorded.",
+        "",
+        "## Summary",
+        "",
+        "| # | claim | section | " + " | ".join(READINGS) + " | rests on (released) |",
+        "|---|---|---|" + "---|" * len(READINGS) + "---|",
+    ]
+    sections = []
+    for number, claim in enumerate(CLAIMS, start=1):
+        results = {r: decide_claim(claim, r, tables) for r in READINGS}
+        decided = {r: results[r][1] for r in READINGS}
+        verdicts = " | ".join(f"**{results[r][0]}**" for r in READINGS)
+        out.append(
+            f"| {number} | [{claim.quote}](#{claim.key}) | {claim.section} | {verdicts} | "
+            f"{_scale(decided['released'])} |"
+        )
+        sections += _section(number, claim, results, tables, figures)
+    out.append(_rank_row(tables))
+    out += ["", *sections, *_rank_section(tables)]
+    return "\n".join(out) + "\n"
+
+
+def _section(
+    number: int,
+    claim: Claim,
+    results: Mapping[str, tuple[str, list[Decided]]],
+    tables: Tables,
+    figures: Path | None,
+) -> list[str]:
+    decided = {r: results[r][1] for r in READINGS}
+    if figures is not None:
+        figure(claim, decided, figures / f"{claim.key}.png")
+    experiment = COMMANDS[claim.key]
+    lines = [
+        f"## {number}. {claim.key} {{#{claim.key}}}",
+        "",
+        f"> {claim.quote}",
+        "",
+        f"Section: {claim.section}. The paper's numbers: {_paper_numbers(claim)}.",
+        "",
+        "Verdicts: "
+        + "; ".join(f"{r} **{results[r][0]}** ({_scale(decided[r])})" for r in READINGS)
+        + ".",
+        "",
+        f"![{claim.key}: each check's estimate and interval](results/{claim.key}.png)",
+        "",
+        "| check | reading | estimate | 95% interval | verdict | seeds | episodes | interval |",
+        "|---|---|---:|---|---|---:|---:|---|",
+    ]
+    for index, check in enumerate(claim.checks):
+        for reading in READINGS:
+            d = decided[reading][index]
+            seeds = str(d.seeds) if d.seeds else "-"
+            episodes = _thousands(d.episodes) if d.episodes else "-"
+            below = "" if d.full or not d.seeds else " (below the paper's scale)"
+            lines.append(
+                f"| {check.label} | {reading} | {_num(d.estimate)} | {_interval_text(d)} | "
+                f"{d.verdict}{below} | {seeds} | {episodes} | {d.how} |"
+            )
+    lines += _lines_table(claim, tables)
+    lines += [
+        "",
+        f"**What it means.** {tables.meanings.get(claim.key, '')}",
+        "",
+        "Measured again by (one command per reading; `--scale` of the whole paper in",
+        "[Reproducing the paper](reproduce.md)):",
+        "",
+        "```",
+        f"python -m rl.reproduce {experiment} --reading READING --seeds 100 --postprocess",
+        "```",
+        "",
+    ]
+    return lines
+
+
+def _lines_table(claim: Claim, tables: Tables) -> list[str]:
+    keys = list(dict.fromkeys(key for check in claim.checks for key in check.lines))
+    rows = [
+        tables.lines[key, reading]
+        for key in keys
+        for reading in READINGS
+        if (key, reading) in tables.lines
+    ]
+    if not rows:
+        return []
+    out = [
+        "",
+        "| line | reading | seeds | episodes | final window | mean ± std | note |",
+        "|---|---|---:|---:|---|---:|---|",
+    ]
+    for line in rows:
+        part, env, key = line.key
+        out.append(
+            f"| {part} / {env} / {key} | {line.reading} | {line.seeds} | "
+            f"{_thousands(line.episodes)} | {line.window} | {line.mean:g} ± {line.std:g} | "
+            f"{line.note} |"
+        )
+    return out
+
+
+RANK_QUOTE = (
+    "rank-10 (Pendulum, Cartpole) and rank-20 (Highway) tensors capture over 90% of spectral energy"
+)
+
+
+def _rank_row(tables: Tables) -> str:
+    verdict = combine([energy_verdict(float(row["energy"])) for row in tables.rank])
+    return (
+        f"| rank | [{RANK_QUOTE}](#rank) | sec:experiments | "
+        + " | ".join(f"**{verdict}**" for _ in READINGS)
+        + " | Q* of Pendulum and CartPole (a fit, no seeds); Highway cannot tell (no Q*) |"
+    )
+
+
+def _rank_section(tables: Tables) -> list[str]:
+    out = [
+        "## The rank claim {#rank}",
+        "",
+        f"> {RANK_QUOTE}",
+        "",
+        "The energy of the best rank-10 CP fit of Q* of the discretized problem (the same",
+        "for every reading: it is a property of the problem, not of an agent); more than",
+        "0.9 holds. No interval: it is a fit ([Analysis](analysis.md)). Highway has no",
+        "model to compute Q* from, so cannot tell.",
+        "",
+        "| environment | gamma | rank | CP energy | smallest rank above 0.9 | verdict |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
+    for row in tables.rank:
+        out.append(
+            f"| {row['env']} | {row['gamma']} | {row['rank']} | {row['energy']} | "
+            f"{row['smallest_rank_90']} | {energy_verdict(float(row['energy']))} |"
+        )
+    out += [
+        "",
+        "Measured again by `python -m analysis.rank --env ENV --gamma 0.99 --ranks 1:20`.",
+        "The paper's parameter counts are checked in",
+        "[Parameter matching](parameter-matching.md).",
+    ]
+    return out
+
+
+def build(docs: Path = DOCS) -> Path:
+    """Write ``docs/results.md`` and its figures from ``docs/results/``; return the page."""
+    tables = read_tables(docs / "results")
+    page = docs / "results.md"
+    text = render(tables, figures=docs / "results")
+    if page.is_symlink():
+        raise ValueError(f"{page} is a symbolic link: remove it first.")
+    page.write_text(text, encoding="utf-8")
+    return page
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command-line entry point; see the module docstring."""
+    parser = argparse.ArgumentParser(
+        prog="python -m rl.experiments.results_page",
+        description="Write docs/results.md and its figures from the tables in docs/results/.",
+    )
+    parser.add_argument("--docs", type=Path, default=DOCS, help="the docs directory")
+    args = parser.parse_args(argv)
+    try:
+        page = build(args.docs)
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(f"wrote {page}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
