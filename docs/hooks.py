@@ -60,6 +60,11 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
         "rl.experiments.highway_equality",
         "the Highway twin against highway-env over many episodes",
     ),
+    (
+        "python -m rl.experiments.results_page",
+        "rl.experiments.results_page",
+        'the page "Does the paper reproduce?" from its committed tables',
+    ),
     ("python -m benchmarks", "benchmarks.__main__", "speed benchmarks"),
 )
 

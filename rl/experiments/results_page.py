@@ -335,6 +335,8 @@ def figure(claim: Claim, results: Mapping[str, Sequence[Decided]], path: Path) -
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    if path.is_symlink():
+        raise ValueError(f"{path} is a symbolic link: remove it first.")
     checks = list(claim.checks)
     fig, ax = plt.subplots(figsize=(6.4, 0.9 + 0.28 * len(checks) * len(READINGS)), dpi=72)
     colours = {"released": "tab:blue", "paper": "tab:orange", "stable": "tab:green"}
@@ -561,14 +563,22 @@ def build(docs: Path = DOCS) -> Path:
     return page
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Command-line entry point; see the module docstring."""
+def build_parser() -> argparse.ArgumentParser:
+    """Return the command line's parser (``python -m rl.experiments.results_page``)."""
     parser = argparse.ArgumentParser(
         prog="python -m rl.experiments.results_page",
-        description="Write docs/results.md and its figures from the tables in docs/results/.",
+        description="Write docs/results.md and its figures from the tables in docs/results/ "
+        "(no training; under a minute).",
     )
-    parser.add_argument("--docs", type=Path, default=DOCS, help="the docs directory")
-    args = parser.parse_args(argv)
+    parser.add_argument(
+        "--docs", type=Path, default=DOCS, help="the docs directory (default: the repository's)"
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command-line entry point; see the module docstring."""
+    args = build_parser().parse_args(argv)
     try:
         page = build(args.docs)
     except ValueError as error:
