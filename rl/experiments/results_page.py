@@ -94,6 +94,8 @@ class Line(NamedTuple):
     mean: float
     std: float
     note: str
+    shown: str = ""
+    """``mean ± std`` as the table writes them."""
 
 
 class Decided(NamedTuple):
@@ -149,7 +151,7 @@ def read_tables(data: Path) -> Tables:
     """Return the tables in ``data`` (``docs/results``), checked; see the module docstring."""
     path = data / "lines.csv"
     lines = {}
-    for row in _read(path, Line._fields[1:] + ("part", "env", "line")):
+    for row in _read(path, Line._fields[1:-1] + ("part", "env", "line")):
         key = (row["part"], row["env"], row["line"])
         if row["reading"] not in READINGS or row["env"] not in PAPER_TABLE:
             raise ValueError(f"{path}: unknown reading or environment in {row}.")
@@ -162,6 +164,7 @@ def read_tables(data: Path) -> Tables:
             _number(row, "mean", path),
             _number(row, "std", path),
             row["note"],
+            f"{row['mean']} ± {row['std']}",
         )
     path = data / "checks.csv"
     labels = {check.label for claim in CLAIMS for check in claim.checks}
@@ -233,7 +236,8 @@ def decide_check(check: Check, reading: str, tables: Tables) -> Decided:
             for (p, e, k), line in zip(check.lines, found, strict=True)
             if line is None
         ]
-        what = f"no line {', '.join(missing)}" if missing else f"no {check.kind} recorded"
+        quantity = "drop" if check.kind == "drop" else check.quantity
+        what = f"no line {', '.join(missing)}" if missing else f"`{quantity}` not kept"
         how = f"{what} in this reading"
         return Decided(check, reading, *(math.nan,) * 3, UNSURE, 0, 0, False, how)
     lines = [line for line in found if line is not None]
@@ -263,6 +267,8 @@ def _num(value: float, digits: int = 2) -> str:
 
 
 def _interval_text(d: Decided) -> str:
+    if not math.isfinite(d.estimate):
+        return "-"
     if not math.isfinite(d.low):
         return "none recorded"
     return f"[{_num(d.low)}, {_num(d.high)}]"
@@ -485,6 +491,19 @@ def _section(
     return lines
 
 
+def paper_line(key: LineKey) -> str:
+    """Return the paper's number for line ``key``: its figure's value or its ablation std."""
+    part, env, line = key
+    if part == "comparison" and (env, line) in PAPER_FIGURE:
+        value = PAPER_FIGURE[env, line]
+        return f"about {value.value:g}" + (
+            f" at episode {value.episodes:,}" if value.episodes else ""
+        )
+    if part == "ablation" and line in ("teql-lam0", "teql-lam"):
+        return f"std {PAPER_ABLATION_STD[env][line == 'teql-lam']}"
+    return ""
+
+
 def _lines_table(claim: Claim, tables: Tables) -> list[str]:
     keys = list(dict.fromkeys(key for check in claim.checks for key in check.lines))
     rows = [
@@ -497,15 +516,15 @@ def _lines_table(claim: Claim, tables: Tables) -> list[str]:
         return []
     out = [
         "",
-        "| line | reading | seeds | episodes | final window | mean ± std | note |",
-        "|---|---|---:|---:|---|---:|---|",
+        "| line | reading | seeds | episodes | final window | mean ± std | the paper | note |",
+        "|---|---|---:|---:|---|---:|---|---|",
     ]
     for line in rows:
         part, env, key = line.key
         out.append(
             f"| {part} / {env} / {key} | {line.reading} | {line.seeds} | "
-            f"{_thousands(line.episodes)} | {line.window} | {line.mean:g} ± {line.std:g} | "
-            f"{line.note} |"
+            f"{_thousands(line.episodes)} | {line.window} | {line.shown} | "
+            f"{paper_line(line.key)} | {line.note} |"
         )
     return out
 
