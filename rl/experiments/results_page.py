@@ -285,8 +285,20 @@ def _scale(decided: Sequence[Decided]) -> str:
     episodes = (
         "the paper's episodes" if not short else f"{', '.join(map(_thousands, short))} episodes"
     )
-    flag = "" if all(d.full for d in measured) else " (**below the paper's scale**)"
+    flag = "" if _at_scale(measured) else " (**below the paper's scale**)"
     return f"{shown} seeds, {episodes}{flag}"
+
+
+def _at_scale(decided: Sequence[Decided]) -> bool:
+    """Return whether every measured check of ``decided`` is at the paper's scale."""
+    return all(d.full for d in decided if d.seeds)
+
+
+def _scale_mark(decided: Sequence[Decided]) -> str:
+    """Return what a summary cell adds to its verdict: below the paper's scale, not measured."""
+    if not any(d.seeds for d in decided):
+        return " (not measured)"
+    return "" if _at_scale(decided) else " (below the paper's scale)"
 
 
 def _full_episodes(d: Decided) -> bool:
@@ -427,7 +439,7 @@ def render(tables: Tables, figures: Path | None = None) -> str:
     for number, claim in enumerate(CLAIMS, start=1):
         results = {r: decide_claim(claim, r, tables) for r in READINGS}
         decided = {r: results[r][1] for r in READINGS}
-        verdicts = " | ".join(f"**{results[r][0]}**" for r in READINGS)
+        verdicts = " | ".join(f"**{results[r][0]}**" + _scale_mark(decided[r]) for r in READINGS)
         out.append(
             f"| {number} | [{claim.quote}](#{claim.key}) | {claim.section} | {verdicts} | "
             f"{_scale(decided['released'])} |"
