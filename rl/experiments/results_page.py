@@ -29,6 +29,7 @@ from rl.experiments.claims import (
     energy_verdict,
 )
 from rl.experiments.paper import PAPER_ABLATION_STD, PAPER_FIGURE
+from rl.experiments.paper_report import RANK_QUOTE
 from rl.experiments.results_tables import (
     READINGS,
     Decided,
@@ -38,21 +39,6 @@ from rl.experiments.results_tables import (
 )
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
-
-COMMANDS: Mapping[str, str] = {
-    "compare": "comparison",
-    "gap": "comparison",
-    "highway-reach": "highway",
-    "highway-unstable": "highway",
-    "ablation-curve": "ablation",
-    "ablation-std": "ablation",
-    "ablation-scaling": "ablation",
-    "sensitivity-limits": "sensitivity",
-    "sensitivity-stable": "sensitivity",
-    "tlr-coarse": "sensitivity-tlr",
-    "tlr-fine": "sensitivity-tlr",
-}
-"""Claim key -> the experiment of ``python -m rl.reproduce`` whose lines decide it."""
 
 # ----------------------------------------------------------------------------- the page
 
@@ -255,7 +241,7 @@ def _section(
     decided = {r: results[r][1] for r in READINGS}
     if figures is not None:
         figure(claim, decided, figures / f"{claim.key}.png")
-    experiment = COMMANDS[claim.key]
+    experiment = claim.checks[0].lines[0][0]  # a line's part is its experiment's name
     lines = [
         f"## {number}. {claim.key} {{#{claim.key}}}",
         "",
@@ -334,11 +320,6 @@ def _lines_table(claim: Claim, tables: Tables) -> list[str]:
             f"{paper_line(line.key)} | {line.note} |"
         )
     return out
-
-
-RANK_QUOTE = (
-    "rank-10 (Pendulum, Cartpole) and rank-20 (Highway) tensors capture over 90% of spectral energy"
-)
 
 
 def _rank_row(tables: Tables) -> str:
