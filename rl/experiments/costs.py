@@ -51,7 +51,7 @@ STEP_COSTS_FILE = "step_costs.csv"
 ``env, agent, seconds_per_replica_step, seeds, cpu, cores, date, commit``."""
 
 
-def _rows(name: str) -> list[dict[str, str]]:
+def data_rows(name: str) -> list[dict[str, str]]:
     """Return the rows of the package data file ``name`` of `rl.experiments`."""
     text = resources.files("rl.experiments").joinpath(name).read_text(encoding="utf-8")
     return list(csv.DictReader(io.StringIO(text)))
@@ -89,7 +89,10 @@ def read_step_costs(rows: Iterable[Mapping[str, str]]) -> dict[str, dict[str, fl
 #: paper's scale over their replica-steps counted as full-length episodes plus one greedy
 #: episode in ten. Highway's include the compiled twin's step. Agents not listed cost as TEQL.
 STEP_COST: Mapping[str, Mapping[str, float]] = MappingProxyType(
-    {env: MappingProxyType(costs) for env, costs in read_step_costs(_rows(STEP_COSTS_FILE)).items()}
+    {
+        env: MappingProxyType(costs)
+        for env, costs in read_step_costs(data_rows(STEP_COSTS_FILE)).items()
+    }
 )
 
 #: Seconds per step that highway-env adds over the twin (a 1.7-hour task of one seed).
@@ -102,7 +105,7 @@ HIGHWAY_ENV_STEP = 11e-3
 #: larger wall, unless the code became faster since (then the later wall). TLR's four
 #: released Pendulum levels were measured together and share that wall evenly.
 MEASURED_WALLS: Mapping[tuple[str, str, str], tuple[float, int]] = MappingProxyType(
-    read_walls(_rows(WALLS_FILE))
+    read_walls(data_rows(WALLS_FILE))
 )
 
 #: (reading, line key) -> the line key of `rl.experiments.paper` with the same settings in

@@ -14,7 +14,7 @@ from rl.experiments.costs import (
     STEP_COST_SEEDS,
     STEP_COSTS_FILE,
     WALLS_FILE,
-    _rows,
+    data_rows,
     read_walls,
     seed_factor,
     task_cost,
@@ -122,7 +122,7 @@ def test_the_plan_orders_tasks_by_their_readings_costs() -> None:
 
 
 def test_every_wall_names_its_machine_date_and_commit() -> None:
-    rows = _rows(WALLS_FILE) + _rows(STEP_COSTS_FILE)
+    rows = data_rows(WALLS_FILE) + data_rows(STEP_COSTS_FILE)
     assert len(rows) == len(MEASURED_WALLS) + sum(len(v) for v in STEP_COST.values())
     for row in rows:
         assert int(row["cores"]) >= 1 and row["cpu"], row
