@@ -5,7 +5,7 @@ action mode (Taxi, CliffWalking) the Q-tensor is a |S| x |A| matrix
 Q = S A^T of rank R. This module trains one replica of TEQL's stable reading
 (with any overrides) and, for comparison, tabular Q-learning, on the same
 episode seeds, and prints at every checkpoint what the hypotheses of
-docs/agents.md ("Where tabular Q-learning learns") need:
+docs/discrete-problems.md need:
 
 - the greedy return over fixed starts, and the training return;
 - the step size eta_t in force;

@@ -6,7 +6,7 @@ optimizer and buffer per replica, a Python loop over replicas), ``batched``
 (`rl.agents.dqn`, `rl.agents.sac`: every tensor stacked over the replicas;
 on the CPU they train with the compiled steps of `rl.agents._compiled_steps`)
 and ``pytorch`` (the same agents training with the stacked PyTorch step
-even on the CPU, as they did before session 22 and do on a GPU). The problem
+even on the CPU, as they do on a GPU). The problem
 is CartPole-sized: 4 state components of 10 bins and 10 actions (in = 4,
 |A| = 10), the parameter-matched widths (DQN hidden 46, SAC hidden 15), one
 torch thread. Each measurement runs in its own process (so its peak memory

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU checks of tensorq's backends and the agents' array engine (issue 22), for a machine
+# The GPU checks of tensorq's backends and the agents' array engine, for a machine
 # with a CUDA device; about 6 minutes on an H100.
 #
 #   bash benchmarks/gpu_check_backends.sh   (PYTHON=... picks the interpreter; JSON_DIR=...

@@ -17,7 +17,7 @@ writes the rows back. Two variants:
     Algorithm 1's Gauss-Seidel loop over modes on the loss of eq.
     (loss_function), each row step a normalized-LMS step that is a descent step
     on that loss for any step size in (0, 2); see :func:`stable_sweep` and
-    ``docs/agents.md`` ("The stable reading").
+    ``docs/readings.md`` ("The stable reading").
 
 On every backend the update gathers, steps and scatters rows on the factors'
 device. NumPy writes in place, stops the inner loops as soon as every replica
@@ -291,7 +291,7 @@ def stable_sweep(
         Q* closed by one row step.
     mode_scale : tuple of N floats in (0, 1], optional
         rho_n, the share of eta_t that mode n's row step takes (footprint
-        steps, docs/agents.md "Where tabular Q-learning learns"); rho_n eta_t
+        steps, docs/discrete-problems.md); rho_n eta_t
         stays in (0, 2), so every row step is still a descent step.
 
     Returns

@@ -70,8 +70,8 @@ class TensorAgentConfig:
     """Factors start i.i.d. uniform in [0, init_scale), as in the authors' code."""
     init_symmetric: bool = False
     """Draw the initial factors uniform in [-init_scale, init_scale) instead: zero-mean
-    rows, so that two rows of a mode start nearly orthogonal (docs/agents.md, "Where
-    tabular Q-learning learns")."""
+    rows, so that two rows of a mode start nearly orthogonal
+    (docs/discrete-problems.md)."""
     init_actions: Literal["uniform", "identity"] = "uniform"
     """``"identity"``: where |A| <= R, the action modes start so that the joint action
     rows (their elementwise products) are orthogonal, R // |A| components for each action

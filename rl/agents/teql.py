@@ -17,7 +17,7 @@ The authors' released code differs in several places; its reading in
 `rl.agents.readings.READINGS` collects those differences as one option set
 (docs/agents.md has the table).
 
-The stable reading (``update="stable"``, docs/agents.md "The stable reading")
+The stable reading (``update="stable"``, docs/readings.md "The stable reading")
 keeps the loss, EUGE and Algorithm 1's Gauss-Seidel loop over modes and changes
 three things, each the smallest that restores what the proofs assume:
 
@@ -33,7 +33,7 @@ three things, each the smallest that restores what the proofs assume:
   proof's ||g_n||^2 <= R F_max^(2(N-1)) replaced by 1.
 
 Where the paper gives no settings and the state is one mode the stable reading also
-takes tabular-like steps (docs/agents.md, "Where tabular Q-learning learns"): the action factors
+takes tabular-like steps (docs/discrete-problems.md): the action factors
 start with orthogonal joint rows (``init_actions="identity"``), the action
 modes' row steps are scaled by rho = min(1, |A| / |S|)^2
 (``footprint_power=2``), and eta = eta_0 / (1 + kappa N_t(s, a)) decays with the
@@ -83,7 +83,7 @@ class TEQLConfig(TensorAgentConfig):
     """u, the reward unit of EUGE's count bonus: EU = Q + c (Delta Q + u sqrt(log N_total /
     (N + 1))); 1 is eq. (euge) as printed. The stable reading sets it to the problem's reward
     bound R_max off the paper's problems, so that the bonus follows the reward scale
-    (docs/agents.md, "Where tabular Q-learning learns")."""
+    (docs/discrete-problems.md)."""
     tol: float = 0.01
     """Inner-loop threshold tau: stop when the entry moves less than this."""
     max_inner: int = 10
@@ -103,13 +103,12 @@ class TEQLConfig(TensorAgentConfig):
     step_count: Literal["agent", "entry"] = "agent"
     """The t of alpha_t = alpha_0 / (1 + kappa t): the agent's steps (Algorithm 3), or
     ``"entry"``: the visit count N_t(s_t, a_t) passed to the loss, so that each entry's
-    step decays with its own visits, as tabular Q-learning's (docs/agents.md, "Where
-    tabular Q-learning learns")."""
+    step decays with its own visits, as tabular Q-learning's
+    (docs/discrete-problems.md)."""
     footprint_power: float = 0.0
     """p of the footprint steps: the stable update's action-mode row steps are scaled by
     rho = min(1, |A| / |S|)^p (0: every mode takes the whole step), so the action rows,
-    which every state shares, move less (docs/agents.md, "Where tabular Q-learning
-    learns")."""
+    which every state shares, move less (docs/discrete-problems.md)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()

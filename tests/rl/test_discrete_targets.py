@@ -1,7 +1,7 @@
-"""Issue 28: TEQL on Gymnasium's discrete problems (Taxi, CliffWalking, FrozenLake, Blackjack).
+"""TEQL on Gymnasium's discrete problems (Taxi, CliffWalking, FrozenLake, Blackjack).
 
 `analysis.teql_dynamics` trains one replica and measures the Q-matrix
-Q = S A^T; docs/agents.md ("Where tabular Q-learning learns") has the full
+Q = S A^T; docs/discrete-problems.md has the full
 runs these short ones are cut from.
 """
 
@@ -25,7 +25,7 @@ def test_taxi_action_rows_collapse_with_equal_mode_steps():
     agent steps, uniform start) the six action rows point the same way after 60
     episodes (smallest cosine > 0.99) and Q is numerically rank 1 (second singular
     value under 1% of the first), so every state ranks the actions alike
-    (docs/agents.md, "Where tabular Q-learning learns").
+    (docs/discrete-problems.md).
     """
     plain = run("Taxi-v4", "teql", dict(AGENT_STEPS), episodes=60, every=60, eval_episodes=1)[-1]
     assert plain["min_cos"] > 0.99

@@ -130,7 +130,7 @@ def test_stable_reading_learns_cartpole():
     Measured (this test's seeds and budget): the stable reading's mean greedy
     return over episodes 201-300 is 70.9 (per seed 50, 65, 83, 86) and the
     random policy's -64.5, a gap of 135 (8 seeds: 69.6 +- 13.6 for the stable
-    reading, docs/agents.md). The seed-to-seed standard deviation is about 14,
+    reading, docs/readings.md). The seed-to-seed standard deviation is about 14,
     so a 4-seed mean varies by about 7: a margin of 60, under half the measured
     gap, fails only if learning is broken (the paper reading scores about -40,
     25 above random).
