@@ -1,4 +1,4 @@
-"""Hyperparameter search on Optuna: ``python -m rl.tune`` (see `rl.tune.__main__`).
+"""Hyperparameter search on Optuna: ``python -m rl.tune`` (see `rl.tune.cli`).
 
 `rl.tune.space` reads the search space file, `rl.tune.study` runs the trials
 (S seeds in lockstep each) on a SQLite study, and `rl.tune.results` writes the

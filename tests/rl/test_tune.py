@@ -19,7 +19,7 @@ from rl.runs.config import ConfigError, TrainConfig  # noqa: E402
 from rl.runs.metrics import COLUMNS, read_metrics  # noqa: E402
 from rl.runs.rundir import lock_holder  # noqa: E402
 from rl.tune import study as tune_study  # noqa: E402
-from rl.tune.__main__ import main  # noqa: E402
+from rl.tune.cli import main  # noqa: E402
 from rl.tune.results import BEST_CONFIG_FILE, TABLE_FILE  # noqa: E402
 from rl.tune.space import Param, read_space  # noqa: E402
 from rl.tune.study import Search, run_trial, trial_dir, window_iqm  # noqa: E402
