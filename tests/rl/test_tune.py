@@ -193,8 +193,9 @@ def test_a_study_killed_mid_trial_resumes_with_each_trial_counted_once(
     assert states == {0: "COMPLETE", 1: "FAIL", 2: "COMPLETE", 3: "COMPLETE"}
     storage = optuna.storages.RDBStorage(f"sqlite:///{out / 'study.db'}")
     trials = optuna.load_study(study_name=tune_study.STUDY_NAME, storage=storage).trials
-    assert trials[3].system_attrs["failed_trial"] == 1  # the killed trial, rerun
-    assert trials[3].params == trials[1].params
+    reruns = [t for t in trials if "failed_trial" in t.system_attrs]
+    assert [t.system_attrs["failed_trial"] for t in reruns] == [1]  # the killed trial, rerun
+    assert reruns[0].params == trials[1].params and reruns[0].number in (2, 3)
     assert before != (out / "study.db").read_bytes()
     table = (out / TABLE_FILE).read_text().splitlines()
     assert [row.split(",")[1] for row in table[1:]] == list(states.values())
