@@ -39,12 +39,14 @@ class Written(NamedTuple):
     skipped: dict[str, str]
 
 
-def trial_rows(study: Any, out: Path) -> list[dict[str, Any]]:
-    """Return one row of ``trials.csv`` per trial of ``study``."""
-    names = sorted({name for t in study.trials for name in t.params})
+def trial_rows(study: Any, out: Path) -> tuple[list[str], list[dict[str, Any]]]:
+    """Return the columns of ``trials.csv`` and one row per trial of ``study``."""
+    names = [f"params.{n}" for n in sorted({n for t in study.trials for n in t.params})]
+    columns = ["number", "state", "value", "last_report", *names]
+    columns += ["retry_of", "wall_s", "run_dir", "error"]
     rows = []
     for t in study.trials:
-        duration = t.duration.total_seconds() if t.duration is not None else ""
+        duration = t.duration.total_seconds() if t.duration is not None else None
         steps = sorted(t.intermediate_values)
         rows.append(
             {
@@ -52,22 +54,21 @@ def trial_rows(study: Any, out: Path) -> list[dict[str, Any]]:
                 "state": t.state.name,
                 "value": "" if t.value is None else repr(float(t.value)),
                 "last_report": steps[-1] if steps else "",
-                **{f"params.{n}": json.dumps(t.params[n]) if n in t.params else "" for n in names},
+                **{f"params.{n}": json.dumps(v) for n, v in t.params.items()},
                 "retry_of": t.system_attrs.get("failed_trial", ""),
-                "wall_s": f"{duration:.1f}" if duration != "" else "",
+                "wall_s": "" if duration is None else f"{duration:.1f}",
                 "run_dir": str(trial_dir(out, t.number)),
                 "error": t.user_attrs.get("error", ""),
             }
         )
-    return rows
+    return columns, rows
 
 
-def _table_text(rows: list[dict[str, Any]]) -> str:
+def _table_text(columns: list[str], rows: list[dict[str, Any]]) -> str:
     text = io.StringIO()
-    if rows:
-        writer = csv.DictWriter(text, fieldnames=list(rows[0]), lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
+    writer = csv.DictWriter(text, fieldnames=columns, restval="", lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
     return text.getvalue()
 
 
@@ -96,16 +97,14 @@ def write_results(study: Any, out: Path) -> Written:
     from optuna.visualization import matplotlib as plots
 
     files, skipped = [out / TABLE_FILE], {}
-    atomic_write_text(out / TABLE_FILE, _table_text(trial_rows(study, out)))
-    complete = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
-    if complete:
-        best = study.best_trial
-        config = load_config_file(trial_dir(out, best.number) / CONFIG_FILE)
-        config["out"] = str(out / BEST_RUN_DIR)
-        atomic_write_text(out / BEST_CONFIG_FILE, config_text(config))
-        files.append(out / BEST_CONFIG_FILE)
-    else:
-        skipped[BEST_CONFIG_FILE] = "no trial is complete yet"
+    atomic_write_text(out / TABLE_FILE, _table_text(*trial_rows(study, out)))
+    if not study.get_trials(states=(optuna.trial.TrialState.COMPLETE,)):
+        names = (BEST_CONFIG_FILE, IMPORTANCE_FILE, HISTORY_FILE)
+        return Written(files, dict.fromkeys(names, "no trial is complete yet"))
+    config = load_config_file(trial_dir(out, study.best_trial.number) / CONFIG_FILE)
+    config["out"] = str(out / BEST_RUN_DIR)
+    atomic_write_text(out / BEST_CONFIG_FILE, config_text(config))
+    files.append(out / BEST_CONFIG_FILE)
     for name, draw in (
         (IMPORTANCE_FILE, plots.plot_param_importances),
         (HISTORY_FILE, plots.plot_optimization_history),

@@ -92,8 +92,12 @@ class Param(NamedTuple):
         return self.choices if self.kind == "categorical" else (self.low, self.high)
 
     def describe(self) -> dict[str, Any]:
-        """Return the parameter as a JSON-able dict (recorded in the study)."""
-        return {k: v for k, v in self._asdict().items() if v is not None}
+        """Return the parameter as a dict that a JSON round trip keeps (recorded in the study)."""
+        return {
+            k: list(v) if isinstance(v, tuple) else v
+            for k, v in self._asdict().items()
+            if v is not None
+        }
 
 
 def _number(value: Any, integer: bool) -> bool:

@@ -1,5 +1,6 @@
 """``python -m rl.tune``: the search space, the trial's score and pruning, resume after kill -9."""
 
+import json
 import os
 import signal
 import sqlite3
@@ -78,6 +79,11 @@ def test_read_space_gives_each_parameters_range_and_table(tmp_path) -> None:
     assert c == Param("c", "float", 0.1, 10.0, True)
     assert (bins.table, bins.key, bins.low, bins.high) == ("env_options", "state_bins", 4, 6)
     assert (update.table, update.choices) == ("agent_params", ("stable", "paper"))
+    base = TrainConfig(env="CartPole-v1", agent="teql", out="x", episodes=20)
+    record = Search(base, (c, bins, update), 3).record()  # what a resumed study compares
+    assert json.loads(json.dumps(record)) == record
+    assert record["params"][2] == {"name": "update", "kind": "categorical", "log": False,
+                                   "choices": ["stable", "paper"]}  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -212,3 +218,21 @@ def test_a_study_killed_mid_trial_resumes_with_each_trial_counted_once(
     assert _states(out) == states
     assert main([*argv[:-4], "--episodes", "41", "--pruner", "none"]) == 2
     assert "another search's (its base differ)" in capsys.readouterr().err
+
+
+def test_two_workers_share_the_study_and_end_with_exactly_n_trials(tmp_path, capsys) -> None:
+    out = tmp_path / "out"
+    argv = _command(tmp_path, out, "--n-trials", "4", "--episodes", "10", "--workers", "2")
+    assert main(argv) == 0
+    assert _states(out) == dict.fromkeys(range(4), "COMPLETE")
+    assert "4 trials complete or pruned (4 complete, 0 pruned, 0 failed)" in capsys.readouterr().out
+
+
+def test_a_timeout_starts_no_trial_after_it_and_still_writes_the_table(tmp_path, capsys) -> None:
+    out = tmp_path / "out"
+    argv = _command(tmp_path, out, "--n-trials", "4", "--episodes", "10", "--timeout", "0")
+    assert main(argv) == 0
+    assert _states(out) == {}
+    lines = (out / TABLE_FILE).read_text().splitlines()
+    assert lines == ["number,state,value,last_report,retry_of,wall_s,run_dir,error"]
+    assert "not drawn: best_config.json: no trial is complete yet" in capsys.readouterr().out
