@@ -13,7 +13,8 @@ command again to continue it after an interruption or a kill, and start it in
 several shells (or with ``--workers N``) to share it. At the end the command
 writes ``trials.csv``, ``best_config.json`` (``python -m rl.train --config`` trains it),
 ``importance.png`` and ``history.png`` (`rl.tune.results`). Exit codes: 0 done (or
-``--timeout`` reached); 1 trials failed (see ``trials.csv``); 2 bad input (the
+``--timeout`` reached); 1 stopped because as many trials as ``--n-trials`` failed
+(their errors are in ``trials.csv``); 2 bad input (the
 search space, options, or a study file that is locked, damaged or another
 search's), nothing written; 130 interrupted. See ``docs/tune.md``.
 """
@@ -171,12 +172,14 @@ def _work(url: str, search: Search, out: Path, worker: int, timeout: float | Non
         storage = open_storage(url)
         study = load_study(storage, search, worker)
         optimize(study, storage, search, out, timeout=timeout, on_trial=_say)
+    except TuneError as error:
+        print(f"error: worker {worker}: {error}", file=sys.stderr)
     except KeyboardInterrupt:
         pass
 
 
-def _summary(study: Any, out: Path, n_trials: int) -> tuple[str, int]:
-    """Return the closing lines and the exit code (1 when trials failed and too few ended)."""
+def _summary(study: Any, out: Path) -> str:
+    """Write the results (`rl.tune.results.write_results`) and return the closing lines."""
     from rl.tune.results import BEST_CONFIG_FILE, write_results
 
     optuna = require_optuna()
@@ -198,8 +201,7 @@ def _summary(study: Any, out: Path, n_trials: int) -> tuple[str, int]:
             f"train it with: python -m rl.train --config {config}"
         )
     lines.append("Wrote " + ", ".join(str(path) for path in written.files))
-    failed = count[optuna.trial.TrialState.FAIL] > 0 and ended < n_trials
-    return "\n".join(lines), int(failed)
+    return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -234,7 +236,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         for helper in helpers:
             helper.start()
-        optimize(study, storage, search, out, timeout=args.timeout, on_trial=_say)
+        failures = optimize(study, storage, search, out, timeout=args.timeout, on_trial=_say)
         for helper in helpers:
             helper.join()
     except KeyboardInterrupt:
@@ -246,6 +248,5 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 130
-    summary, code = _summary(study, out, search.n_trials)
-    print(summary)
-    return code
+    print(_summary(study, out))
+    return int(failures >= search.n_trials)

@@ -397,8 +397,12 @@ def optimize(
     *,
     timeout: float | None = None,
     on_trial: Callable[[Any, str | None], None] | None = None,
-) -> None:
+) -> int:
     """Run trials until the study holds `Search.n_trials` complete or pruned ones.
+
+    It also stops after ``timeout``, and when as many trials of this call as
+    `Search.n_trials` have failed (an error in training or a non-finite score),
+    so that a search whose every trial fails ends.
 
     Parameters
     ----------
@@ -415,6 +419,11 @@ def optimize(
         Called with each finished trial (``optuna.trial.FrozenTrial``) and the
         one-line error of a failed one (else None).
 
+    Returns
+    -------
+    int
+        The number of trials of this call that failed.
+
     Raises
     ------
     KeyboardInterrupt
@@ -427,7 +436,7 @@ def optimize(
         trial, wait = _claim(study, storage, search, out)
         if trial is None:
             if not wait:
-                return
+                return failures
             time.sleep(HEARTBEAT_SECONDS)
             continue
         error, value, state = None, None, optuna.trial.TrialState.COMPLETE
@@ -449,3 +458,4 @@ def optimize(
         failures += frozen.state == optuna.trial.TrialState.FAIL  # also a non-finite score
         if on_trial is not None:
             on_trial(frozen, error)
+    return failures

@@ -236,3 +236,19 @@ def test_a_timeout_starts_no_trial_after_it_and_still_writes_the_table(tmp_path,
     lines = (out / TABLE_FILE).read_text().splitlines()
     assert lines == ["number,state,value,last_report,retry_of,wall_s,run_dir,error"]
     assert "not drawn: best_config.json: no trial is complete yet" in capsys.readouterr().out
+
+
+def test_a_search_whose_trials_all_fail_stops_after_n_with_exit_1(
+    tmp_path, capsys, monkeypatch
+) -> None:
+    def fails(trial, search, run_dir):
+        trial.suggest_float("c", 0.1, 10.0, log=True)
+        raise ValueError("The reward of replica 0 is nan.")
+
+    monkeypatch.setattr(tune_study, "run_trial", fails)
+    out = tmp_path / "out"
+    assert main([*_command(tmp_path, out), "--n-trials", "2", "--episodes", "10"]) == 1
+    assert _states(out) == {0: "FAIL", 1: "FAIL"}
+    rows = (out / TABLE_FILE).read_text().splitlines()[1:]
+    assert all(row.endswith(",The reward of replica 0 is nan.") for row in rows)
+    assert "trial 1 fail" in capsys.readouterr().err
