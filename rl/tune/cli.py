@@ -39,7 +39,6 @@ from rl.tune.study import (
     TRIALS_DIR,
     Search,
     TuneError,
-    default_window,
     load_study,
     open_storage,
     optimize,
@@ -147,7 +146,7 @@ def search_from_args(args: argparse.Namespace) -> Search:
         tuple(params),
         args.n_trials,
         column=args.objective,
-        window=args.window if args.window is not None else default_window(base.episodes),
+        window=args.window,
         direction=args.direction,
         pruner=args.pruner,
         sampler_seed=args.sampler_seed,
@@ -182,18 +181,16 @@ def _summary(study: Any, out: Path) -> str:
     """Write the results (`rl.tune.results.write_results`) and return the closing lines."""
     from rl.tune.results import BEST_CONFIG_FILE, write_results
 
-    optuna = require_optuna()
+    state = require_optuna().trial.TrialState
     states = [t.state for t in study.trials]
-    count = {s: states.count(s) for s in optuna.trial.TrialState}
-    ended = count[optuna.trial.TrialState.COMPLETE] + count[optuna.trial.TrialState.PRUNED]
+    complete, pruned, failed = (states.count(s) for s in (state.COMPLETE, state.PRUNED, state.FAIL))
     written = write_results(study, out)
     lines = [f"not drawn: {name}: {why}" for name, why in written.skipped.items()]
     lines.append(
-        f"{ended} trials complete or pruned ({count[optuna.trial.TrialState.COMPLETE]} complete, "
-        f"{count[optuna.trial.TrialState.PRUNED]} pruned, "
-        f"{count[optuna.trial.TrialState.FAIL]} failed)"
+        f"{complete + pruned} trials complete or pruned ({complete} complete, {pruned} pruned, "
+        f"{failed} failed)"
     )
-    if count[optuna.trial.TrialState.COMPLETE]:
+    if complete:
         best = study.best_trial
         config = shlex.quote(str(out / BEST_CONFIG_FILE))
         lines.append(
@@ -233,6 +230,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         context.Process(target=_work, args=(url, search, out, worker, args.timeout))
         for worker in range(1, args.workers)
     ]
+    import sqlalchemy.exc
+
     try:
         for helper in helpers:
             helper.start()
@@ -244,9 +243,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             helper.join()
         print(
             "\nInterrupted; the finished trials are kept and the running one is queued again. "
-            f"Continue with the same command ({STUDY_FILE} in {out}).",
+            "Continue with the same command.",
             file=sys.stderr,
         )
         return 130
+    except sqlalchemy.exc.OperationalError as error:  # the file locked for too long, disk full
+        reason = " ".join(str(error.orig).split())
+        print(f"error: Cannot use the study file {sqlite_path(url)}: {reason}", file=sys.stderr)
+        return 1
     print(_summary(study, out))
     return int(failures >= search.n_trials)

@@ -39,7 +39,7 @@ import numpy as np
 from rl.problems import EnvFailure
 from rl.runs.config import ConfigError, TrainConfig, to_jsonable
 from rl.runs.metrics import iqm, read_metrics, window_scores
-from rl.runs.rundir import RunDirError, lock_holder, open_run_file
+from rl.runs.rundir import lock_holder, open_run_file
 from rl.runs.training import METRICS_FILE, EpisodeLog, build, run
 from rl.tune.space import Param, with_values
 
@@ -101,8 +101,9 @@ class Search:
         Complete or pruned trials the study ends with.
     column : str
         The ``metrics.csv`` column scored (`COLUMNS`).
-    window : int
-        Episodes of the final window (and of the window at each pruning point).
+    window : int, optional
+        Episodes of the final window (and of the window at each pruning point);
+        default `default_window` of the episodes.
     direction : str
         ``maximize`` or ``minimize``.
     pruner : str
@@ -116,13 +117,15 @@ class Search:
     params: tuple[Param, ...]
     n_trials: int
     column: str = "greedy_return"
-    window: int = 1
+    window: int | None = None
     direction: str = "maximize"
     pruner: str = "median"
     sampler_seed: int = 0
 
     def __post_init__(self) -> None:
         episodes, every = self.base.episodes, self.base.eval_every
+        if self.window is None:
+            object.__setattr__(self, "window", default_window(episodes))
         checks = (
             (self.n_trials >= 1, f"The 'n_trials' parameter must be >= 1. Got {self.n_trials}."),
             (self.column in COLUMNS, f"The objective column must be one of {', '.join(COLUMNS)}."),
@@ -239,8 +242,10 @@ def load_study(storage: Any, search: Search, worker: int = 0) -> Any:
         "halving": optuna.pruners.SuccessiveHalvingPruner,
         "none": optuna.pruners.NopPruner,
     }[search.pruner]()
-    existing = [s for s in storage.get_all_studies() if s.study_name == STUDY_NAME]
-    trials = storage.get_n_trials(existing[0]._study_id) if existing else 0
+    try:
+        trials = storage.get_n_trials(storage.get_study_id_from_name(STUDY_NAME))
+    except KeyError:  # a new study
+        trials = 0
     seed = np.random.SeedSequence([search.sampler_seed, trials, worker]).generate_state(1)[0]
     study = optuna.create_study(
         storage=storage,
@@ -448,7 +453,7 @@ def optimize(
             except KeyboardInterrupt:
                 _retry(study, trial)
                 raise
-            except (ConfigError, RunDirError, EnvFailure, ValueError, OSError) as exc:
+            except (EnvFailure, ValueError, OSError) as exc:  # ConfigError, RunDirError too
                 error, state = " ".join(str(exc).split()), optuna.trial.TrialState.FAIL
                 trial.set_user_attr("error", error)
         try:
