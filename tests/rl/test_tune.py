@@ -156,9 +156,7 @@ def test_a_pruned_trial_stops_at_its_first_evaluation_with_the_windows_score(tmp
     table = read_metrics(tmp_path / "trial" / "metrics.csv")
     # stopped after the evaluation of episode 5 (the episodes the replicas had played on kept)
     assert 5 <= table["episode"].max() < 15
-    assert trial.storage.get_trial(trial._trial_id).intermediate_values == {
-        5: window_iqm(table, "greedy_return", 1, 5)
-    }
+    assert study.trials[0].intermediate_values == {5: window_iqm(table, "greedy_return", 1, 5)}
     with pytest.raises(ConfigError, match="holds no greedy evaluation"):
         Search(replace(base, episodes=33), search.params, 1, window=3)  # 31..33: no eval
 
