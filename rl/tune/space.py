@@ -18,8 +18,9 @@ The file is TOML with one table per parameter under ``[params]``::
     type = "categorical"
     choices = ["stable", "paper"]       # strings, numbers or booleans
 
-A name is an agent parameter, as ``--set NAME=VALUE`` of ``rl.train`` takes, or
-``env_options.NAME``, as ``--env-option NAME=VALUE``. `check_space` builds the
+A name is an agent parameter, as ``--set NAME=VALUE`` of ``rl.train`` takes
+(``agent_params.NAME`` is the same), or ``env_options.NAME``, as
+``--env-option NAME=VALUE``. `check_space` builds the
 run with each end of every range and with every choice, so that a parameter the
 agent or problem does not have, or a value of the wrong type, is refused before
 anything runs.
@@ -48,6 +49,9 @@ _KEYS = {
 
 ENV_OPTIONS = "env_options."
 """Prefix of a parameter name that sets an option of the problem instead of the agent."""
+
+AGENT_PARAMS = "agent_params."
+"""Optional prefix of an agent parameter's name (as in a grid file of ``rl.sweep``)."""
 
 
 class Param(NamedTuple):
@@ -85,7 +89,7 @@ class Param(NamedTuple):
     @property
     def key(self) -> str:
         """The parameter's key in `table`."""
-        return self.name.removeprefix(ENV_OPTIONS)
+        return self.name.removeprefix(ENV_OPTIONS).removeprefix(AGENT_PARAMS)
 
     def probes(self) -> tuple:
         """Values `check_space` builds the run with: both ends, or every choice."""

@@ -74,16 +74,27 @@ def test_window_iqm_is_the_iqm_over_seeds_of_each_seeds_window_mean() -> None:
 
 
 def test_read_space_gives_each_parameters_range_and_table(tmp_path) -> None:
-    text = SPACE + '\n[params.update]\ntype = "categorical"\nchoices = ["stable", "paper"]\n'
+    text = (
+        SPACE
+        + '\n[params."agent_params.update"]\ntype = "categorical"\nchoices = ["stable", "paper"]\n'
+    )
     c, bins, update = read_space(_space(tmp_path, text))
     assert c == Param("c", "float", 0.1, 10.0, True)
     assert (bins.table, bins.key, bins.low, bins.high) == ("env_options", "state_bins", 4, 6)
-    assert (update.table, update.choices) == ("agent_params", ("stable", "paper"))
+    assert (update.table, update.key, update.choices) == (
+        "agent_params",
+        "update",
+        ("stable", "paper"),
+    )
     base = TrainConfig(env="CartPole-v1", agent="teql", out="x", episodes=20)
     record = Search(base, (c, bins, update), 3).record()  # what a resumed study compares
     assert json.loads(json.dumps(record)) == record
-    assert record["params"][2] == {"name": "update", "kind": "categorical", "log": False,
-                                   "choices": ["stable", "paper"]}  # fmt: skip
+    assert record["params"][2] == {
+        "name": "agent_params.update",
+        "kind": "categorical",
+        "log": False,
+        "choices": ["stable", "paper"],
+    }
 
 
 @pytest.mark.parametrize(
