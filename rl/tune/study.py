@@ -259,10 +259,15 @@ def load_study(storage: Any, search: Search, worker: int = 0) -> Any:
     if recorded is None:
         study.set_user_attr(STUDY_NAME, search.record())
     elif recorded != search.record():
-        differs = sorted(k for k in recorded if recorded.get(k) != search.record().get(k))
+        now = search.record()
+        differs = [k for k in sorted(set(recorded) | set(now)) if recorded.get(k) != now.get(k)]
+        if "base" in differs and isinstance(recorded.get("base"), dict):  # name the fields
+            base = sorted(set(recorded["base"]) | set(now["base"]))
+            fields = [f for f in base if recorded["base"].get(f) != now["base"].get(f)]
+            differs = [*fields, *(k for k in differs if k != "base")]
         raise TuneError(
-            f"The study in {storage.url} is another search's (its {', '.join(differs)} "
-            "differ); give the same options to continue it, or another --out."
+            f"The study in {storage.url} is another search's (it differs in: "
+            f"{', '.join(differs)}); give the same options to continue it, or another --out."
         )
     return study
 

@@ -226,7 +226,7 @@ def test_a_study_killed_mid_trial_resumes_with_each_trial_counted_once(
     assert main(argv) == 0  # a finished study runs nothing more
     assert _states(out) == states
     assert main([*argv[:-4], "--episodes", "41", "--pruner", "none"]) == 2
-    assert "another search's (its base differ)" in capsys.readouterr().err
+    assert "another search's (it differs in: episodes)" in capsys.readouterr().err
 
 
 def test_two_workers_share_the_study_and_end_with_exactly_n_trials(tmp_path, capsys) -> None:
