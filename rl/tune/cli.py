@@ -90,7 +90,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--window", type=int, help="episodes of the final window (default the last 10%%)"
     )
-    parser.add_argument("--direction", choices=DIRECTIONS, default=DIRECTIONS[0])
+    parser.add_argument(
+        "--direction",
+        choices=DIRECTIONS,
+        default=DIRECTIONS[0],
+        help="whether a higher or a lower score is better (default maximize)",
+    )
     parser.add_argument(
         "--pruner",
         choices=PRUNERS,
@@ -106,7 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--storage", help=f"sqlite:///PATH of the study (default sqlite:///OUT/{STUDY_FILE})"
     )
-    parser.add_argument("--sampler-seed", type=int, default=0, help="seed of the TPE sampler")
+    parser.add_argument(
+        "--sampler-seed", type=int, default=0, help="seed of the TPE sampler (default 0)"
+    )
     parser.add_argument(
         "--set",
         action="append",
