@@ -42,6 +42,7 @@ from rl.tune.study import (
     load_study,
     open_storage,
     optimize,
+    quiet_optuna,
     require_optuna,
     sqlite_path,
 )
@@ -175,6 +176,7 @@ def _say(trial: Any, error: str | None) -> None:
 def _work(url: str, search: Search, out: Path, worker: int, timeout: float | None) -> None:
     """Run one worker process's share of the study."""
     try:
+        quiet_optuna()
         storage = open_storage(url)
         study = load_study(storage, search, worker)
         optimize(study, storage, search, out, timeout=timeout, on_trial=_say)
@@ -214,7 +216,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Path(args.out)
     url = args.storage or f"sqlite:///{out / STUDY_FILE}"
     try:
-        require_optuna()
+        quiet_optuna()
         database = sqlite_path(url)
         if out.exists() and not out.is_dir():
             raise ConfigError(f"The 'out' parameter {str(out)!r} is a file, not a directory.")

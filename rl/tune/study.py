@@ -80,11 +80,17 @@ def require_optuna() -> Any:
         import optuna
     except ImportError:
         raise TuneError(f"rl.tune needs Optuna, which is not installed: {INSTALL}") from None
+    return optuna
+
+
+def quiet_optuna() -> None:
+    """Silence Optuna's per-trial log and its warnings about the experimental heartbeat.
+
+    For the command line, which prints a line per trial itself.
+    """
+    optuna = require_optuna()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
-    # the heartbeat is recorded by `optimize` here, not by Optuna's Study.optimize
-    warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used")
-    return optuna
 
 
 @dataclass(frozen=True)
@@ -387,7 +393,9 @@ def _claim(study: Any, storage: Any, search: Search, out: Path) -> tuple[Any, bo
         if done + len(running) >= search.n_trials:
             orphans = [t for t in running if lock_holder(trial_dir(out, t.number)) is None]
             return None, done < search.n_trials and bool(orphans)
-        trial = study.ask()
+        with warnings.catch_warnings():  # `optimize` records the heartbeat, not Study.optimize
+            warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed")
+            trial = study.ask()
         storage.record_heartbeat(trial._trial_id)
         return trial, False
 
