@@ -154,16 +154,26 @@ def test_optuna_missing_names_the_extra(tmp_path, capsys, monkeypatch) -> None:
     assert not out.exists()
 
 
-def test_a_pruned_trial_stops_at_its_first_evaluation_with_the_windows_score(tmp_path) -> None:
+def test_a_trial_trains_the_drawn_values_and_a_pruned_one_stops_at_its_evaluation(tmp_path) -> None:
     base = TrainConfig(
         env="CartPole-v1", agent="teql", reading="stable", out="x", seeds=3, episodes=30,
         eval_every=5,
     )  # fmt: skip
-    search = Search(base, tuple(read_space(_space(tmp_path))), 1, window=10)
+    more = "[params.max_inner]\ntype = 'categorical'\nchoices = [1, 2]\n"
+    more += "[params.alpha0]\ntype = 'float'\nlow = 0.2\nhigh = 1.0\nstep = 0.2\n"
+    search = Search(base, tuple(read_space(_space(tmp_path, SPACE + more))), 1, window=10)
     study = optuna.create_study(pruner=optuna.pruners.ThresholdPruner(lower=1e9))
     trial = study.ask()
     with pytest.raises(optuna.TrialPruned):
         run_trial(trial, search, tmp_path / "trial")
+    drawn = study.trials[0].params
+    assert drawn["max_inner"] in (1, 2) and round(drawn["alpha0"] / 0.2, 9) % 1 == 0
+    config = json.loads((tmp_path / "trial" / "config.json").read_text())
+    agent = config["agent_params"]
+    assert (agent["c"], agent["max_inner"], agent["alpha0"]) == tuple(
+        drawn[name] for name in ("c", "max_inner", "alpha0")
+    )
+    assert config["env_options"]["state_bins"] == drawn["env_options.state_bins"]
     table = read_metrics(tmp_path / "trial" / "metrics.csv")
     # stopped after the evaluation of episode 5 (the episodes the replicas had played on kept)
     assert 5 <= table["episode"].max() < 15
