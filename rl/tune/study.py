@@ -7,7 +7,7 @@ a run directory like any other, and scores the run by `window_iqm`: the
 interquartile mean over seeds of each seed's mean of a ``metrics.csv`` column
 (the greedy return by default) over the final window of episodes. At every
 evaluation point the same score over the window ending there is reported to
-Optuna's pruner; a pruned trial stops at once (its run directory keeps what it
+Optuna's pruner; a pruned trial stops there (its run directory keeps what it
 trained).
 
 The study lives in Optuna's RDB storage on a SQLite file, so that several
