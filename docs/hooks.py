@@ -40,6 +40,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
         "every experiment of the paper and one report with a verdict per claim",
     ),
     ("python -m rl.sweep", "rl.sweep", "a grid of runs on a process pool or a Ray cluster"),
+    ("python -m rl.tune", "rl.tune.cli", "hyperparameter search on Optuna, S seeds a trial"),
     ("python -m rl.evaluate", "rl.evaluate", "greedy episodes of a finished run"),
     ("python -m rl.runs.plot", "rl.runs.plot", "learning curves of one or more runs"),
     (
@@ -72,8 +73,8 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
 API_PAGES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "api/tensorq.md": ("`tensorq`: online CP tensors", ("tensorq",), ()),
     "api/rl.md": (
-        "`rl`: problems, the loop, runs, experiments, CLIs",
-        ("rl", "rl.problems", "rl.loop", "rl.runs", "rl.experiments"),
+        "`rl`: problems, the loop, runs, experiments, tuning, CLIs",
+        ("rl", "rl.problems", "rl.loop", "rl.runs", "rl.experiments", "rl.tune"),
         (),
     ),
     "api/rl-agents.md": ("`rl.agents`: the agents", ("rl.agents",), ()),
