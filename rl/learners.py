@@ -262,8 +262,9 @@ class Learner:
         A budget in steps, stable-baselines3's, is met in whole episodes, which
         every replica plays in the same number: training stops after the first
         episode at which every replica has played at least ``total_timesteps``
-        environment steps in this call, so each replica trains that many or a
-        few more (`steps_done` says how many). ``learn(a); learn(b)`` is then
+        environment steps in this call, so each replica trains that many or
+        more: a replica whose episodes last longer plays more steps in the same
+        episodes (`steps_done` says how many). ``learn(a); learn(b)`` is then
         ``learn(a + b)`` bitwise where every replica ends ``learn(a)`` on
         exactly ``a`` steps (episodes of a fixed length); otherwise ``learn(b)``
         counts its ``b`` steps from where each replica stood, and the two calls
@@ -296,12 +297,11 @@ class Learner:
         Raises
         ------
         ValueError
-            For a budget that is not one int >= 1 (``ConfigError`` is a ValueError).
+            For no budget, two budgets or one that is not an int >= 1; if an
+            agent diverges or the environment returns a non-finite value (the
+            learner then holds its last checkpoint).
         rl.runs.config.ConfigError, rl.runs.rundir.RunDirError
             For a run directory that cannot be used.
-        ValueError
-            If an agent diverges or the environment returns a non-finite value;
-            the learner then holds its last checkpoint.
         """
         from rl.train import progress_bar as make_progress_bar
         from rl.validation import check_int
@@ -392,19 +392,33 @@ class Learner:
     def _steps_bar(
         self, total_timesteps: int, start: NDArray[np.int64], enabled: bool
     ) -> tuple[Callable[[], None], Callable[[EpisodeLog], None]]:
-        """Return (close, update) of a tqdm bar of the fewest steps any replica trained so far."""
+        """Return (close, update) of a tqdm bar of the fewest steps any replica trained so far.
+
+        As `rl.train.progress_bar`, the bar appears with the first episode.
+        """
         from tqdm import tqdm
 
-        bar = tqdm(
-            total=total_timesteps, unit="step", disable=not enabled, dynamic_ncols=True,
-            desc=f"{self.config.agent} on {self.config.env}",
-        )  # fmt: skip
+        bars = []
 
         def update(log: EpisodeLog) -> None:
-            bar.update(int((self._steps - start).min()) - bar.n)
-            bar.set_postfix(ret=f"{log.returns.mean():.2f}", refresh=False)
+            if not bars:
+                bars.append(
+                    tqdm(
+                        total=total_timesteps,
+                        unit="step",
+                        disable=not enabled,
+                        dynamic_ncols=True,
+                        desc=f"{self.config.agent} on {self.config.env}",
+                    )
+                )
+            bars[0].update(int((self._steps - start).min()) - bars[0].n)
+            bars[0].set_postfix(ret=f"{log.returns.mean():.2f}", refresh=False)
 
-        return bar.close, update
+        def close() -> None:
+            for bar in bars:
+                bar.close()
+
+        return close, update
 
     def _episode_cap(self) -> int | None:
         """Return the most steps an episode can last (its time limit), None if unbounded."""
