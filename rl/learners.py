@@ -38,6 +38,7 @@ import re
 import shutil
 import sys
 import tempfile
+import warnings
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -532,10 +533,13 @@ class Learner:
         if self._sampling is None:
             model = self._model
             spec = agent_spec(model.config.agent)
-            agent_config = build_dataclass(spec.config_class, model.config.agent_params, "agent")
+            what = f"agent {model.config.agent!r}"
+            agent_config = build_dataclass(spec.config_class, model.config.agent_params, what)
             seeds = range(model.config.seed, model.config.seed + self.replicas)
             streams = [s.agent for s in spawn_replicas(seeds)]
-            self._sampling = spec.agent_class(model.problem, agent_config, streams)
+            with warnings.catch_warnings():  # its warnings were given when the learner was built
+                warnings.simplefilter("ignore")
+                self._sampling = spec.agent_class(model.problem, agent_config, streams)
             self._sampling.load_state_dict(model.agent.state_dict())  # exploration streams too
         agent, problem = self._sampling, self._model.problem
         active = np.arange(self.replicas) == replica
@@ -701,7 +705,7 @@ def _env_id(env: EnvSource, replicas: int) -> str:
         return env
     if isinstance(env, gymnasium.Env):
         try:
-            copy.deepcopy(env)
+            copy.deepcopy(env).close()
         except Exception as error:  # noqa: BLE001 - whatever the environment holds
             raise ConfigError(
                 f"The environment {env} cannot be copied for the replicas ({type(error).__name__}: "
@@ -713,12 +717,15 @@ def _env_id(env: EnvSource, replicas: int) -> str:
         factory, made = env, env()
         if not isinstance(made, gymnasium.Env):
             raise ConfigError(f"The 'env' factory must return a gymnasium.Env. Got {made!r}.")
-        if replicas > 1 and env() is made:
-            raise ConfigError(
-                f"The 'env' factory returned the same environment twice, but {replicas} "
-                "replicas need one each: make a new one on each call (lambda: "
-                "gym.make(...)), or pass the instance itself, which is copied."
-            )
+        if replicas > 1:
+            second = env()
+            if second is made:
+                raise ConfigError(
+                    f"The 'env' factory returned the same environment twice, but {replicas} "
+                    "replicas need one each: make a new one on each call (lambda: "
+                    "gym.make(...)), or pass the instance itself, which is copied."
+                )
+            second.close()
     else:
         raise ConfigError(
             "The 'env' parameter must be a problem name, a Gymnasium id, a gymnasium.Env or a "
