@@ -28,6 +28,7 @@ _EXPORTS = {
     "q_star": ("analysis.qstar", "q_star"),
     "qtensor_from_run": ("analysis.qstar", "qtensor_from_run"),
     "record_bound_run": ("analysis.bounds.runs", "record_bound_run"),
+    "__version__": ("tensorq.version", "__version__"),  # of the teql distribution
 }
 
 __all__ = [

@@ -32,6 +32,7 @@ from rl.agents.param_formulas import (
     mlp_params,
     sac_params,
 )
+from tensorq.version import add_version_option
 
 __all__ = [
     "ENVIRONMENTS",
@@ -261,7 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="text",
         help="how to print the table (default %(default)s)",
     )
-    return parser
+    return add_version_option(parser)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -42,6 +42,7 @@ from rl.agents.teql import TEQLAgent, TEQLConfig
 from rl.agents.tlr import TLRAgent, TLRConfig
 from rl.problems import Problem, make_problem
 from rl.seeding import spawn_replicas
+from tensorq.version import add_version_option
 
 EVAL_SEED = 10_000_000
 """First reset seed of the greedy evaluation episodes (disjoint from training's)."""
@@ -184,7 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="an agent parameter (VALUE as JSON), as python -m rl.train --set",
     )
-    return parser
+    return add_version_option(parser)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

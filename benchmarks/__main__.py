@@ -18,6 +18,8 @@ import importlib
 import importlib.util
 from pathlib import Path
 
+from tensorq.version import add_version_option
+
 MODULES = {
     "tensorq": "bench_tensorq",
     "envs": "bench_envs",
@@ -71,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--quick", action="store_true", help="tiny sizes (a smoke test)")
     parser.add_argument("--json", metavar="DIR", help="write NAME.json tables into DIR")
-    return parser
+    return add_version_option(parser)
 
 
 def main(argv: list[str] | None = None) -> int:

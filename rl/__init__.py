@@ -29,6 +29,10 @@ register_envs()
 
 def __getattr__(name: str) -> Any:
     # imported on first use: they pull in the agents, checkpoints and runner
+    if name == "__version__":  # of the teql distribution (tensorq.version)
+        from tensorq.version import __version__
+
+        return __version__
     if name == "load_run":
         from rl.runs.load import load_run
 

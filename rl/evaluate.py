@@ -44,6 +44,7 @@ from rl.problems import EnvFailure
 from rl.problems.from_gymnasium import EnvModuleRefused
 from rl.runs.load import LoadedRun, RunLoadError, load_run
 from rl.runs.metrics import Summary, summarize
+from tensorq.version import add_version_option
 
 MAX_STEPS = 100_000
 """Step cap of one evaluation episode of an environment without a time limit."""
@@ -171,7 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="import the module of the run's 'package.module:Env-v0' id without naming it",
     )
-    return parser
+    return add_version_option(parser)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

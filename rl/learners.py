@@ -12,39 +12,51 @@ and `rl.load_run` read it). Example::
     model = rl.TEQL("CartPole-v1", reading="stable", seeds=4,
                     env_options={"state_bins": 6, "low": [-2.4, -3, -0.21, -3],
                                  "high": [2.4, 3, 0.21, 3]})
-    model.learn(episodes=300)          # again to continue
-    action = model.predict(observation, replica=0)
-    model.evaluate(episodes=20)        # greedy mean and std per replica
+    model.learn(total_timesteps=20_000)   # or learn(episodes=300); again to continue
+    action, _ = model.predict(observation, deterministic=True)
+    model.evaluate(episodes=20)           # greedy mean and std per replica
     model.save("runs/cp")
     model = rl.TEQL.load("runs/cp")
 
-`learn` continues where the last one stopped, exactly as ``python -m rl.train
---resume`` does: two calls of 100 episodes give the run of one call of 200,
-bitwise. Without ``out`` a learner trains in a temporary directory, removed
-when it is garbage collected; `save` copies the run there. See
-``docs/from-stable-baselines3.md``.
+`learn`, `predict` and `get_env` take stable-baselines3's arguments, so that
+its tools (``stable_baselines3.common.evaluation.evaluate_policy``) work on a
+learner. `learn` continues where the last one stopped, exactly as ``python -m
+rl.train --resume`` does: two calls of 100 episodes give the run of one call
+of 200, bitwise. Without ``out`` a learner trains in a temporary directory,
+removed when it is garbage collected; `save` copies the run there. See
+``docs/tutorials/from-stable-baselines3.md``.
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+import itertools
+import math
 import os
+import re
 import shutil
 import sys
 import tempfile
+import warnings
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
 
+import gymnasium
 import numpy as np
 from numpy.typing import NDArray
 
 from rl.callbacks import Callback, CallbackList, as_callback, asks_to_stop
+from rl.problems.make import EnvSource
 from rl.runs.checkpoint import CheckpointError
-from rl.runs.config import ConfigError, TrainConfig, build_dataclass
+from rl.runs.config import ConfigError, TrainConfig, agent_spec, build_dataclass
 from rl.runs.load import LoadedRun, load_run
+from rl.runs.metrics import read_metrics
 from rl.runs.rundir import RunDirError, atomic_write_bytes, make_run_dir, refuse_if_locked
 from rl.runs.training import CHECKPOINT_FILE, CONFIG_FILE, FIGURE_FILE, METRICS_FILE, EpisodeLog
+from rl.seeding import spawn_replicas
 
 __all__ = [
     "DQN",
@@ -83,9 +95,15 @@ class Learner:
 
     Parameters
     ----------
-    env : str
+    env : str, gymnasium.Env or callable
         A bundled problem (``"cartpole"``) or a Gymnasium id (``"CartPole-v1"``,
-        ``"package.module:Env-v0"``), as ``--env``.
+        ``"package.module:Env-v0"``), as ``--env``; or an environment instance
+        (deep-copied for each replica and for `get_env`, `evaluate` and
+        `predict`); or a factory returning a new environment on each call
+        (``lambda: gym.make("CartPole-v1")``). An instance or factory is
+        registered with Gymnasium under a new id, ``learnerN/NAME``, that the
+        run's ``config.json`` records: only this process can make it again,
+        so ``python -m rl.evaluate`` elsewhere needs a run trained on an id.
     reading : str, optional
         Which settings the agent starts from (`rl.agents.readings.READINGS`), as ``--reading``.
     seeds : int, optional
@@ -110,7 +128,9 @@ class Learner:
     Raises
     ------
     rl.runs.config.ConfigError
-        For an unknown environment, agent parameter or option (one line naming it).
+        For an unknown environment, agent parameter or option, an instance
+        that cannot be copied, or a factory that returns the same environment
+        twice for several replicas (one line naming it).
 
     Attributes
     ----------
@@ -119,6 +139,10 @@ class Learner:
         options); after a `learn`, ``episodes`` is the episodes trained.
     run_dir : pathlib.Path
         Where the run is written.
+    num_timesteps : int
+        stable-baselines3's counter: environment steps trained per replica
+        (the fewest of any replica) since the last ``learn(...,
+        reset_num_timesteps=True)``.
     """
 
     agent: ClassVar[str] = ""
@@ -126,7 +150,7 @@ class Learner:
 
     def __init__(
         self,
-        env: str,
+        env: EnvSource,
         *,
         reading: str | None = None,
         seeds: int | None = None,
@@ -159,7 +183,7 @@ class Learner:
         }
         values = {key: value for key, value in given.items() if value is not None}
         run_dir = self._own_run_dir(out)
-        values.update(env=env, agent=self.agent, out=str(run_dir), episodes=1)
+        values.update(env=_env_id(env, seeds or 1), agent=self.agent, out=str(run_dir), episodes=1)
         config = build_dataclass(TrainConfig, values, "the learner's config")
         runner, effective = build(config)
         runner.close()  # learn builds its own, as each python -m rl.train does
@@ -168,6 +192,7 @@ class Learner:
         self._started = False  # whether run_dir holds this learner's run (learn resumes it)
         full = build_dataclass(TrainConfig, effective, "the learner's config")
         self._model = LoadedRun(run_dir, full, runner.problem, runner.agent, 0)
+        self._reset_counters()
         if verbose and runner.problem.reward_bound_source in ("estimated", "reward_range"):
             print(runner.problem.describe_reward_bound(), file=sys.stderr)
 
@@ -221,27 +246,49 @@ class Learner:
 
     def learn(
         self,
-        episodes: int,
+        total_timesteps: int | None = None,
         *,
+        episodes: int | None = None,
         callback: Callback | Callable[..., Any] | Sequence[Any] | None = None,
         progress_bar: bool = False,
+        reset_num_timesteps: bool = True,
+        tb_log_name: str | None = None,
     ) -> Learner:
-        """Train every replica ``episodes`` more episodes; return the learner.
+        """Train every replica ``total_timesteps`` more steps or ``episodes`` more episodes.
 
         The first call starts the run (``python -m rl.train``), later calls
-        resume it (``python -m rl.train --resume``): ``learn(a); learn(b)`` is
-        ``learn(a + b)``, bitwise.
+        resume it (``python -m rl.train --resume``): ``learn(episodes=a);
+        learn(episodes=b)`` is ``learn(episodes=a + b)``, bitwise.
+
+        A budget in steps, stable-baselines3's, is met in whole episodes, which
+        every replica plays in the same number: training stops after the first
+        episode at which every replica has played at least ``total_timesteps``
+        environment steps in this call, so each replica trains that many or
+        more: a replica whose episodes last longer plays more steps in the same
+        episodes (`steps_done` says how many). ``learn(a); learn(b)`` is then
+        ``learn(a + b)`` bitwise where every replica ends ``learn(a)`` on
+        exactly ``a`` steps (episodes of a fixed length); otherwise ``learn(b)``
+        counts its ``b`` steps from where each replica stood, and the two calls
+        may train an episode or more beyond ``learn(a + b)``, never less.
 
         Parameters
         ----------
-        episodes : int
+        total_timesteps : int, optional
+            Environment steps per replica (>= 1); exactly one of this and ``episodes``.
+        episodes : int, optional
             Training episodes per replica (>= 1).
         callback : Callback, callable or list of those, optional
             Told of the start, every episode and the end (`rl.callbacks`); an
             ``on_episode_end`` that returns False stops training after the
             episodes in progress.
         progress_bar : bool, default False
-            Show a tqdm bar of episodes.
+            Show a tqdm bar, of episodes or of steps (the fewest of any replica).
+        reset_num_timesteps : bool, default True
+            Count `num_timesteps` from 0 in this call, as stable-baselines3 does
+            (training continues either way); False counts on.
+        tb_log_name : str, optional
+            Name of the TensorBoard run (stable-baselines3's); default the
+            learner's class name.
 
         Returns
         -------
@@ -250,47 +297,84 @@ class Learner:
 
         Raises
         ------
+        ValueError
+            For no budget, two budgets or one that is not an int >= 1; if an
+            agent diverges or the environment returns a non-finite value (the
+            learner then holds its last checkpoint).
         rl.runs.config.ConfigError, rl.runs.rundir.RunDirError
             For a run directory that cannot be used.
-        ValueError
-            If an agent diverges or the environment returns a non-finite value;
-            the learner then holds its last checkpoint.
         """
-        from rl.runs.training import build, run
         from rl.train import progress_bar as make_progress_bar
         from rl.validation import check_int
 
-        check_int("episodes", episodes, 1)
-        done = self.episodes_done
-        resume = self._started and self._has_checkpoint()
-        values = {**self._effective, "episodes": done + episodes}
-        config = build_dataclass(TrainConfig, values, "the learner's config")
-        runner, effective = build(config)
+        if (total_timesteps is None) == (episodes is None):
+            raise ValueError(
+                "learn() takes one budget: total_timesteps (environment steps per replica) or "
+                f"episodes. Got total_timesteps={total_timesteps!r}, episodes={episodes!r}."
+            )
+        if episodes is not None:
+            check_int("episodes", episodes, 1)
+        else:
+            check_int("total_timesteps", total_timesteps, 1)
         chosen = as_callback(callback)
-        close_bar, update = make_progress_bar(config, progress_bar)
+        self._tb_log_name = type(self).__name__ if tb_log_name is None else str(tb_log_name)
+        if reset_num_timesteps:
+            self._origin = self._steps.copy()
+        start = self._steps.copy()
+        if episodes is not None:
+            target = dataclasses.replace(self.config, episodes=self.episodes_done + episodes)
+            close_bar, update = make_progress_bar(target, progress_bar)
+        else:
+            close_bar, update = self._steps_bar(total_timesteps, start, progress_bar)
 
         def progress(log: EpisodeLog) -> bool:
+            self._steps += log.lengths
             update(log)
             return not asks_to_stop(chosen.on_episode_end(self, log))
 
+        chosen.on_training_start(self)
         try:
-            chosen.on_training_start(self)
+            if episodes is not None:
+                self._train_to(self.episodes_done + episodes, progress)
+            else:
+                cap = self._episode_cap()
+                while (short := total_timesteps - (self._steps - start)).max() > 0:
+                    # no replica can be done in fewer episodes, so none plays past the first
+                    # episode at which all are done: the run is that of learn(episodes=...)
+                    more = 1 if cap is None else math.ceil(short.max() / cap)
+                    if not self._train_to(self.episodes_done + more, progress):
+                        break  # the callback stopped training
+        finally:
+            close_bar()
+        chosen.on_training_end(self)
+        return self
+
+    def _train_to(self, episodes: int, progress: Callable[[EpisodeLog], bool]) -> bool:
+        """Train (or resume) the run up to ``episodes``; return whether it got there.
+
+        On an error after training started, the learner holds the last checkpoint.
+        """
+        from rl.runs.training import build, run
+
+        resume = self._started and self._has_checkpoint()
+        values = {**self._effective, "episodes": episodes}
+        config = build_dataclass(TrainConfig, values, "the learner's config")
+        runner, effective = build(config)
+        try:
             result = run(
                 runner, config, effective, resume=resume, overwrite=self._overwrite,
                 progress=progress,
             )  # fmt: skip
         except (ConfigError, CheckpointError, RunDirError):  # refused before training
-            close_bar()
             runner.close()
             raise
         except BaseException:
-            close_bar()
             runner.close()
             self._started = True
             if self._has_checkpoint():  # hold the last checkpoint, not a half-played episode
                 self._model = load_run(self.run_dir, env=self.config.env)
+                self._steps = self._count_steps()
             raise
-        close_bar()
         runner.close()
         self._started = True
         self._effective = effective
@@ -300,52 +384,176 @@ class Learner:
         self._model = LoadedRun(
             self.run_dir, trained, runner.problem, runner.agent, result.episodes_done
         )
-        chosen.on_training_end(self)
-        return self
+        self._sampling = None  # `predict(deterministic=False)` copies the new agent
+        if result.episodes_done == episodes:
+            return True
+        self._steps = self._count_steps()  # episodes after a stop are not told to ``progress``
+        return False
+
+    def _steps_bar(
+        self, total_timesteps: int, start: NDArray[np.int64], enabled: bool
+    ) -> tuple[Callable[[], None], Callable[[EpisodeLog], None]]:
+        """Return (close, update) of a tqdm bar of the fewest steps any replica trained so far.
+
+        As `rl.train.progress_bar`, the bar appears with the first episode.
+        """
+        from tqdm import tqdm
+
+        bars = []
+
+        def update(log: EpisodeLog) -> None:
+            if not bars:
+                bars.append(
+                    tqdm(
+                        total=total_timesteps,
+                        unit="step",
+                        disable=not enabled,
+                        dynamic_ncols=True,
+                        desc=f"{self.config.agent} on {self.config.env}",
+                    )
+                )
+            bars[0].update(int((self._steps - start).min()) - bars[0].n)
+            bars[0].set_postfix(ret=f"{log.returns.mean():.2f}", refresh=False)
+
+        def close() -> None:
+            for bar in bars:
+                bar.close()
+
+        return close, update
+
+    def _episode_cap(self) -> int | None:
+        """Return the most steps an episode can last (its time limit), None if unbounded."""
+        env = self.problem.make_env()
+        try:
+            cap = getattr(env.spec, "max_episode_steps", None)
+        finally:
+            env.close()
+        return int(cap) if cap else None
+
+    def _count_steps(self) -> NDArray[np.int64]:
+        """Return the environment steps each replica trained, from ``metrics.csv``."""
+        steps = np.zeros(self.replicas, dtype=np.int64)
+        path = self.run_dir / METRICS_FILE
+        if self.episodes_done == 0 or not path.is_file():
+            return steps
+        table = read_metrics(path)
+        kept = table["episode"] <= self.episodes_done
+        np.add.at(steps, table["seed"][kept] - self.config.seed, table["length"][kept])
+        return steps
+
+    def _reset_counters(self) -> None:
+        """Count the steps trained so far; forget a stochastic `predict`'s copy of the agent."""
+        self._steps = self._count_steps()
+        self._origin = np.zeros(self.replicas, dtype=np.int64)
+        self._sampling: Any = None
+        self._tb_log_name = type(self).__name__
+
+    @property
+    def steps_done(self) -> NDArray[np.int64]:
+        """Environment steps each replica has trained over the whole run, shape (B,)."""
+        return self._steps.copy()
+
+    @property
+    def num_timesteps(self) -> int:
+        """stable-baselines3's counter (see the class's Attributes)."""
+        return int((self._steps - self._origin).min())
+
+    def get_env(self) -> gymnasium.Env:
+        """Return a new copy of the environment the replicas train on (stable-baselines3's).
+
+        It is ``problem.make_env()``: the environment with the run's episode
+        cap, observations raw (the learner discretizes them itself).
+        """
+        return self.problem.make_env()
 
     def _has_checkpoint(self) -> bool:
         return (self.run_dir / CHECKPOINT_FILE).is_file()
 
     # ----------------------------------------------------------------- acting
 
-    def predict(self, observation: Any, *, replica: int = 0, deterministic: bool = True) -> Any:
-        """Return the greedy action of one raw observation, or the actions of a batch.
+    def predict(
+        self,
+        observation: Any,
+        state: Any = None,
+        episode_start: Any = None,
+        deterministic: bool = True,
+        *,
+        replica: int = 0,
+    ) -> tuple[Any, None]:
+        """Return ``(action, None)`` for one raw observation, ``(actions, None)`` for a batch.
+
+        stable-baselines3's ``predict``: one observation as the environment
+        returns it gives one action, a batch (a leading axis, as a vectorized
+        environment returns) one action per row; these agents keep no
+        recurrent state, so ``state`` and ``episode_start`` are accepted and
+        the state returned is None.
 
         Parameters
         ----------
         observation : any
-            One observation as the environment returns it, or a sequence/array
-            of them (a leading batch axis).
+            One observation, or a sequence/array of them.
+        state, episode_start : optional
+            Ignored (stable-baselines3's recurrent state).
+        deterministic : bool, default True
+            True: the replica's greedy action. False: an action drawn from its
+            exploration policy in training (EUGE for TEQL, epsilon-greedy for
+            TLR, tabular and DQN, the softmax policy for SAC), played by a copy
+            of the agent that continues the replica's exploration stream (seeded
+            by its seed), so the draws repeat from the same model and training
+            is not changed.
         replica : int, default 0
             Which seed's agent acts.
-        deterministic : bool, default True
-            Only greedy actions are available (exploration belongs to training).
 
         Returns
         -------
-        action or ndarray
+        action or ndarray, None
             An element of the environment's action space, or one per
-            observation (a list for Tuple/Dict action spaces).
+            observation (a list for Tuple/Dict action spaces); and None.
 
         Raises
         ------
         ValueError
-            For ``deterministic=False``, a bad replica or an observation of the
-            wrong shape.
+            For a bad replica or an observation of the wrong shape.
         """
-        if not deterministic:
-            raise ValueError(
-                "predict(deterministic=False) is not available: the agents explore only "
-                "while learning; predict returns greedy actions."
-            )
         model = self._model
         problem = model.problem
         single, rows = self._rows(observation)
         states = np.stack([problem.encode_observation(row) for row in rows]) if rows else None
         if states is None:
             states = np.zeros((0, len(problem.state_dims)), np.int64)
-        actions = problem.decode(model.greedy_states(states, replica))
-        return actions[0] if single else actions
+        if deterministic:
+            actions = problem.decode(model.greedy_states(states, replica))
+        else:
+            model.greedy_states(states[:0], replica)  # checks the replica
+            actions = self._explore(states, replica)
+        return (actions[0] if single else actions), None
+
+    def _explore(self, states: NDArray[np.int64], replica: int) -> Any:
+        """Return the environment actions of ``replica``'s exploration policy at ``states``."""
+        if self._sampling is None:
+            model = self._model
+            spec = agent_spec(model.config.agent)
+            what = f"agent {model.config.agent!r}"
+            agent_config = build_dataclass(spec.config_class, model.config.agent_params, what)
+            seeds = range(model.config.seed, model.config.seed + self.replicas)
+            streams = [s.agent for s in spawn_replicas(seeds)]
+            with warnings.catch_warnings():  # its warnings were given when the learner was built
+                warnings.simplefilter("ignore")
+                self._sampling = spec.agent_class(model.problem, agent_config, streams)
+            self._sampling.load_state_dict(model.agent.state_dict())  # exploration streams too
+        agent, problem = self._sampling, self._model.problem
+        active = np.arange(self.replicas) == replica
+        vectors = np.zeros((len(states), len(problem.action_dims)), dtype=np.int64)
+        drawn_rows = {}  # row -> a released reading's continuous random action
+        for row, state in enumerate(states):
+            vectors[row] = agent.act(np.repeat(state[None], self.replicas, axis=0), active)[replica]
+            drawn = agent.continuous_actions_
+            if drawn is not None and drawn.mask[replica]:
+                drawn_rows[row] = np.array(drawn.values[replica], dtype=np.float64)
+        actions = problem.decode(vectors)
+        for row, values in drawn_rows.items():
+            actions[row] = values.reshape(np.shape(actions[row]))
+        return actions
 
     def _rows(self, observation: Any) -> tuple[bool, list[Any]]:
         """Return (whether ``observation`` is one observation, the observations as a list)."""
@@ -473,7 +681,60 @@ class Learner:
         learner._started = True
         loaded.run_dir = run_dir
         learner._model = loaded
+        learner._reset_counters()
         return learner
+
+
+_REGISTERED = itertools.count()
+"""Numbers the Gymnasium ids of the environments that learners were given as objects."""
+
+
+def _env_id(env: EnvSource, replicas: int) -> str:
+    """Return ``env`` if it is an id; register an instance or factory and return its new id.
+
+    The id is ``learnerN/NAME`` (NAME: the environment's own id or class); making
+    it returns a deep copy of the instance, or what the factory returns.
+
+    Raises
+    ------
+    rl.runs.config.ConfigError
+        If ``env`` is neither, the instance cannot be copied, or the factory does
+        not return a `gymnasium.Env` (a new one on each call for several replicas).
+    """
+    if isinstance(env, str):
+        return env
+    if isinstance(env, gymnasium.Env):
+        try:
+            copy.deepcopy(env).close()
+        except Exception as error:  # noqa: BLE001 - whatever the environment holds
+            raise ConfigError(
+                f"The environment {env} cannot be copied for the replicas ({type(error).__name__}: "
+                f"{error}); pass an id, or a factory that returns an environment (lambda: env for "
+                "one replica, a new environment on each call for several)."
+            ) from None
+        factory, made = (lambda: copy.deepcopy(env)), env
+    elif callable(env):
+        factory, made = env, env()
+        if not isinstance(made, gymnasium.Env):
+            raise ConfigError(f"The 'env' factory must return a gymnasium.Env. Got {made!r}.")
+        if replicas > 1:
+            second = env()
+            if second is made:
+                raise ConfigError(
+                    f"The 'env' factory returned the same environment twice, but {replicas} "
+                    "replicas need one each: make a new one on each call (lambda: "
+                    "gym.make(...)), or pass the instance itself, which is copied."
+                )
+            second.close()
+    else:
+        raise ConfigError(
+            "The 'env' parameter must be a problem name, a Gymnasium id, a gymnasium.Env or a "
+            f"factory returning one. Got {env!r} instead."
+        )
+    name = made.spec.id if made.spec is not None else type(made.unwrapped).__name__
+    env_id = f"learner{next(_REGISTERED)}/" + re.sub(r"[^\w.-]", "-", name)
+    gymnasium.register(env_id, entry_point=factory, disable_env_checker=True, order_enforce=False)
+    return env_id
 
 
 def _effective_of(config: TrainConfig, run_dir: Path) -> dict[str, Any]:

@@ -93,6 +93,7 @@ from rl.experiments.summary import Settings, write_summary
 from rl.runs.config import ConfigError
 from rl.runs.rundir import open_run_file
 from rl.validation import check_counts, check_directories
+from tensorq.version import add_version_option
 
 READING_CHOICES = ("paper", "released", "stable")
 
@@ -400,7 +401,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="copy a configuration that DIR (an earlier --out) holds finished instead of "
         "training it (repeatable)",
     )
-    return parser
+    return add_version_option(parser)
 
 
 HISTORY_FILE = "commands.txt"

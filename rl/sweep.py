@@ -67,6 +67,7 @@ from rl.experiments.executor import (
 from rl.runs.config import ConfigError, TrainConfig, build_dataclass, load_config_file
 from rl.runs.rundir import RunDirError
 from rl.runs.training import build
+from tensorq.version import add_version_option
 
 SECTIONS = ("base", "grid", "runs")
 """Top-level tables a grid file may hold."""
@@ -343,7 +344,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.add_argument("--no-plot", action="store_true", help="do not draw learning curves")
-    return parser
+    return add_version_option(parser)
 
 
 def _report(results: Sequence[TaskResult], out: Path) -> str:

@@ -50,6 +50,7 @@ from rl.runs.training import (
     build,
     run,
 )
+from tensorq.version import add_version_option
 
 _FLAGS = {  # command-line flag (argparse dest) -> TrainConfig field
     "env": "env",
@@ -181,7 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.add_argument("--no-plot", action="store_true", help="do not draw the learning curve")
-    return parser
+    return add_version_option(parser)
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:

@@ -32,6 +32,7 @@ from tensorq.loss import (
 )
 from tensorq.schedule import StepSchedule
 from tensorq.update import UpdateResult, bcd_update, normalized_step
+from tensorq.version import __version__ as __version__  # of the teql distribution
 
 __all__ = [
     "FactorBound",

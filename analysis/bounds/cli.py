@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from analysis.rank.cli import OneLineParser, UsageError, check_gamma, write_csv
+from tensorq.version import add_version_option
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -79,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="TEQL parameter override (repeatable)",
     )
     runs.add_argument("--no-progress", action="store_true", help="no progress bar")
-    return parser
+    return add_version_option(parser)
 
 
 def constants_report(args: argparse.Namespace) -> list[str]:

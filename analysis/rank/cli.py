@@ -34,6 +34,8 @@ from typing import Any, NoReturn
 import numpy as np
 from numpy.typing import NDArray
 
+from tensorq.version import add_version_option
+
 ENVS = ("cartpole", "pendulum", "highway", "inventory", "lowrank")
 PAPER_RANKS = (10, 20)
 """The ranks of the paper's experiments (CartPole and Pendulum 10, Highway 20)."""
@@ -134,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=0, help="seed of sampling and fits")
     parser.add_argument("--out", default="rank-out", help="output directory")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    return parser
+    return add_version_option(parser)
 
 
 def load_tensor(args: argparse.Namespace) -> Any:

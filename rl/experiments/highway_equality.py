@@ -42,6 +42,7 @@ from scipy.stats import ks_2samp
 from rl.envs.highway_twin import HighwayTwin
 from rl.experiments.executor import ExecutorError, read_csv_rows
 from rl.validation import check_int
+from tensorq.version import add_version_option
 
 COLUMNS = (
     "policy", "seed", "episode", "twin_return", "twin_length", "reference_return",
@@ -193,7 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--episodes", type=int, default=100, help="episodes per seed")
     parser.add_argument("--out", required=True, help="CSV of per-episode results (appended)")
     parser.add_argument("--summary-only", action="store_true", help="play nothing: summarize --out")
-    return parser
+    return add_version_option(parser)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

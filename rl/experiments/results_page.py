@@ -37,6 +37,7 @@ from rl.experiments.results_tables import (
     decide_claim,
     read_tables,
 )
+from tensorq.version import add_version_option
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 
@@ -380,7 +381,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--docs", type=Path, default=DOCS, help="the docs directory (default: the repository's)"
     )
-    return parser
+    return add_version_option(parser)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -80,6 +80,7 @@ from rl.experiments.parts import (
 from rl.experiments.workers import cpu_workers
 from rl.runs.rundir import atomic_write_text, make_run_dir, open_run_file
 from rl.validation import check_counts, check_directories
+from tensorq.version import add_version_option
 
 READINGS = ("paper", "released", "stable")
 DEFAULT_READINGS = "released,paper,stable"
@@ -171,7 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --plan: a task that an index.csv under DIR records done costs its measured "
         "wall time (repeatable)",
     )
-    return parser
+    return add_version_option(parser)
 
 
 class Settings(NamedTuple):

@@ -23,6 +23,7 @@ from rl.runs.checkpoint import (
     save_checkpoint,
 )
 from rl.runs.rundir import RunDirError, RunLock, check_run_files
+from tensorq.version import add_version_option
 
 
 def convert_legacy(run_dir: str | os.PathLike) -> Path:
@@ -93,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     convert.add_argument(
         "run_dirs", nargs="+", metavar="RUN_DIR", help="run directories to convert, in turn"
     )
-    return parser
+    return add_version_option(parser)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

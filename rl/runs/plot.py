@@ -23,6 +23,7 @@ from numpy.typing import NDArray
 from rl.runs.documents import parse_json
 from rl.runs.metrics import pivot, read_metrics
 from rl.runs.rundir import atomic_write_bytes
+from tensorq.version import add_version_option
 
 
 def moving_average(values: NDArray, window: int) -> NDArray:
@@ -140,7 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--smooth", type=int, help="moving-average window in points")
     parser.add_argument("--band", type=float, default=1.0, help="band half-width in std")
     parser.add_argument("--label", action="append", help="legend entry per run (repeatable)")
-    return parser
+    return add_version_option(parser)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

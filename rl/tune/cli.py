@@ -46,6 +46,7 @@ from rl.tune.study import (
     require_optuna,
     sqlite_path,
 )
+from tensorq.version import add_version_option
 
 STUDY_FILE = "study.db"
 """The study's SQLite file in ``--out`` when ``--storage`` is not given."""
@@ -129,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="fix an option of the problem for every trial (repeatable, as rl.train)",
     )
-    return parser
+    return add_version_option(parser)
 
 
 def search_from_args(args: argparse.Namespace) -> Search:

@@ -55,7 +55,8 @@ def test_the_stable_baselines3_lines_run_and_a_loaded_model_acts_as_the_saved_on
     model.learn(episodes=30, progress_bar=True)
     env = gym.make("CartPole-v1")
     obs, _ = env.reset(seed=0)
-    action = model.predict(obs, replica=0, deterministic=True)
+    action, state = model.predict(obs, replica=0, deterministic=True)
+    assert state is None
     assert env.action_space.contains(action)
     evaluation = model.evaluate(episodes=3)
     assert evaluation.returns.shape == (4, 3) and evaluation.mean.shape == (4,)
@@ -65,10 +66,10 @@ def test_the_stable_baselines3_lines_run_and_a_loaded_model_acts_as_the_saved_on
     assert loaded.episodes_done == 30 and loaded.replicas == 4
     observations = np.stack([env.reset(seed=k)[0] for k in range(20)])
     for replica in range(4):
-        batch = model.predict(observations, replica=replica)
+        batch, _ = model.predict(observations, replica=replica)
         assert batch.shape == (20,)
-        np.testing.assert_array_equal(loaded.predict(observations, replica=replica), batch)
-        assert [model.predict(o, replica=replica) for o in observations] == batch.tolist()
+        np.testing.assert_array_equal(loaded.predict(observations, replica=replica)[0], batch)
+        assert [model.predict(o, replica=replica)[0] for o in observations] == batch.tolist()
     np.testing.assert_array_equal(loaded.evaluate(episodes=3).returns, evaluation.returns)
     weights, factors = loaded.q_tensor(replica=1)
     assert [f.shape for f in factors] == [(6, 10)] * 4 + [(2, 10)]
@@ -137,14 +138,15 @@ def test_a_callback_stops_training_and_learn_continues_from_there(tmp_path):
 
 def test_tuple_observations_one_or_a_batch_and_refusals(tmp_path):
     model = rl.Tabular("Blackjack-v1", seeds=2).learn(episodes=5)
-    one = model.predict((14, 3, 0), replica=1)
+    one, _ = model.predict((14, 3, 0), replica=1)
     assert one in (0, 1)
-    batch = model.predict([(14, 3, 0), (20, 10, 1)], replica=1)
+    batch, _ = model.predict([(14, 3, 0), (20, 10, 1)], replica=1)
     assert len(batch) == 2 and batch[0] == one
-    with pytest.raises(ValueError, match="deterministic=False"):
-        model.predict((14, 3, 0), deterministic=False)
-    with pytest.raises(ValueError, match="'replica'"):
-        model.predict((14, 3, 0), replica=2)
+    drawn, _ = model.predict([(14, 3, 0), (20, 10, 1)], deterministic=False)
+    assert len(drawn) == 2 and set(drawn.tolist()) <= {0, 1}
+    for deterministic in (True, False):
+        with pytest.raises(ValueError, match="'replica'"):
+            model.predict((14, 3, 0), replica=2, deterministic=deterministic)
     cartpole = rl.Tabular("CartPole-v1", env_options=CARTPOLE_OPTIONS)
     with pytest.raises(ValueError, match=r"has shape \(3,\).*\(4,\) \(one\)"):
         cartpole.predict(np.zeros(3))
@@ -178,8 +180,8 @@ def test_every_learner_learns_saves_and_loads(tmp_path, name, env):
     assert loaded.episodes_done == 2 and loaded.config.agent == cls.agent
     for replica in range(2):
         np.testing.assert_array_equal(
-            loaded.predict(observation, replica=replica),
-            model.predict(observation, replica=replica),
+            loaded.predict(observation, replica=replica)[0],
+            model.predict(observation, replica=replica)[0],
         )
 
 
