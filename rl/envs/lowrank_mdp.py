@@ -175,18 +175,19 @@ class PlantedRankMDP(LowRankMDP):
         R(s, a) = Q*(s, a) - gamma sum_{s'} P(s' | s, a) max_{a'} Q*(s', a')
 
     so that Q* is the unique fixed point of the Bellman optimality operator
-    (a gamma-contraction) of the MDP (P, R). Factors ``h`` are standard
-    normal; both Q* and R are then scaled by one constant so that max |R| = 1
-    (V* is positively homogeneous, so the scaled Q* is still optimal). The
-    kinds are:
+    (a gamma-contraction) of the MDP (P, R). Factors ``h`` are uniform on
+    [0, 1): a nonnegative CP tensor, a common level with structured variation
+    on top, as Q-functions of rewards of one sign are. Both Q* and R are then
+    scaled by one constant so that max |R| = 1 (V* is positively homogeneous,
+    so the scaled Q* is still optimal). The kinds are:
 
     * ``"lowrank"``: Q* has CP rank ``rank`` (generic factors of rank below
       the generic rank of the shape give exactly that rank);
     * ``"sparse"``: the rank-``rank`` tensor plus ``sparse_entries`` entries
       of +-``sparse_scale`` times its largest magnitude, at random positions
       (low rank plus a sparse perturbation of chosen size);
-    * ``"full"``: independent standard normal entries: no low-rank structure
-      (the falsification case).
+    * ``"full"``: independent uniform [0, 1) entries: no low-rank structure
+      beyond the common level (the falsification case).
 
     Parameters
     ----------
@@ -265,8 +266,8 @@ class PlantedRankMDP(LowRankMDP):
     def _planted_q(self, rng: np.random.Generator) -> NDArray[np.float64]:
         shape = self.state_dims + self.action_dims
         if self.kind == "full":
-            return rng.standard_normal(shape)
-        factors = [rng.standard_normal((d, self.planted_rank)) for d in shape]
+            return rng.uniform(0.0, 1.0, size=shape)
+        factors = [rng.uniform(0.0, 1.0, size=(d, self.planted_rank)) for d in shape]
         q = sum(_rank_one(factors, k) for k in range(self.planted_rank))
         if self.kind == "sparse":
             flat = rng.choice(q.size, size=min(self.sparse_entries, q.size), replace=False)
