@@ -66,11 +66,19 @@ def _tensor(args: argparse.Namespace) -> tuple[np.ndarray, str]:
             raise UsageError(f"--gamma must lie in (0, 1), got {args.gamma}.")
         instance = Instance(args.planted_rank, RANK_AXIS_MODES, args.gamma or 0.9)
         return instance.make().q_star, f"planted Q* of CP rank {args.planted_rank}"
-    if args.env == "planted":
-        args = argparse.Namespace(**{**vars(args), "env": "lowrank"})
     if args.gamma is not None and not 0.0 < args.gamma < 1.0:
         raise UsageError(f"--gamma must lie in (0, 1), got {args.gamma}.")
-    qtensor = load_tensor(args)
+    if args.env == "planted":  # a run on the planted problem
+        from analysis.qstar import qtensor_from_run
+
+        if not args.run:
+            raise UsageError("--source run needs --run DIR.")
+        try:
+            qtensor = qtensor_from_run(args.run, replica=args.replica, env="planted")
+        except (ValueError, KeyError, OSError) as error:
+            raise UsageError(str(error).strip().splitlines()[0]) from None
+    else:
+        qtensor = load_tensor(args)
     tensor = qtensor.tensor
     if not isinstance(tensor, np.ndarray):
         raise UsageError("the Q-tensor is too large to build densely; choose a smaller one.")

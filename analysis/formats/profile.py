@@ -161,7 +161,8 @@ def plot_format_profile(
 ) -> None:
     """Draw relative Frobenius and sup errors against parameters, one line per format.
 
-    A dotted vertical line marks ``entries``, the parameters of a table.
+    A dotted vertical line marks ``entries``, the parameters of a table; fits with
+    as many parameters or more (no compression) are left out of the figure.
     """
     import matplotlib
 
@@ -170,7 +171,7 @@ def plot_format_profile(
 
     figure, panels = plt.subplots(1, 2, figsize=(8.4, 3.2))
     for name in FORMATS:
-        mine = [r for r in rows if r["format"] == name]
+        mine = [r for r in rows if r["format"] == name and r["n_params"] < entries]
         params = [r["n_params"] for r in mine]
         for panel, key in zip(panels, ("rel_error", "sup_error"), strict=True):
             values = np.maximum([r[key] for r in mine], 1e-16)

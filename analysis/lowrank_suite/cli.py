@@ -48,7 +48,13 @@ from analysis.lowrank_suite.grid import (
     suite_instances,
 )
 from analysis.lowrank_suite.measure import RUN_COLUMNS, run_batch
-from analysis.lowrank_suite.report import BRACKET_COLUMNS, axis_table, bracket_row, plot_axis
+from analysis.lowrank_suite.report import (
+    BRACKET_COLUMNS,
+    axis_markdown,
+    axis_table,
+    bracket_row,
+    plot_axis,
+)
 from analysis.lowrank_suite.verdicts import VERDICT_COLUMNS, verdict_rows
 from analysis.rank.cli import OneLineParser, UsageError
 from rl.runs.rundir import RunDirError, RunLock, atomic_write_text, read_run_file, refuse_link
@@ -204,7 +210,8 @@ def _estimate(settings: dict, probe_episodes: int) -> list[str]:
     return lines
 
 
-def _summaries(out: Path, rows: list[dict], settings: dict, instances: list) -> None:
+def _summaries(out: Path, rows: list[dict], settings: dict) -> list[str]:
+    """Write ``verdicts.csv``, the figures and their tables; return the tables as Markdown."""
     eval_steps = settings["eval_every"] * STEPS_PER_EPISODE
     verdicts = verdict_rows(rows, eval_steps)
     write_csv(out / "verdicts.csv", verdicts, VERDICT_COLUMNS)
@@ -212,9 +219,12 @@ def _summaries(out: Path, rows: list[dict], settings: dict, instances: list) -> 
         ("rank_axis", "qstar_rank", {"state_modes": RANK_AXIS_MODES}, "CP rank of Q*"),
         ("modes_axis", "state_modes", {"qstar_rank": MODES_AXIS_RANK}, "state modes"),
     )
+    lines = []
     for name, axis, fixed, label in axes:
         table = axis_table(verdicts, axis, fixed)
         write_csv(out / f"{name}.csv", table, VERDICT_COLUMNS)
+        lines += ["", f"{name} ({', '.join(f'{k} {v}' for k, v in fixed.items())}):"]
+        lines += axis_markdown(table, axis)
         if table:
             plot_axis(
                 table,
@@ -224,6 +234,7 @@ def _summaries(out: Path, rows: list[dict], settings: dict, instances: list) -> 
                 title=f"TEQL (stable) over tabular Q-learning vs {label}; "
                 f"{settings['seeds']} seeds, 95% intervals",
             )
+    return lines
 
 
 def run(args: argparse.Namespace) -> list[str]:
@@ -277,8 +288,8 @@ def _run(args: argparse.Namespace) -> list[str]:
                 q_star = (reference or ExactReference.of(instance)).q_star
                 brackets[instance.key] = bracket_row(instance, q_star)
                 write_csv(out / "instances.csv", list(brackets.values()), BRACKET_COLUMNS)
-        _summaries(out, rows, settings, instances)
-    return [f"wrote {out}: {len(rows)} runs, {len(instances)} instances"]
+        tables = _summaries(out, rows, settings)
+    return [f"wrote {out}: {len(rows)} runs, {len(instances)} instances", *tables]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -142,3 +142,39 @@ def plot_axis(
     figure.tight_layout()
     figure.savefig(path, dpi=80)
     plt.close(figure)
+
+
+def axis_markdown(rows: Sequence[dict], axis: str) -> list[str]:
+    """Return one figure's table as Markdown lines: one row per (axis value, set-up).
+
+    Steps are IQMs with their 95% intervals, in thousands; ``reached`` counts
+    the seeds that reached the target (tensor agent / tabular), and a side with
+    unreached seeds has its IQM counted at one evaluation past the budget.
+    """
+    label = {"qstar_rank": "Q* rank", "state_modes": "state modes"}[axis]
+    lines = [
+        f"| {label} | agent | params (table) | steps, agent (k) | steps, tabular (k) "
+        "| ratio | reached | verdict |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+
+    def steps(row: dict, prefix: str) -> str:
+        point, low, high = (float(row[f"{prefix}{k}"]) / 1000 for k in _STEP_KEYS[prefix])
+        return f"{point:.1f} [{low:.1f}, {high:.1f}]"
+
+    for row in sorted(rows, key=lambda r: (_x_value(r, axis, 1e9), str(r["agent_key"]))):
+        x = "full" if row[axis] in ("", None) else row[axis]
+        ratio = f"{float(row['ratio']):.2f} [{float(row['ratio_low']):.2f}, "
+        ratio += f"{float(row['ratio_high']):.2f}]"
+        lines.append(
+            f"| {x} | {row['agent_key']} | {row['n_params']} ({row['table_params']}) "
+            f"| {steps(row, '')} | {steps(row, 'tabular_')} | {ratio} "
+            f"| {row['reached']}/{row['tabular_reached']} of {row['seeds']} | {row['verdict']} |"
+        )
+    return lines
+
+
+_STEP_KEYS = {
+    "": ("iqm_steps", "iqm_low", "iqm_high"),
+    "tabular_": ("iqm_steps", "low", "high"),
+}
