@@ -5,7 +5,7 @@
     python -m analysis.lowrank_suite [--out DIR] [--seeds 10] [--episodes 600]
         [--eval-every 10] [--discounts 0.9,0.99] [--qstar-ranks 1,3,5,9,17,full]
         [--state-modes 2,3,4,5,6] [--agent-ranks 1,2,5,10,20]
-        [--agents teql-stable,teql-released,tlr-paper] [--estimate] [--overwrite]
+        [--agents teql-stable,teql-released,tlr-paper] [--jobs 1] [--estimate] [--overwrite]
 
 trains every agent set-up on every instance of the plan
 (`analysis.lowrank_suite.grid.suite_plan`) with the seeds as lockstep
@@ -18,8 +18,10 @@ construction rank and CP rank bracket), ``verdicts.csv`` (one row per cell:
 
 Resumable: rerunning the same command in the same ``--out`` skips every batch
 already in ``runs.csv`` (a batch interrupted midway is run again); other
-settings are refused unless ``--overwrite``. ``--estimate`` times probe batches
-(`analysis.lowrank_suite.cost`) and prints the forecast of the plan instead.
+settings are refused unless ``--overwrite``. ``--jobs N`` runs N batches at
+once, each in its own process; a batch's rows do not depend on it.
+``--estimate`` times probe batches (`analysis.lowrank_suite.cost`) and prints
+the forecast of the plan instead.
 
 Exit codes: 0 done; 2 bad input (one line on stderr).
 """
@@ -30,9 +32,11 @@ import argparse
 import csv
 import io
 import json
+import multiprocessing
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 from analysis.lowrank_suite.grid import (
@@ -43,7 +47,8 @@ from analysis.lowrank_suite.grid import (
     RANK_AXIS_MODES,
     STATE_MODES,
     TENSOR_AGENTS,
-    ExactReference,
+    AgentSetup,
+    Instance,
     agent_setups,
     suite_instances,
 )
@@ -109,12 +114,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--estimate", action="store_true", help="print the cost forecast only")
     parser.add_argument("--probe-episodes", type=int, default=10, help="episodes per probe")
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="batches run at once, one process each (default 1)"
+    )
     parser.add_argument("--overwrite", action="store_true", help="start afresh in --out")
     return parser
 
 
 def _settings(args: argparse.Namespace) -> dict:
-    for name in ("seeds", "episodes", "eval_every", "probe_episodes"):
+    for name in ("seeds", "episodes", "eval_every", "probe_episodes", "jobs"):
         if getattr(args, name) < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}.")
     discounts = _list(args.discounts, float, "discounts")
@@ -237,6 +245,33 @@ def _summaries(out: Path, rows: list[dict], settings: dict) -> list[str]:
     return lines
 
 
+def _batch(instance: Instance, setup: AgentSetup, settings: dict, work: Path) -> list[dict]:
+    return run_batch(
+        instance,
+        setup,
+        seeds=settings["seeds"],
+        episodes=settings["episodes"],
+        eval_every=settings["eval_every"],
+        work_dir=work / f"{instance.key}-{setup.key}",
+    )
+
+
+def _batches(pending: list, settings: dict, work: Path, jobs: int) -> Iterator[tuple]:
+    """Yield (instance, setup, rows) of every pending batch, on ``jobs`` processes."""
+    if jobs == 1:
+        for instance, setup in pending:
+            yield instance, setup, _batch(instance, setup, settings, work)
+        return
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+        futures = {
+            pool.submit(_batch, instance, setup, settings, work): (instance, setup)
+            for instance, setup in pending
+        }
+        for future in as_completed(futures):
+            yield (*futures[future], future.result())
+
+
 def run(args: argparse.Namespace) -> list[str]:
     """Run (or resume) the suite of ``args``; return the summary lines.
 
@@ -262,31 +297,24 @@ def _run(args: argparse.Namespace) -> list[str]:
         rows = _start(out, settings, args.overwrite)
         done = {(r["instance"], r["agent_key"]) for r in rows}
         brackets = {r["instance"]: r for r in read_csv(out / "instances.csv")}
+        pending = [
+            (instance, setup)
+            for instance in instances
+            for setup in setups
+            if (instance.key, setup.key) not in done
+        ]
         clock = time.perf_counter()
+        for instance, setup, batch in _batches(pending, settings, out / "work", args.jobs):
+            rows += batch
+            write_csv(out / RUNS_FILE, rows, RUN_COLUMNS)
+            print(
+                f"{instance.key} {setup.key}: {time.perf_counter() - clock:.0f} s",
+                file=sys.stderr,
+                flush=True,
+            )
         for instance in instances:
-            reference = None
-            for setup in setups:
-                if (instance.key, setup.key) in done:
-                    continue
-                reference = reference or ExactReference.of(instance)
-                rows += run_batch(
-                    instance,
-                    setup,
-                    seeds=settings["seeds"],
-                    episodes=settings["episodes"],
-                    eval_every=settings["eval_every"],
-                    work_dir=out / "work",
-                    reference=reference,
-                )
-                write_csv(out / RUNS_FILE, rows, RUN_COLUMNS)
-                print(
-                    f"{instance.key} {setup.key}: {time.perf_counter() - clock:.0f} s",
-                    file=sys.stderr,
-                    flush=True,
-                )
             if instance.key not in brackets:
-                q_star = (reference or ExactReference.of(instance)).q_star
-                brackets[instance.key] = bracket_row(instance, q_star)
+                brackets[instance.key] = bracket_row(instance, instance.make().q_star)
                 write_csv(out / "instances.csv", list(brackets.values()), BRACKET_COLUMNS)
         tables = _summaries(out, rows, settings)
     return [f"wrote {out}: {len(rows)} runs, {len(instances)} instances", *tables]
