@@ -224,11 +224,11 @@ def _summaries(out: Path, rows: list[dict], settings: dict) -> list[str]:
     verdicts = verdict_rows(rows, eval_steps)
     write_csv(out / "verdicts.csv", verdicts, VERDICT_COLUMNS)
     axes = (
-        ("rank_axis", "qstar_rank", {"state_modes": RANK_AXIS_MODES}, "CP rank of Q*"),
-        ("modes_axis", "state_modes", {"qstar_rank": MODES_AXIS_RANK}, "state modes"),
+        ("rank_axis", "qstar_rank", {"state_modes": RANK_AXIS_MODES}),
+        ("modes_axis", "state_modes", {"qstar_rank": MODES_AXIS_RANK}),
     )
     lines = []
-    for name, axis, fixed, label in axes:
+    for name, axis, fixed in axes:
         table = axis_table(verdicts, axis, fixed)
         write_csv(out / f"{name}.csv", table, VERDICT_COLUMNS)
         lines += ["", f"{name} ({', '.join(f'{k} {v}' for k, v in fixed.items())}):"]
@@ -239,8 +239,7 @@ def _summaries(out: Path, rows: list[dict], settings: dict) -> list[str]:
                 axis,
                 out / f"{name}.png",
                 agent_key_prefix="teql-stable-r",
-                title=f"TEQL (stable) over tabular Q-learning vs {label}; "
-                f"{settings['seeds']} seeds, 95% intervals",
+                title=f"TEQL (stable) / tabular, {settings['seeds']} seeds, 95% intervals",
             )
     return lines
 
