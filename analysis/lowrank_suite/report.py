@@ -134,6 +134,7 @@ def plot_axis(
             panel.minorticks_off()
             panel.set_xlabel("CP rank of Q*")
         else:
+            panel.set_xticks(sorted({int(r[axis]) for r in rows}))
             panel.set_xlabel("state modes")
         panel.set_ylabel("steps to 5% gap, TEQL / tabular")
         panel.tick_params(labelsize=8)
