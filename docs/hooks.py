@@ -50,6 +50,16 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ),
     ("python -m analysis.rank", "analysis.rank.cli", "CP rank profile and spectral energy"),
     ("python -m analysis.bounds", "analysis.bounds.cli", "the paper's bounds, alone or vs runs"),
+    (
+        "python -m analysis.lowrank_suite",
+        "analysis.lowrank_suite.cli",
+        "TEQL against a table on problems of known Q* rank",
+    ),
+    (
+        "python -m analysis.formats",
+        "analysis.formats.cli",
+        "CP, Tucker and tensor train on one Q-tensor",
+    ),
     ("python -m analysis.params", "analysis.params", "the appendix's parameter table"),
     (
         "python -m analysis.teql_dynamics",
@@ -81,7 +91,13 @@ API_PAGES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "api/rl-envs.md": ("`rl.envs`: environments", ("rl.envs",), ()),
     "api/analysis.md": (
         "`analysis`: rank, bounds, parameters",
-        ("analysis", "analysis.rank", "analysis.bounds"),
+        (
+            "analysis",
+            "analysis.rank",
+            "analysis.bounds",
+            "analysis.lowrank_suite",
+            "analysis.formats",
+        ),
         (),
     ),
 }

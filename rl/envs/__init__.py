@@ -3,7 +3,7 @@
 `ContinuousCartPole` and `BoundedPendulum` (physical systems whose dynamics
 are one compiled kernel, `rl.envs.physics`, with NumPy vector versions,
 `rl.envs.vector`), `Highway` (highway-env, imported only when a `Highway` is
-constructed) and the exact-model problems `Inventory` and `LowRankMDP` with
+constructed) and the exact-model problems `Inventory`, `LowRankMDP` and `PlantedRankMDP` with
 value iteration.
 
 Their Gymnasium ids, entry points and episode lengths are listed once, in
@@ -16,7 +16,7 @@ from __future__ import annotations
 from rl.envs.cartpole import ContinuousCartPole, ContinuousCartPoleVector
 from rl.envs.highway import Highway
 from rl.envs.inventory import Inventory
-from rl.envs.lowrank_mdp import LowRankMDP
+from rl.envs.lowrank_mdp import LowRankMDP, PlantedRankMDP
 from rl.envs.pendulum import BoundedPendulum, BoundedPendulumVector
 from rl.envs.value_iteration import (
     ExactModel,
@@ -36,6 +36,7 @@ __all__ = [
     "Highway",
     "Inventory",
     "LowRankMDP",
+    "PlantedRankMDP",
     "bellman_residual",
     "greedy_policy",
     "is_exact_model",

@@ -158,3 +158,137 @@ class LowRankMDP(FactoredMDP):
             w * _rank_one(self.reward_factors, k) for k, w in enumerate(self.reward_weights)
         )
         return transition, reward
+
+
+#: Q* kinds of `PlantedRankMDP`: a rank-r CP tensor, that plus sparse spikes, or no structure.
+PLANTED_KINDS = ("lowrank", "sparse", "full")
+
+
+class PlantedRankMDP(LowRankMDP):
+    """A factored MDP whose Q* is planted: its CP rank is the construction's, exactly.
+
+    The transitions are those of `LowRankMDP` (``transition_rank`` latent
+    components); the optimal Q-function is chosen first and the reward is
+    solved from the Bellman optimality equation::
+
+        Q*  = sum_{k=1..r} prod_n h_n[i_n, k]   (+ S, for kind "sparse")
+        R(s, a) = Q*(s, a) - gamma sum_{s'} P(s' | s, a) max_{a'} Q*(s', a')
+
+    so that Q* is the unique fixed point of the Bellman optimality operator
+    (a gamma-contraction) of the MDP (P, R). Factors ``h`` are uniform on
+    [0, 1): a nonnegative CP tensor, a common level with structured variation
+    on top, as Q-functions of rewards of one sign are. Both Q* and R are then
+    scaled by one constant so that max |R| = 1 (V* is positively homogeneous,
+    so the scaled Q* is still optimal). The kinds are:
+
+    * ``"lowrank"``: Q* has CP rank ``rank`` (generic factors of rank below
+      the generic rank of the shape give exactly that rank);
+    * ``"sparse"``: the rank-``rank`` tensor plus ``sparse_entries`` entries
+      of +-``sparse_scale`` times its largest magnitude, at random positions
+      (low rank plus a sparse perturbation of chosen size);
+    * ``"full"``: independent uniform [0, 1) entries: no low-rank structure
+      beyond the common level (the falsification case).
+
+    Parameters
+    ----------
+    state_modes : int, default 3
+        Number of state components D_S.
+    mode_size : int, default 4
+        Size of every state component.
+    action_dims : sequence of int, default (3, 3)
+        Sizes of the action components.
+    rank : int, default 3
+        CP rank of Q* (kinds ``"lowrank"`` and ``"sparse"``; ignored by ``"full"``).
+    kind : {"lowrank", "sparse", "full"}, default "lowrank"
+        Structure of Q* (above).
+    sparse_entries : int, default 0
+        Entries perturbed by kind ``"sparse"`` (>= 1 there).
+    sparse_scale : float, default 1.0
+        Size of each perturbation, relative to max |low-rank part|.
+    transition_rank : int, default 2
+        Latent components of the transitions (the ``rank`` of `LowRankMDP`).
+    concentration : float, default 0.5
+        Dirichlet concentration of the next-state component laws.
+    model_seed : int, default 0
+        Seed of the random model (transitions and Q*).
+    gamma : float, default 0.9
+        Discount factor with which Q* is planted (and the default of value iteration).
+
+    Attributes
+    ----------
+    construction_rank : int or None
+        The CP rank of the low-rank part (None for kind ``"full"``).
+    """
+
+    def __init__(
+        self,
+        state_modes: int = 3,
+        mode_size: int = 4,
+        action_dims: Sequence[int] = (3, 3),
+        rank: int = 3,
+        kind: str = "lowrank",
+        sparse_entries: int = 0,
+        sparse_scale: float = 1.0,
+        transition_rank: int = 2,
+        concentration: float = 0.5,
+        model_seed: int = 0,
+        gamma: float = 0.9,
+    ) -> None:
+        if kind not in PLANTED_KINDS:
+            raise ValueError(
+                f"The 'kind' parameter must be one of {PLANTED_KINDS}. Got {kind!r} instead."
+            )
+        state_modes = check_int("state_modes", state_modes, 1, 32)
+        mode_size = check_int("mode_size", mode_size, 1, MAX_BINS)
+        super().__init__(
+            (mode_size,) * state_modes,
+            action_dims,
+            transition_rank,
+            concentration,
+            model_seed,
+            gamma,
+        )
+        self.kind = kind
+        self.planted_rank = check_int("rank", rank, 1, MAX_RANK)
+        self.sparse_entries = check_int("sparse_entries", sparse_entries, 0, None)
+        self.sparse_scale = check_real("sparse_scale", sparse_scale, 0.0, low_open=True)
+        if kind == "sparse" and self.sparse_entries < 1:
+            raise ValueError("Kind 'sparse' needs 'sparse_entries' >= 1; give the number.")
+        self.construction_rank = None if kind == "full" else self.planted_rank
+        self._q_star: NDArray[np.float64] | None = None
+
+    @property
+    def q_star(self) -> NDArray[np.float64]:
+        """The planted Q* (for ``gamma``), shape state_dims + action_dims."""
+        self._model()
+        return self._q_star
+
+    def _planted_q(self, rng: np.random.Generator) -> NDArray[np.float64]:
+        shape = self.state_dims + self.action_dims
+        if self.kind == "full":
+            return rng.uniform(0.0, 1.0, size=shape)
+        factors = [rng.uniform(0.0, 1.0, size=(d, self.planted_rank)) for d in shape]
+        q = sum(_rank_one(factors, k) for k in range(self.planted_rank))
+        if self.kind == "sparse":
+            flat = rng.choice(q.size, size=min(self.sparse_entries, q.size), replace=False)
+            signs = rng.choice([-1.0, 1.0], size=flat.size)
+            spikes = np.zeros(q.size)
+            spikes[flat] = signs * self.sparse_scale * float(np.abs(q).max())
+            q = q + spikes.reshape(shape)
+        return q
+
+    def _sample(
+        self, state: NDArray[np.int64], action: NDArray[np.int64]
+    ) -> tuple[NDArray[np.int64], float]:
+        next_state, _ = super()._sample(state, action)
+        return next_state, float(self.reward[tuple(state) + tuple(action)])
+
+    def _build_model(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        transition, _ = super()._build_model()
+        q_star = self._planted_q(np.random.default_rng([self.model_seed, 1]))
+        modes = len(self.state_dims)
+        values = q_star.max(axis=tuple(range(modes, q_star.ndim)))
+        reward = q_star - self.gamma * np.tensordot(transition, values, axes=modes)
+        scale = 1.0 / float(np.abs(reward).max())
+        self._q_star = scale * q_star
+        return transition, scale * reward

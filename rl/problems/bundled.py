@@ -219,6 +219,14 @@ ENVIRONMENTS: dict[str, BundledEnv] = {
             100,
             _exact_problem,
         ),
+        BundledEnv(
+            "planted",
+            "rl/PlantedRankMDP-v0",
+            "rl.envs.lowrank_mdp:PlantedRankMDP",
+            None,
+            100,
+            _exact_problem,
+        ),
     )
 }
 _BY_ID = {entry.env_id: entry for entry in ENVIRONMENTS.values()}

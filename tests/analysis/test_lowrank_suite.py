@@ -1,0 +1,136 @@
+"""The known-rank suite: Q* ranks recovered, a small suite end to end, resume, verdicts, costs."""
+
+import csv
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from analysis.lowrank_suite import cli
+from analysis.lowrank_suite.cost import Probe, _fit, batch_seconds
+from analysis.lowrank_suite.grid import AgentSetup, ExactReference, Instance
+from analysis.lowrank_suite.report import rank_bracket
+from analysis.lowrank_suite.verdicts import verdict
+
+SMALL = [
+    "--seeds", "2", "--episodes", "6", "--eval-every", "3", "--qstar-ranks", "2",
+    "--state-modes", "2", "--agent-ranks", "1", "--agents", "teql-stable", "--discounts", "0.9",
+]  # fmt: skip
+
+
+def _rows(path):
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+@pytest.mark.parametrize(("rank", "modes"), [(1, 3), (3, 3), (5, 4)])
+def test_planted_q_star_rank_is_recovered_exactly(rank, modes):
+    """The bracket of analysis.rank closes on the construction's rank: [r, r]."""
+    q_star = Instance(rank, modes, 0.9).make().q_star
+    assert rank_bracket(q_star, rank) == (rank, rank)
+
+
+def test_full_rank_q_star_has_no_low_rank_fit():
+    q_star = Instance(None, 2, 0.9).make().q_star  # shape (3, 3, 3, 3)
+    # certified: no CP model of rank 6 is exact (its 9 x 9 matricization has rank 9)
+    assert rank_bracket(q_star, None, max_rank=6) == (7, None)
+
+
+def test_exact_reference_scores_the_optimum_zero_and_random_one():
+    reference = ExactReference.of(Instance(2, 2, 0.9))
+    assert reference.normalized_gap(reference.value(reference.q_star)) == pytest.approx(
+        0, abs=1e-12
+    )
+    assert reference.normalized_gap(reference.j_random) == pytest.approx(1.0)
+    assert reference.normalized_gap(reference.value(-reference.q_star)) > 1.0
+
+
+@pytest.fixture(scope="module")
+def small_suite(tmp_path_factory):
+    out = tmp_path_factory.mktemp("suite") / "out"
+    assert cli.main([*SMALL, "--out", str(out)]) == 0
+    return out
+
+
+def test_small_suite_writes_every_table_and_figure(small_suite):
+    for name in ("runs.csv", "instances.csv", "verdicts.csv", "rank_axis.csv",
+                 "modes_axis.csv", "rank_axis.png", "modes_axis.png", "suite.json"):  # fmt: skip
+        assert (small_suite / name).is_file(), name
+    runs = _rows(small_suite / "runs.csv")
+    # instances r2-m4 (rank axis) and r5-m2 (modes axis), tabular and TEQL rank 1, 2 seeds
+    assert len(runs) == 2 * 2 * 2
+    assert {r["instance"] for r in runs} == {"r2-m4-g0.9", "r5-m2-g0.9"}
+    for row in runs:
+        assert int(row["budget_steps"]) == 600
+        assert 0.0 <= float(row["sup_error"])
+        assert int(row["n_params"]) == (int(row["table_params"]) if row["agent"] == "tabular"
+                                        else 3 * int(row["state_modes"]) + 6)  # fmt: skip
+    brackets = {r["instance"]: r for r in _rows(small_suite / "instances.csv")}
+    assert (brackets["r2-m4-g0.9"]["rank_low"], brackets["r2-m4-g0.9"]["rank_high"]) == ("2", "2")
+    verdicts = _rows(small_suite / "verdicts.csv")
+    assert len(verdicts) == 2
+    assert {v["verdict"] for v in verdicts} <= {"faster", "equal", "slower", "neither"}
+
+
+def test_resume_runs_only_the_missing_batches_and_gives_the_same_rows(small_suite, tmp_path):
+    out = tmp_path / "resumed"
+    shutil.copytree(small_suite, out)
+    full = _rows(out / "runs.csv")
+    kept = [r for r in full if r["instance"] == "r2-m4-g0.9"]
+    kept += [r for r in full if r["instance"] == "r5-m2-g0.9" and r["agent_key"] == "tabular"]
+    kept.append(next(r for r in full if r["agent_key"] == "teql-stable-r1"
+                     and r["instance"] == "r5-m2-g0.9"))  # fmt: skip  # half a batch
+    cli.write_csv(out / "runs.csv", kept, list(full[0]))
+    assert cli.main([*SMALL, "--out", str(out), "--jobs", "2"]) == 0  # jobs may differ
+    resumed = _rows(out / "runs.csv")
+    assert len(resumed) == len(full)
+    untimed = [{k: v for k, v in r.items() if k != "wall_s"} for r in full]
+    assert sorted(map(json.dumps, untimed)) == sorted(
+        json.dumps({k: v for k, v in r.items() if k != "wall_s"}) for r in resumed
+    )
+    kept_walls = {(r["instance"], r["agent_key"], r["seed"]): r["wall_s"] for r in kept[:-1]}
+    for row in resumed:  # finished batches are not run again
+        key = (row["instance"], row["agent_key"], row["seed"])
+        if key in kept_walls:
+            assert row["wall_s"] == kept_walls[key]
+
+
+def test_other_settings_in_the_same_out_are_refused(small_suite, capsys):
+    args = [*SMALL, "--out", str(small_suite)]
+    args[args.index("--seeds") + 1] = "3"
+    assert cli.main(args) == 2
+    assert "other settings (seeds)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [("--seeds", "0"), ("--discounts", "1.5"), ("--agents", "dqn"), ("--state-modes", "x")],
+)
+def test_bad_arguments_exit_2_in_one_line(flag, value, tmp_path, capsys):
+    args = [*SMALL, "--out", str(tmp_path / "o")]
+    args[args.index(flag) + 1] = value
+    assert cli.main(args) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and flag in err
+
+
+def test_verdict_reads_the_two_intervals():
+    assert verdict((10, 20), (30, 40), True) == "faster"
+    assert verdict((50, 60), (30, 40), True) == "slower"
+    assert verdict((25, 35), (30, 40), True) == "equal"
+    assert verdict((25, 35), (30, 40), False) == "neither"
+
+
+def test_cost_model_recovers_known_costs():
+    a, b, c, episodes = 0.02, 0.01, 0.5, 10
+    walls = {(s, k): c * s + k * episodes * (a + b * s) for s, k in ((2, 1), (8, 1), (8, 3))}
+    probe = _fit("tabular", 9, 0, walls, episodes)
+    assert (probe.overhead, probe.per_seed, probe.setup) == pytest.approx((a, b, c))
+    probes = [probe, Probe("tabular", 729, 0, 2 * a, 2 * b, 2 * c)]
+    middle = Instance(1, 2, 0.9)  # 9 states: the first probe exactly
+    assert batch_seconds(probes, middle, AgentSetup("tabular", "paper"), 10, 100) == (
+        pytest.approx(c * 10 + 100 * (a + b * 10))
+    )
+    assert np.isfinite(batch_seconds(probes, Instance(1, 4, 0.9), AgentSetup("tabular", "paper"),
+                                     10, 100))  # fmt: skip
