@@ -29,6 +29,7 @@ import numpy as np
 from analysis.formats.profile import COLUMNS, format_profile, plot_format_profile
 from analysis.rank.cli import ENVS, OneLineParser, UsageError, load_tensor, parse_ranks
 from rl.runs.rundir import RunDirError
+from tensorq.version import add_version_option
 
 DEFAULT_RANKS = "1,2,5,10,20"
 
@@ -53,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--samples", type=int, default=20, help="samples of estimated models")
     parser.add_argument("--seed", type=int, default=0, help="seed of sampling and fits")
     parser.add_argument("--out", default="formats-out", help="output directory")
-    return parser
+    return add_version_option(parser)
 
 
 def _tensor(args: argparse.Namespace) -> tuple[np.ndarray, str]:

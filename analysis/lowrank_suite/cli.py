@@ -63,6 +63,7 @@ from analysis.lowrank_suite.report import (
 from analysis.lowrank_suite.verdicts import VERDICT_COLUMNS, verdict_rows
 from analysis.rank.cli import OneLineParser, UsageError
 from rl.runs.rundir import RunDirError, RunLock, atomic_write_text, read_run_file, refuse_link
+from tensorq.version import add_version_option
 
 SETTINGS_FILE = "suite.json"
 RUNS_FILE = "runs.csv"
@@ -118,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--jobs", type=int, default=1, help="batches run at once, one process each (default 1)"
     )
     parser.add_argument("--overwrite", action="store_true", help="start afresh in --out")
-    return parser
+    return add_version_option(parser)
 
 
 def _settings(args: argparse.Namespace) -> dict:
