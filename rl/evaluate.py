@@ -88,6 +88,22 @@ def _video_env(run: LoadedRun, video_dir: Path) -> gymnasium.Env:
     return RecordVideo(env, str(video_dir), episode_trigger=lambda _: True, disable_logger=True)
 
 
+class NonFiniteReward(ValueError):
+    """An environment returned a reward that is not a finite number."""
+
+
+def _check_reward(reward: object, completed: int) -> None:
+    """Raise `NonFiniteReward` if ``reward`` is not a finite number (training refuses it too)."""
+    try:
+        finite = bool(np.isfinite(float(reward)))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        finite = False
+    if not finite:
+        raise NonFiniteReward(
+            f"it returned a non-finite reward {reward!r} ({completed} episodes completed before)"
+        )
+
+
 def evaluate(
     run: LoadedRun,
     *,
@@ -118,8 +134,9 @@ def evaluate(
     Raises
     ------
     rl.problems.EnvFailure
-        If the environment raises or returns an observation of the wrong shape
-        (naming the episode, the replica and the reset seed).
+        If the environment raises, returns an observation of the wrong shape
+        or a reward that is not a finite number (naming the episode, the
+        replica and the reset seed; for a reward, how many episodes were completed).
     """
     if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
         raise ValueError(f"The 'episodes' parameter must be an int >= 1. Got {episodes!r}.")
@@ -138,6 +155,7 @@ def evaluate(
                 for _ in range(MAX_STEPS):
                     action = run.policy(observation, replica)
                     observation, reward, terminated, truncated, _ = env.step(action)
+                    _check_reward(reward, k)
                     returns[k] += float(reward)
                     lengths[k] += 1
                     if terminated or truncated:
@@ -202,7 +220,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"after {run.episode} training episodes"
     )
     print(
-        f"{s.runs} greedy episodes (evaluation seed {args.seed}), mean length "
+        f"{len(result.returns)} greedy episodes (evaluation seed {args.seed}), mean length "
         f"{result.lengths.mean():.1f}"
     )
     print(f"return mean ± std: {s.mean:.3f} ± {s.std:.3f}")

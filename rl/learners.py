@@ -27,7 +27,9 @@ when it is garbage collected; `save` copies the run there. See
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -42,9 +44,24 @@ from numpy.typing import NDArray
 from rl.callbacks import Callback, CallbackList, as_callback, asks_to_stop
 from rl.runs.checkpoint import CheckpointError
 from rl.runs.config import ConfigError, TrainConfig, build_dataclass
-from rl.runs.load import LoadedRun, load_run
-from rl.runs.rundir import RunDirError, atomic_write_bytes, make_run_dir, refuse_if_locked
-from rl.runs.training import CHECKPOINT_FILE, CONFIG_FILE, FIGURE_FILE, METRICS_FILE, EpisodeLog
+from rl.runs.copy_run import copy_run
+from rl.runs.load import LoadedRun, RunLoadError, load_resumable, reading_lock
+from rl.runs.rundir import (
+    RunDirError,
+    atomic_copy,
+    atomic_write_bytes,
+    check_run_files,
+    has_run_files,
+    open_run_file,
+)
+from rl.runs.training import (
+    CHECKPOINT_FILE,
+    CONFIG_FILE,
+    METRICS_FILE,
+    EpisodeLog,
+    config_text,
+    has_checkpoint,
+)
 
 __all__ = [
     "DQN",
@@ -157,15 +174,19 @@ class Learner:
             "env_options": None if env_options is None else dict(env_options),
             "agent_params": None if agent_params is None else dict(agent_params),
         }
-        values = {key: value for key, value in given.items() if value is not None}
+        values = {key: _plain(value) for key, value in given.items() if value is not None}
         run_dir = self._own_run_dir(out)
         values.update(env=env, agent=self.agent, out=str(run_dir), episodes=1)
         config = build_dataclass(TrainConfig, values, "the learner's config")
-        runner, effective = build(config)
+        try:
+            runner, effective = build(config)
+        except ConfigError as error:
+            raise ConfigError(_naming_defaults(str(error), self.agent, agent_params)) from None
         runner.close()  # learn builds its own, as each python -m rl.train does
         self._effective = effective
         self._overwrite = overwrite
         self._started = False  # whether run_dir holds this learner's run (learn resumes it)
+        self._learning = False  # whether a learn is running (a callback is calling back)
         full = build_dataclass(TrainConfig, effective, "the learner's config")
         self._model = LoadedRun(run_dir, full, runner.problem, runner.agent, 0)
         if verbose and runner.problem.reward_bound_source in ("estimated", "reward_range"):
@@ -176,8 +197,17 @@ class Learner:
         if out is not None:
             return Path(out)
         run_dir = Path(tempfile.mkdtemp(prefix=f"rl-{self.agent}-"))
-        weakref.finalize(self, shutil.rmtree, run_dir, ignore_errors=True)
+        weakref.finalize(self, _remove_own_directory, run_dir, os.getpid())
         return run_dir
+
+    def _refuse_copy(self, *args: Any) -> Any:
+        raise TypeError(
+            f"A {type(self).__name__} learner cannot be copied or pickled (its compiled state "
+            f"lives outside Python): use save(path) to keep it and rl.{type(self).__name__}"
+            ".load(path) to get a copy back."
+        )
+
+    __reduce_ex__ = __copy__ = __deepcopy__ = _refuse_copy
 
     # ----------------------------------------------------------------- state
 
@@ -260,7 +290,7 @@ class Learner:
         from rl.train import progress_bar as make_progress_bar
         from rl.validation import check_int
 
-        check_int("episodes", episodes, 1)
+        episodes = check_int("episodes", episodes, 1)
         done = self.episodes_done
         resume = self._started and self._has_checkpoint()
         values = {**self._effective, "episodes": done + episodes}
@@ -268,28 +298,34 @@ class Learner:
         runner, effective = build(config)
         chosen = as_callback(callback)
         close_bar, update = make_progress_bar(config, progress_bar)
+        before = self._model
+        live = LoadedRun(self.run_dir, before.config, runner.problem, runner.agent, done)
 
         def progress(log: EpisodeLog) -> bool:
             update(log)
+            self._model = self._follow(live, log.episode)
             return not asks_to_stop(chosen.on_episode_end(self, log))
 
         try:
+            self._learning = True
             chosen.on_training_start(self)
             result = run(
                 runner, config, effective, resume=resume, overwrite=self._overwrite,
                 progress=progress,
             )  # fmt: skip
-        except (ConfigError, CheckpointError, RunDirError):  # refused before training
+        except (ConfigError, CheckpointError, RunDirError) as error:  # refused before training
             close_bar()
             runner.close()
-            raise
+            self._model = before
+            raise _in_api_words(error, type(self).__name__) from None
         except BaseException:
             close_bar()
             runner.close()
             self._started = True
-            if self._has_checkpoint():  # hold the last checkpoint, not a half-played episode
-                self._model = load_run(self.run_dir, env=self.config.env)
+            self._model = self._last_checkpoint(before)
             raise
+        finally:
+            self._learning = False
         close_bar()
         runner.close()
         self._started = True
@@ -305,6 +341,29 @@ class Learner:
 
     def _has_checkpoint(self) -> bool:
         return (self.run_dir / CHECKPOINT_FILE).is_file()
+
+    def _follow(self, live: LoadedRun, episode: int) -> LoadedRun:
+        """Return ``live`` (the agent being trained) as the model after ``episode``."""
+        live.config = dataclasses.replace(live.config, episodes=episode)
+        live.episode = episode
+        return live
+
+    def _last_checkpoint(self, before: LoadedRun) -> LoadedRun:
+        """Return the model of the last checkpoint after a failed learn, its metrics cut to it.
+
+        The rows written after the checkpoint are those of episodes the model
+        does not hold (a resume would drop them too); without a checkpoint the
+        model of before the learn is kept.
+        """
+        if not self._has_checkpoint():
+            return before
+        loaded, metrics_bytes = load_resumable(self.run_dir, env=self.config.env)
+        descriptor = open_run_file(self.run_dir / METRICS_FILE, os.O_WRONLY)
+        try:
+            os.ftruncate(descriptor, metrics_bytes)
+        finally:
+            os.close(descriptor)
+        return loaded
 
     # ----------------------------------------------------------------- acting
 
@@ -352,10 +411,12 @@ class Learner:
         problem = self._model.problem
         if isinstance(observation, Mapping):
             return True, [observation]
-        if problem.flatten is not None:  # Tuple/Dict spaces: one is a tuple or mapping
-            first = observation[0] if len(observation) else None
-            batch = isinstance(first, (tuple, list, Mapping, np.ndarray))
-            return (False, list(observation)) if batch else (True, [observation])
+        if problem.flatten is not None:  # Tuple/Dict spaces: one is what flattens to one
+            return (
+                (True, [observation])
+                if _flattens(problem, observation)
+                else (False, list(observation))
+            )
         array = np.asarray(observation)
         one = self._observation_shape()
         if array.shape == one:
@@ -408,12 +469,16 @@ class Learner:
     # ----------------------------------------------------------------- files
 
     def save(self, path: str | os.PathLike) -> Path:
-        """Write the run (metrics, config, checkpoint, figure if drawn) to the directory ``path``.
+        """Write the run (metrics, config, checkpoint) to the directory ``path``.
 
         ``path`` becomes a run directory: `load`, `rl.load_run`, ``python -m
-        rl.evaluate`` and ``python -m rl.train --resume`` read it. Files of a
-        run already there are replaced; a directory another run is using is
-        refused.
+        rl.evaluate`` and ``python -m rl.train --resume`` read it; its
+        ``config.json`` names ``path`` as ``out``. It must be new, empty or a
+        run directory (it holds a checkpoint): the run files there
+        (`rl.runs.training.RUN_FILES`, an old figure included) are replaced,
+        anything else in it is left alone. A directory that holds other files
+        but no run is refused, and so is one another run is using. No figure
+        is written (``python -m rl.plot PATH`` draws one).
 
         Returns
         -------
@@ -423,21 +488,23 @@ class Learner:
         Raises
         ------
         ValueError
-            Before the first `learn` (there is no checkpoint yet).
+            Before the first `learn` (there is no checkpoint yet), or for an empty ``path``.
         rl.runs.rundir.RunDirError
-            If ``path`` is in use by a run or cannot be written.
+            If ``path`` holds files but no run, is in use by a run, holds a link
+            where a run file goes, or cannot be written; or if called while
+            `learn` runs (from a callback).
         """
-        target = Path(path)
         if not self._has_checkpoint():
             raise ValueError("Nothing to save yet: call learn() first.")
+        target = _save_target(path)
+        if self._learning:
+            raise RunDirError(
+                "save() cannot run while learn() is training (from a callback): the run's files "
+                "are being written; save after learn returns, or stop it from on_episode_end."
+            )
         if target.resolve() == self.run_dir.resolve():
             return target
-        make_run_dir(target)
-        refuse_if_locked(target)
-        for name in (METRICS_FILE, CHECKPOINT_FILE, FIGURE_FILE, CONFIG_FILE):
-            source = self.run_dir / name
-            if source.is_file():
-                atomic_write_bytes(target / name, source.read_bytes())
+        copy_run(self.run_dir, target)
         return target
 
     @classmethod
@@ -446,31 +513,41 @@ class Learner:
     ) -> Learner:
         """Load a run directory (of `save` or ``python -m rl.train``) as a learner.
 
-        Learning goes on in a temporary copy: ``path`` itself is not changed
-        until it is saved to again. ``env`` and ``trust_env_module`` are those
-        of `rl.load_run` (needed for a ``"package.module:Env-v0"`` id).
+        Learning goes on in a temporary copy of the checkpoint and of the
+        metrics up to it (never through a link; a figure is not copied):
+        ``path`` itself is not changed until it is saved to again. The run is
+        read under its lock, shared (`rl.runs.load.reading_lock`). ``env``
+        and ``trust_env_module`` are those of `rl.load_run` (needed for a
+        ``"package.module:Env-v0"`` id).
 
         Raises
         ------
         rl.runs.load.RunLoadError
-            If the directory cannot be loaded or holds a run of another agent.
+            If the directory cannot be loaded (`rl.runs.load.load_resumable`: a
+            link, metrics that disagree with the checkpoint), is in use by a
+            run being trained, or holds a run of another agent.
         """
-        from rl.runs.load import RunLoadError
-
-        loaded = load_run(path, env=env, trust_env_module=trust_env_module)
-        if cls.agent and loaded.config.agent != cls.agent:
-            raise RunLoadError(
-                f"{path} holds a {loaded.config.agent!r} run, not {cls.agent!r}; load it with "
-                f"rl.{_CLASS_OF.get(loaded.config.agent, 'load_run')}.load."
+        source = Path(path)
+        with reading_lock(source):
+            loaded, metrics_bytes = load_resumable(
+                source, env=env, trust_env_module=trust_env_module
             )
-        learner = cls.__new__(cls)
-        run_dir = learner._own_run_dir(None)
-        for name in (METRICS_FILE, CHECKPOINT_FILE, FIGURE_FILE, CONFIG_FILE):
-            if (Path(path) / name).is_file():
-                shutil.copyfile(Path(path) / name, run_dir / name)
+            if cls.agent and loaded.config.agent != cls.agent:
+                raise RunLoadError(
+                    f"{path} holds a {loaded.config.agent!r} run, not {cls.agent!r}; load it "
+                    f"with rl.{_CLASS_OF.get(loaded.config.agent, 'load_run')}.load."
+                )
+            learner = cls.__new__(cls)
+            run_dir = learner._own_run_dir(None)
+            try:
+                _copy_checkpointed(source, run_dir, metrics_bytes)
+            except (OSError, RunDirError) as error:
+                raise RunLoadError(f"Cannot load {path}: {error}") from None
         learner._effective = _effective_of(loaded.config, run_dir)
+        atomic_write_bytes(run_dir / CONFIG_FILE, config_text(learner._effective).encode())
         learner._overwrite = False
         learner._started = True
+        learner._learning = False
         loaded.run_dir = run_dir
         learner._model = loaded
         return learner
@@ -481,6 +558,96 @@ def _effective_of(config: TrainConfig, run_dir: Path) -> dict[str, Any]:
     from rl.runs.config import to_jsonable
 
     return {**to_jsonable(config), "out": str(run_dir)}
+
+
+def _flattens(problem: Any, observation: Any) -> bool:
+    """Whether ``observation`` is one observation of a Tuple/Dict space (not a batch of them)."""
+    try:
+        problem.as_array(observation)
+    except (ValueError, TypeError, IndexError, KeyError):
+        return False
+    return True
+
+
+def _remove_own_directory(run_dir: Path, owner: int) -> None:
+    """Remove a learner's temporary ``run_dir``, only in the process that made it (not a fork)."""
+    if os.getpid() == owner:
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def _plain(value: Any) -> Any:
+    """Return ``value`` with NumPy scalars and arrays (nested in mappings, lists) as Python's."""
+    if isinstance(value, Mapping):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    if isinstance(value, (np.ndarray, np.generic)):
+        return value.tolist()
+    return value
+
+
+def _naming_defaults(message: str, agent: str, agent_params: Mapping[str, Any] | None) -> str:
+    """Say in ``message`` when the parameter it refuses is the agent's default, not the user's."""
+    from rl.runs.config import agent_spec
+
+    found = re.search(r"The '(\w+)' parameter must be an int in \[\d+, (\d+)\]", message)
+    if found is None or found.group(1) in (agent_params or {}):
+        return message
+    name, largest = found.groups()
+    fields = {f.name for f in dataclasses.fields(agent_spec(agent).config_class)}
+    if name not in fields:
+        return message
+    return (
+        f"{message} '{name}' is agent {agent!r}'s default here, not a value you gave; this "
+        f"problem needs at most {largest}: pass agent_params={{'{name}': {largest}}}."
+    )
+
+
+_API_WORDS = (
+    (re.compile(r"use --resume to continue it or --overwrite to start again"),
+     "load it with rl.{name}.load(path) to continue it, or pass overwrite=True to start again"),
+    (re.compile(r"use --overwrite to start again"), "pass overwrite=True to start again"),
+    (re.compile(r"continue with: python -m rl\.train --resume \S+"), "continue with learn()"),
+    (re.compile(r"start afresh with: python -m rl\.train --config \S+ --overwrite"),
+     "start afresh with overwrite=True"),
+)  # fmt: skip
+"""Command-line advice of `rl.runs.training`'s messages -> the same advice for learners."""
+
+
+def _in_api_words(error: Exception, name: str) -> Exception:
+    """Return ``error`` (of the same type) with its command-line advice given as API calls."""
+    message = str(error)
+    for pattern, words in _API_WORDS:
+        message = pattern.sub(words.format(name=name), message)
+    return error if message == str(error) else type(error)(message)
+
+
+def _save_target(path: str | os.PathLike) -> Path:
+    """Return ``path`` as a directory `Learner.save` may write, or raise (see `Learner.save`)."""
+    if not os.fspath(path):
+        raise ValueError("The 'path' parameter is empty; name the directory to save to.")
+    target = Path(path)
+    if target.exists() and not target.is_dir():
+        raise RunDirError(f"Cannot save to {target}: it is a file, not a directory.")
+    if has_run_files(target) and not has_checkpoint(target):
+        raise RunDirError(
+            f"Refusing to save to {target}: it holds files but no run ({CHECKPOINT_FILE}), and "
+            "saving would replace any config.json or metrics.csv there; save to a new or "
+            "empty directory."
+        )
+    return target
+
+
+def _copy_checkpointed(source: Path, run_dir: Path, metrics_bytes: int) -> None:
+    """Copy ``source``'s checkpoint and the ``metrics_bytes`` of metrics it records to ``run_dir``.
+
+    Never through a link, and never more metrics than the checkpoint's.
+    """
+    check_run_files(source, (CHECKPOINT_FILE, METRICS_FILE, CONFIG_FILE))
+    atomic_copy(source / CHECKPOINT_FILE, run_dir / CHECKPOINT_FILE)
+    descriptor = open_run_file(source / METRICS_FILE, os.O_RDONLY)
+    with os.fdopen(descriptor, "rb") as handle:
+        atomic_write_bytes(run_dir / METRICS_FILE, handle.read(metrics_bytes))
 
 
 class TEQL(Learner):

@@ -225,6 +225,28 @@ class SpaceGrid:
             return np.asarray(value, dtype=np.float64).ravel()
         return _flat(self._leaves, value)
 
+    def check(self, value: ArrayLike) -> None:
+        """Refuse one flat value (n_components,) whose discrete components lie outside the space.
+
+        Raises
+        ------
+        ValueError
+            Naming the first component that is not an integer, or lies outside
+            ``[start, start + n)`` of its Discrete or MultiDiscrete leaf.
+        """
+        value = np.asarray(value, dtype=np.float64).reshape(self.n_components)
+        discrete = ~self._box
+        shifted = value - self._starts
+        wrong = discrete & ((shifted != np.rint(shifted)) | (shifted < 0) | (shifted > self._last))
+        if wrong.any():
+            i = int(np.flatnonzero(wrong)[0])
+            low, high = int(self._starts[i]), int(self._starts[i] + self._last[i])
+            kind = "not an integer in" if shifted[i] != np.rint(shifted[i]) else "outside"
+            raise ValueError(
+                f"Component {i} of the observation is {value[i]:g}: {kind} the values "
+                f"{low}..{high} of the space {self.space}."
+            )
+
     def index(self, rows: ArrayLike) -> NDArray[np.int64]:
         """Map a batch of flat values (B, n_components) to mode indices (B, n_components)."""
         rows = np.asarray(rows, dtype=np.float64).reshape(-1, self.n_components)
