@@ -88,7 +88,7 @@ def as_callback(value: Any) -> Callback:
     Raises
     ------
     TypeError
-        For anything else.
+        For anything else, a class included (an instance of it is meant).
     """
     if value is None:
         return Callback()
@@ -96,6 +96,11 @@ def as_callback(value: Any) -> Callback:
         return value
     if isinstance(value, (list, tuple)):
         return CallbackList(value)
+    if isinstance(value, type):
+        raise TypeError(
+            f"The 'callback' parameter is the class {value.__name__}; pass an instance of it "
+            f"({value.__name__}()) or a function f(learner, log)."
+        )
     if callable(value):
         return _FunctionCallback(value)
     raise TypeError(

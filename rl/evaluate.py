@@ -44,6 +44,7 @@ from rl.problems import EnvFailure
 from rl.problems.from_gymnasium import EnvModuleRefused
 from rl.runs.load import LoadedRun, RunLoadError, load_run
 from rl.runs.metrics import Summary, summarize
+from rl.validation import check_int
 
 MAX_STEPS = 100_000
 """Step cap of one evaluation episode of an environment without a time limit."""
@@ -119,7 +120,7 @@ def evaluate(
     run : LoadedRun
         From `rl.runs.load.load_run`.
     episodes : int, default 10
-        Number of episodes (>= 1).
+        Number of episodes (>= 1; a NumPy integer too).
     seed : int, default 0
         Episode k is reset with ``rl.loop.runner.episode_seed(seed, k)``.
     replica : int, default 0
@@ -138,10 +139,7 @@ def evaluate(
         or a reward that is not a finite number (naming the episode, the
         replica and the reset seed; for a reward, how many episodes were completed).
     """
-    if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
-        raise ValueError(f"The 'episodes' parameter must be an int >= 1. Got {episodes!r}.")
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"The 'seed' parameter must be an int >= 0. Got {seed!r} instead.")
+    episodes, seed = check_int("episodes", episodes, 1), check_int("seed", seed, 0)
     run.greedy_states(np.zeros((0, len(run.problem.state_dims)), np.int64), replica)  # checks
     env = run.problem.make_env() if video_dir is None else _video_env(run, Path(video_dir))
     returns = np.zeros(episodes)

@@ -195,6 +195,8 @@ class Learner:
     def _own_run_dir(self, out: str | os.PathLike | None) -> Path:
         """Return ``out``, or a new temporary directory removed with this learner."""
         if out is not None:
+            if not os.fspath(out):
+                raise ValueError("The 'out' parameter is empty; name a run directory, or omit it.")
             return Path(out)
         run_dir = Path(tempfile.mkdtemp(prefix=f"rl-{self.agent}-"))
         weakref.finalize(self, _remove_own_directory, run_dir, os.getpid())
@@ -303,7 +305,7 @@ class Learner:
 
         def progress(log: EpisodeLog) -> bool:
             update(log)
-            self._model = self._follow(live, log.episode)
+            self._model = _at_episode(live, log.episode)
             return not asks_to_stop(chosen.on_episode_end(self, log))
 
         try:
@@ -342,17 +344,12 @@ class Learner:
     def _has_checkpoint(self) -> bool:
         return (self.run_dir / CHECKPOINT_FILE).is_file()
 
-    def _follow(self, live: LoadedRun, episode: int) -> LoadedRun:
-        """Return ``live`` (the agent being trained) as the model after ``episode``."""
-        live.config = dataclasses.replace(live.config, episodes=episode)
-        live.episode = episode
-        return live
-
     def _last_checkpoint(self, before: LoadedRun) -> LoadedRun:
-        """Return the model of the last checkpoint after a failed learn, its metrics cut to it.
+        """Return the model of the last checkpoint after a failed learn, the run files cut to it.
 
-        The rows written after the checkpoint are those of episodes the model
-        does not hold (a resume would drop them too); without a checkpoint the
+        The metrics rows written after the checkpoint are those of episodes the
+        model does not hold (a resume would drop them too), and ``config.json``
+        then states the episodes the checkpoint holds; without a checkpoint the
         model of before the learn is kept.
         """
         if not self._has_checkpoint():
@@ -363,6 +360,9 @@ class Learner:
             os.ftruncate(descriptor, metrics_bytes)
         finally:
             os.close(descriptor)
+        held = {**_effective_of(loaded.config, self.run_dir), "episodes": loaded.episode}
+        atomic_write_bytes(self.run_dir / CONFIG_FILE, config_text(held).encode())
+        loaded.config = dataclasses.replace(loaded.config, episodes=loaded.episode)
         return loaded
 
     # ----------------------------------------------------------------- acting
@@ -513,6 +513,7 @@ class Learner:
     ) -> Learner:
         """Load a run directory (of `save` or ``python -m rl.train``) as a learner.
 
+        ``Learner.load`` returns the learner of the run's agent (`TEQL`, ...).
         Learning goes on in a temporary copy of the checkpoint and of the
         metrics up to it (never through a link; a figure is not copied):
         ``path`` itself is not changed until it is saved to again. The run is
@@ -532,6 +533,8 @@ class Learner:
             loaded, metrics_bytes = load_resumable(
                 source, env=env, trust_env_module=trust_env_module
             )
+            if not cls.agent:  # Learner.load: the class of the run's agent
+                cls = _CLASSES.get(loaded.config.agent, cls)
             if cls.agent and loaded.config.agent != cls.agent:
                 raise RunLoadError(
                     f"{path} holds a {loaded.config.agent!r} run, not {cls.agent!r}; load it "
@@ -558,6 +561,13 @@ def _effective_of(config: TrainConfig, run_dir: Path) -> dict[str, Any]:
     from rl.runs.config import to_jsonable
 
     return {**to_jsonable(config), "out": str(run_dir)}
+
+
+def _at_episode(live: LoadedRun, episode: int) -> LoadedRun:
+    """Return ``live`` (the agent being trained) as the model after ``episode``, for callbacks."""
+    live.config = dataclasses.replace(live.config, episodes=episode)
+    live.episode = episode
+    return live
 
 
 def _flattens(problem: Any, observation: Any) -> bool:
@@ -694,5 +704,9 @@ class Tabular(Learner):
     agent = "tabular"
 
 
-_CLASS_OF = {cls.agent: cls.__name__ for cls in (TEQL, TLR, LoRaVI, DQN, SAC, Tabular)}
+_CLASSES: dict[str, type[Learner]] = {
+    cls.agent: cls for cls in (TEQL, TLR, LoRaVI, DQN, SAC, Tabular)
+}
+"""Registered agent name -> learner class (`Learner.load` of the base class uses it)."""
+_CLASS_OF = {agent: cls.__name__ for agent, cls in _CLASSES.items()}
 """Registered agent name -> learner class name, for messages."""

@@ -210,6 +210,13 @@ def run_problem(
     return make_problem(recorded_env, import_env_module=allowed, **env_options)
 
 
+def _refuse_missing(run_dir: Path) -> None:
+    """Raise `RunLoadError` unless ``run_dir`` is a directory (saying what it is instead)."""
+    if not run_dir.is_dir():
+        what = "it is not a directory" if run_dir.exists() else "it does not exist"
+        raise RunLoadError(f"{run_dir} is not a run directory ({what}).")
+
+
 @contextlib.contextmanager
 def reading_lock(run_dir: str | os.PathLike) -> Iterator[None]:
     """Hold ``run_dir``'s lock shared while reading it: a run being trained is refused.
@@ -221,14 +228,20 @@ def reading_lock(run_dir: str | os.PathLike) -> Iterator[None]:
     Raises
     ------
     RunLoadError
-        If a live process holds the lock (naming its pid and host).
+        If ``run_dir`` is not a directory, a live process holds the lock
+        (naming its pid and host), or the lock file is a link or not a regular file.
     """
-    try:
-        lock = RunLock.acquire(run_dir, shared=True)
-    except RunDirError as error:
-        if lock_holder(run_dir) is not None or "in use by process" in str(error):
+    _refuse_missing(Path(run_dir))
+    lock = None
+    if os.access(run_dir, os.W_OK):
+        try:
+            lock = RunLock.acquire(run_dir, shared=True)
+        except RunDirError as error:  # busy, or a link or odd file at .lock
             raise RunLoadError(str(error)) from None
-        lock = None  # cannot create or write the lock file: nobody can train here either
+    elif lock_holder(run_dir) is not None:  # a directory this process cannot write
+        raise RunLoadError(
+            f"The run directory {run_dir} is in use by a run being trained; wait for it to end."
+        )
     try:
         yield
     finally:
@@ -275,8 +288,7 @@ def load_run(
         neither imported yet, named by ``env`` nor trusted.
     """
     run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise RunLoadError(f"{run_dir} is not a run directory (it does not exist).")
+    _refuse_missing(run_dir)
     with reading_lock(run_dir):
         return _load(run_dir, env, trust_env_module)[0]
 
@@ -302,8 +314,7 @@ def load_resumable(
         with the checkpoint (`rl.runs.checkpoint.check_checkpoint_against_metrics`).
     """
     run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise RunLoadError(f"{run_dir} is not a run directory (it does not exist).")
+    _refuse_missing(run_dir)
     from rl.runs.training import METRICS_FILE
 
     loaded, checkpoint = _load(run_dir, env, trust_env_module)

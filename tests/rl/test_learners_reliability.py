@@ -227,6 +227,8 @@ def test_after_a_failed_learn_the_run_files_agree_with_the_model(tmp_path):
     metrics = read_metrics(target / "metrics.csv")
     assert len(metrics["episode"]) == 2 * 5 and int(metrics["episode"].max()) == 5
     assert load_checkpoint(target / "checkpoint.npz").episode == 5
+    assert json.loads((target / "config.json").read_text())["episodes"] == 5
+    assert model.config.episodes == 5
     assert model.learn(5).episodes_done == 10
 
 
@@ -360,3 +362,58 @@ def test_an_object_dtype_observation_is_told_what_is_wrong():
     with pytest.raises((ValueError, EnvFailure)) as refused:
         rl.Tabular(OBJECT_TOY, verbose=0)
     assert "dtype object" in str(refused.value) and "'low'" not in str(refused.value)
+
+
+# ----------------------------------------------------------------------------- a second pass
+
+
+def test_save_from_a_callback_is_refused_with_what_to_do(tmp_path):
+    def save_now(learner, log):
+        learner.save(tmp_path / "mid")
+
+    model = _learner(episodes=2)
+    with pytest.raises(RunDirError, match="while learn"):
+        model.learn(2, callback=save_now)
+    assert not (tmp_path / "mid").exists()
+    assert model.episodes_done == 2 and model.learn(2).episodes_done == 4
+
+
+def test_load_never_writes_through_a_linked_lock_file(tmp_path):
+    run_dir = _saved(tmp_path)
+    secret = _secret(tmp_path)
+    (run_dir / ".lock").unlink(missing_ok=True)
+    (run_dir / ".lock").symlink_to(secret)
+    for load in (rl.load_run, rl.Tabular.load):
+        with pytest.raises(RunLoadError, match="symbolic link"):
+            load(run_dir, env=TOY)
+    assert secret.read_bytes() == SECRET
+
+
+def test_evaluate_takes_numpy_integers(tmp_path):
+    from rl.evaluate import evaluate
+
+    run = rl.load_run(_saved(tmp_path), env=TOY)
+    returns = evaluate(run, episodes=np.int64(2), seed=np.int64(1)).returns
+    np.testing.assert_array_equal(returns, evaluate(run, episodes=2, seed=1).returns)
+
+
+def test_an_empty_out_is_refused():
+    with pytest.raises(ValueError, match="'out' parameter is empty"):
+        rl.Tabular(TOY, out="", verbose=0)
+
+
+def test_loading_a_file_says_it_is_not_a_directory(tmp_path):
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(RunLoadError, match=r"not a run directory \(it is not a directory\)"):
+        rl.Tabular.load(tmp_path / "file")
+
+
+def test_a_callback_class_instead_of_an_instance_is_refused():
+    model = _learner(episodes=0)
+    with pytest.raises(TypeError, match=r"pass an instance of it \(Callback\(\)\)"):
+        model.learn(2, callback=Callback)
+
+
+def test_the_base_class_loads_the_learner_of_the_runs_agent(tmp_path):
+    loaded = rl.learners.Learner.load(_saved(tmp_path), env=TOY)
+    assert type(loaded) is rl.Tabular and loaded.episodes_done == 4
