@@ -194,6 +194,7 @@ class Learner:
 
     def _own_run_dir(self, out: str | os.PathLike | None) -> Path:
         """Return ``out``, or a new temporary directory removed with this learner."""
+        self._temporary = out is None
         if out is not None:
             if not os.fspath(out):
                 raise ValueError("The 'out' parameter is empty; name a run directory, or omit it.")
@@ -417,7 +418,10 @@ class Learner:
                 if _flattens(problem, observation)
                 else (False, list(observation))
             )
-        array = np.asarray(observation)
+        try:
+            array = np.asarray(observation)
+        except ValueError as error:  # ragged nesting
+            raise ValueError(f"The observation is not an array of one shape: {error}") from None
         one = self._observation_shape()
         if array.shape == one:
             return True, [array]
@@ -488,7 +492,8 @@ class Learner:
         Raises
         ------
         ValueError
-            Before the first `learn` (there is no checkpoint yet), or for an empty ``path``.
+            Before the first `learn` (there is no checkpoint yet), for an empty
+            ``path``, or one inside the learner's temporary run directory.
         rl.runs.rundir.RunDirError
             If ``path`` holds files but no run, is in use by a run, holds a link
             where a run file goes, or cannot be written; or if called while
@@ -501,6 +506,11 @@ class Learner:
             raise RunDirError(
                 "save() cannot run while learn() is training (from a callback): the run's files "
                 "are being written; save after learn returns, or stop it from on_episode_end."
+            )
+        if self._temporary and target.resolve().is_relative_to(self.run_dir.resolve()):
+            raise ValueError(
+                f"Cannot save to {target}: it is inside the learner's temporary run directory "
+                f"{self.run_dir}, which is removed with the learner; save somewhere else."
             )
         if target.resolve() == self.run_dir.resolve():
             return target

@@ -358,6 +358,7 @@ def test_an_agent_default_that_does_not_fit_the_problem_is_named_as_a_default():
         rl.LoRaVI("CartPole-v1", env_options=options, verbose=0)
 
 
+@pytest.mark.filterwarnings("ignore:.*obs returned by the `reset\\(\\)` method:UserWarning")
 def test_an_object_dtype_observation_is_told_what_is_wrong():
     with pytest.raises((ValueError, EnvFailure)) as refused:
         rl.Tabular(OBJECT_TOY, verbose=0)
@@ -417,3 +418,17 @@ def test_a_callback_class_instead_of_an_instance_is_refused():
 def test_the_base_class_loads_the_learner_of_the_runs_agent(tmp_path):
     loaded = rl.learners.Learner.load(_saved(tmp_path), env=TOY)
     assert type(loaded) is rl.Tabular and loaded.episodes_done == 4
+
+
+def test_save_inside_the_temporary_run_directory_is_refused():
+    model = _learner(episodes=2)
+    for inside in (model.run_dir, model.run_dir / "kept"):
+        with pytest.raises(ValueError, match="removed with the learner"):
+            model.save(inside)
+    assert not (model.run_dir / "kept").exists()
+
+
+def test_a_ragged_batch_is_refused_in_one_line():
+    model = _learner(episodes=2)
+    with pytest.raises(ValueError, match="not an array of one shape"):
+        model.predict([[1, 2], [3]])
