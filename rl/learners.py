@@ -43,7 +43,7 @@ from numpy.typing import NDArray
 
 from rl.callbacks import Callback, CallbackList, as_callback, asks_to_stop
 from rl.runs.checkpoint import CheckpointError
-from rl.runs.config import ConfigError, TrainConfig, build_dataclass
+from rl.runs.config import ConfigError, TrainConfig, agent_spec, build_dataclass
 from rl.runs.copy_run import copy_run
 from rl.runs.load import LoadedRun, RunLoadError, load_resumable, reading_lock
 from rl.runs.rundir import (
@@ -608,8 +608,6 @@ def _plain(value: Any) -> Any:
 
 def _naming_defaults(message: str, agent: str, agent_params: Mapping[str, Any] | None) -> str:
     """Say in ``message`` when the parameter it refuses is the agent's default, not the user's."""
-    from rl.runs.config import agent_spec
-
     found = re.search(r"The '(\w+)' parameter must be an int in \[\d+, (\d+)\]", message)
     if found is None or found.group(1) in (agent_params or {}):
         return message

@@ -289,8 +289,7 @@ def load_run(
     """
     run_dir = Path(run_dir)
     _refuse_missing(run_dir)
-    with reading_lock(run_dir):
-        return _load(run_dir, env, trust_env_module)[0]
+    return _load(run_dir, env, trust_env_module)[0]
 
 
 def load_resumable(
