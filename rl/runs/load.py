@@ -99,9 +99,23 @@ class LoadedRun:
         return int(replica)
 
     def greedy_states(self, states: NDArray[np.int64], replica: int = 0) -> NDArray[np.int64]:
-        """Greedy action index vectors (N, D_A) of state index vectors (N, D_S) for one replica."""
+        """Greedy action index vectors (N, D_A) of state index vectors (N, D_S) for one replica.
+
+        Raises
+        ------
+        ValueError
+            For a bad replica, or a state index outside ``[0, problem.state_dims)``.
+        """
         replica = self._check_replica(replica)
         states = np.asarray(states, dtype=np.int64).reshape(-1, len(self.problem.state_dims))
+        dims = np.asarray(self.problem.state_dims)
+        outside = (states < 0) | (states >= dims)
+        if outside.any():
+            row = int(np.flatnonzero(outside.any(axis=1))[0])
+            raise ValueError(
+                f"The state index vector {states[row].tolist()} lies outside the state modes "
+                f"{list(self.problem.state_dims)} (each index in [0, size))."
+            )
         out = np.empty((len(states), len(self.problem.action_dims)), dtype=np.int64)
         for row, state in enumerate(states):
             batch = np.repeat(state[None], self.replicas, axis=0)

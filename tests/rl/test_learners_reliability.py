@@ -430,3 +430,20 @@ def test_a_ragged_batch_is_refused_in_one_line():
     model = _learner(episodes=2)
     with pytest.raises(ValueError, match="not an array of one shape"):
         model.predict([[1, 2], [3]])
+
+
+def test_greedy_states_refuses_state_indices_outside_the_modes(tmp_path):
+    run = rl.TEQL(TOY, seeds=1, verbose=0).learn(2).save(tmp_path / "teql")
+    loaded = rl.load_run(run, env=TOY)
+    assert loaded.greedy_states(np.array([[3, 3]])).shape == (1, 2)
+    for wrong in ([[4, 0]], [[-1, 0]], [[0, 2**40]]):
+        with pytest.raises(ValueError, match="outside the state modes"):
+            loaded.greedy_states(np.array(wrong))
+
+
+def test_a_huge_sparse_figure_is_not_copied_by_load(tmp_path):
+    run_dir = _saved(tmp_path)
+    with open(run_dir / "learning_curve.png", "wb") as figure:
+        figure.truncate(3 << 30)  # sparse: no disk used
+    loaded = rl.Tabular.load(run_dir, env=TOY)
+    assert not (loaded.run_dir / "learning_curve.png").exists()
