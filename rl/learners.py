@@ -284,7 +284,8 @@ class Learner:
         Raises
         ------
         rl.runs.config.ConfigError, rl.runs.rundir.RunDirError
-            For a run directory that cannot be used.
+            For a run directory that cannot be used, or a call from a callback
+            of a running ``learn``.
         ValueError
             If an agent diverges or the environment returns a non-finite value;
             the learner then holds its last checkpoint.
@@ -294,6 +295,7 @@ class Learner:
         from rl.validation import check_int
 
         episodes = check_int("episodes", episodes, 1)
+        self._refuse_inside_learn("learn")
         done = self.episodes_done
         resume = self._started and self._has_checkpoint()
         values = {**self._effective, "episodes": done + episodes}
@@ -304,7 +306,11 @@ class Learner:
         before = self._model
         live = LoadedRun(self.run_dir, before.config, runner.problem, runner.agent, done)
 
+        began = False  # whether an episode ended (errors after that are not refusals)
+
         def progress(log: EpisodeLog) -> bool:
+            nonlocal began
+            began = True
             update(log)
             self._model = _at_episode(live, log.episode)
             return not asks_to_stop(chosen.on_episode_end(self, log))
@@ -316,14 +322,12 @@ class Learner:
                 runner, config, effective, resume=resume, overwrite=self._overwrite,
                 progress=progress,
             )  # fmt: skip
-        except (ConfigError, CheckpointError, RunDirError) as error:  # refused before training
+        except BaseException as error:
             close_bar()
             runner.close()
-            self._model = before
-            raise _in_api_words(error, type(self).__name__) from None
-        except BaseException:
-            close_bar()
-            runner.close()
+            if not began and isinstance(error, (ConfigError, CheckpointError, RunDirError)):
+                self._model = before  # refused before training
+                raise _in_api_words(error, type(self).__name__) from None
             self._started = True
             self._model = self._last_checkpoint(before)
             raise
@@ -341,6 +345,15 @@ class Learner:
         )
         chosen.on_training_end(self)
         return self
+
+    def _refuse_inside_learn(self, method: str) -> None:
+        """Raise RunDirError if ``learn`` is running (``method`` is called from a callback)."""
+        if self._learning:
+            raise RunDirError(
+                f"{method}() cannot run while learn() is training (from a callback): the run's "
+                f"files are being written; call {method}() after learn returns, or stop "
+                "training by returning False from on_episode_end."
+            )
 
     def _has_checkpoint(self) -> bool:
         return (self.run_dir / CHECKPOINT_FILE).is_file()
@@ -361,9 +374,10 @@ class Learner:
             os.ftruncate(descriptor, metrics_bytes)
         finally:
             os.close(descriptor)
-        held = {**_effective_of(loaded.config, self.run_dir), "episodes": loaded.episode}
+        episodes = max(loaded.episode, 1)  # a run's config holds at least one (as at construction)
+        held = {**_effective_of(loaded.config, self.run_dir), "episodes": episodes}
         atomic_write_bytes(self.run_dir / CONFIG_FILE, config_text(held).encode())
-        loaded.config = dataclasses.replace(loaded.config, episodes=loaded.episode)
+        loaded.config = dataclasses.replace(loaded.config, episodes=episodes)
         return loaded
 
     # ----------------------------------------------------------------- acting
@@ -502,11 +516,7 @@ class Learner:
         if not self._has_checkpoint():
             raise ValueError("Nothing to save yet: call learn() first.")
         target = _save_target(path)
-        if self._learning:
-            raise RunDirError(
-                "save() cannot run while learn() is training (from a callback): the run's files "
-                "are being written; save after learn returns, or stop it from on_episode_end."
-            )
+        self._refuse_inside_learn("save")
         if self._temporary and target.resolve().is_relative_to(self.run_dir.resolve()):
             raise ValueError(
                 f"Cannot save to {target}: it is inside the learner's temporary run directory "

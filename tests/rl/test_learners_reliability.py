@@ -367,15 +367,25 @@ def test_an_object_dtype_observation_is_told_what_is_wrong():
 # ----------------------------------------------------------------------------- a second pass
 
 
-def test_save_from_a_callback_is_refused_with_what_to_do(tmp_path):
+def test_save_or_learn_from_a_callback_is_refused_with_what_to_do(tmp_path):
     def save_now(learner, log):
         learner.save(tmp_path / "mid")
 
     model = _learner(episodes=2)
-    with pytest.raises(RunDirError, match="while learn"):
-        model.learn(2, callback=save_now)
+
+    def learn_now(learner, log):
+        learner.learn(1)
+
+    model = _learner(episodes=2)
+    for inside in (save_now, learn_now):
+        with pytest.raises(RunDirError, match=r"\(\) cannot run while learn\(\) is training"):
+            model.learn(2, callback=inside)
     assert not (tmp_path / "mid").exists()
     assert model.episodes_done == 2 and model.learn(2).episodes_done == 4
+    fresh = rl.Tabular(TOY, seeds=1, checkpoint_every=1, verbose=0)
+    with pytest.raises(RunDirError):
+        fresh.learn(3, callback=save_now)
+    assert fresh.episodes_done == 0 and fresh.learn(1).episodes_done == 1
 
 
 def test_load_never_writes_through_a_linked_lock_file(tmp_path):
