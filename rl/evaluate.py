@@ -90,18 +90,16 @@ def _video_env(run: LoadedRun, video_dir: Path) -> gymnasium.Env:
 
 
 class NonFiniteReward(ValueError):
-    """An environment returned a reward that is not a finite number."""
+    """An environment returned a reward that is not a finite real number."""
 
 
 def _check_reward(reward: object, completed: int) -> None:
-    """Raise `NonFiniteReward` if ``reward`` is not a finite number (training refuses it too)."""
-    try:
-        finite = bool(np.isfinite(float(reward)))  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        finite = False
-    if not finite:
+    """Raise `NonFiniteReward` if ``reward`` is not a finite real number (a string is not)."""
+    number = isinstance(reward, (int, float, np.number)) and not isinstance(reward, complex)
+    if not (number and np.isfinite(float(reward))):  # type: ignore[arg-type]
         raise NonFiniteReward(
-            f"it returned a non-finite reward {reward!r} ({completed} episodes completed before)"
+            f"it returned a reward {reward!r} that is not a finite number ({completed} episodes "
+            "completed before)"
         )
 
 

@@ -272,13 +272,14 @@ def _run_with_rewards(tmp_path, episode, reward):
     return run
 
 
-@pytest.mark.parametrize("reward", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("reward", [np.nan, np.inf, -np.inf, "1.0"])
 def test_evaluate_refuses_a_non_finite_reward(tmp_path, reward):
     from rl.evaluate import evaluate
 
     run = _run_with_rewards(tmp_path, 3, reward)
     with pytest.raises(
-        EnvFailure, match=r"evaluation episode 3 .*non-finite reward .*3 episodes completed"
+        EnvFailure,
+        match=r"evaluation episode 3 .*that is not a finite number \(3 episodes completed",
     ):
         evaluate(run, episodes=5)
 
