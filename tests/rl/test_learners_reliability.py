@@ -71,6 +71,17 @@ class NanToy(toy_envs.Toy):
         return (observation, np.nan if self.broken else reward, *rest)
 
 
+class StrayToy(toy_envs.Toy):
+    """`toy_envs.Toy` whose observations after a step are ``(x, y) + offset``."""
+
+    offset = np.array([5.0, 0.0])
+
+    def step(self, action):
+        observation, *rest = super().step(action)
+        return (observation + self.offset, *rest)
+
+
+gym.register("RelStrayToy-v0", entry_point=StrayToy, max_episode_steps=20)
 TUPLE_TOY, OBJECT_TOY, NAN_TOY = "RelTupleToy-v0", "RelObjectToy-v0", "RelNanToy-v0"
 gym.register(NAN_TOY, entry_point=NanToy, max_episode_steps=20)
 gym.register(TUPLE_TOY, entry_point=TupleToy, max_episode_steps=20)
@@ -458,3 +469,11 @@ def test_a_huge_sparse_figure_is_not_copied_by_load(tmp_path):
         figure.truncate(3 << 30)  # sparse: no disk used
     loaded = rl.Tabular.load(run_dir, env=TOY)
     assert not (loaded.run_dir / "learning_curve.png").exists()
+
+
+@pytest.mark.filterwarnings("ignore:.*obs returned by the `step\\(\\)` method:UserWarning")
+def test_training_on_observations_outside_a_discrete_space_warns():
+    model = rl.Tabular("RelStrayToy-v0", seeds=1, verbose=0)
+    with pytest.warns(RuntimeWarning, match="outside the space MultiDiscrete"):
+        model.learn(2)
+    assert model.episodes_done == 2
