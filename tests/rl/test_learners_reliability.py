@@ -477,3 +477,15 @@ def test_training_on_observations_outside_a_discrete_space_warns():
     with pytest.warns(RuntimeWarning, match="outside the space MultiDiscrete"):
         model.learn(2)
     assert model.episodes_done == 2
+
+
+def test_predict_on_a_bundled_discrete_problem_refuses_values_outside_its_modes():
+    model = rl.Tabular("inventory", seeds=1, verbose=0).learn(1)
+    dims = model.problem.state_dims
+    inside = np.zeros(len(dims), dtype=np.int64)
+    assert model.problem.make_env().action_space.contains(model.predict(inside))
+    for component, wrong in ((0, dims[0]), (0, -1), (len(dims) - 1, 0.5)):
+        observation = inside.astype(np.float64)
+        observation[component] = wrong
+        with pytest.raises(ValueError, match="outside the space"):
+            model.predict(observation)
