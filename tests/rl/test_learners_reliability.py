@@ -57,20 +57,6 @@ class ObjectToy(toy_envs.ToyBox):
         return (np.array(observation.tolist(), dtype=object), *rest)
 
 
-class NanToy(toy_envs.Toy):
-    """`toy_envs.Toy` whose rewards are NaN after a reset with evaluation episode 3's seed."""
-
-    def reset(self, *, seed=None, options=None):
-        from rl.loop.runner import episode_seed
-
-        self.broken = seed == episode_seed(0, 3)
-        return super().reset(seed=seed, options=options)
-
-    def step(self, action):
-        observation, reward, *rest = super().step(action)
-        return (observation, np.nan if self.broken else reward, *rest)
-
-
 class StrayToy(toy_envs.Toy):
     """`toy_envs.Toy` whose observations after a step are ``(x, y) + offset``."""
 
@@ -82,8 +68,7 @@ class StrayToy(toy_envs.Toy):
 
 
 gym.register("RelStrayToy-v0", entry_point=StrayToy, max_episode_steps=20)
-TUPLE_TOY, OBJECT_TOY, NAN_TOY = "RelTupleToy-v0", "RelObjectToy-v0", "RelNanToy-v0"
-gym.register(NAN_TOY, entry_point=NanToy, max_episode_steps=20)
+TUPLE_TOY, OBJECT_TOY = "RelTupleToy-v0", "RelObjectToy-v0"
 gym.register(TUPLE_TOY, entry_point=TupleToy, max_episode_steps=20)
 gym.register(OBJECT_TOY, entry_point=ObjectToy, max_episode_steps=20)
 
@@ -257,55 +242,6 @@ def test_predict_refuses_observations_outside_a_discrete_space(tmp_path):
         model.predict(np.array([[0, 0], [np.inf, 1]]))
 
 
-class _RewardAt(gym.Wrapper):
-    """Return ``reward`` at the first step of episode ``episode`` (counted from 0)."""
-
-    def __init__(self, env, episode, reward):
-        super().__init__(env)
-        self.episode, self.reward, self.resets = episode, reward, -1
-
-    def reset(self, **kwargs):
-        self.resets += 1
-        return self.env.reset(**kwargs)
-
-    def step(self, action):
-        observation, reward, *rest = self.env.step(action)
-        return (observation, self.reward if self.resets == self.episode else reward, *rest)
-
-
-def _run_with_rewards(tmp_path, episode, reward):
-    import dataclasses
-
-    run = rl.load_run(_saved(tmp_path), env=TOY)
-    problem = run.problem
-    factory = lambda: _RewardAt(problem.make_env(), episode, reward)  # noqa: E731
-    run.problem = dataclasses.replace(problem, env_factory=factory)
-    return run
-
-
-@pytest.mark.parametrize("reward", [np.nan, np.inf, -np.inf, "1.0"])
-def test_evaluate_refuses_a_non_finite_reward(tmp_path, reward):
-    from rl.evaluate import evaluate
-
-    run = _run_with_rewards(tmp_path, 3, reward)
-    with pytest.raises(
-        EnvFailure,
-        match=r"evaluation episode 3 .*that is not a finite number \(3 episodes completed",
-    ):
-        evaluate(run, episodes=5)
-
-
-def test_the_evaluate_command_says_how_many_episodes_it_played_before_a_nan(tmp_path, capsys):
-    from rl.evaluate import main
-
-    out = tmp_path / "nan"
-    rl.Tabular(NAN_TOY, seeds=1, out=out, verbose=0).learn(3)
-    assert main([str(out), "--episodes", "5", "--env", NAN_TOY]) == 1
-    printed = capsys.readouterr()
-    assert "greedy episodes" not in printed.out
-    assert "evaluation episode 3" in printed.err and "3 episodes completed" in printed.err
-
-
 # ----------------------------------------------------------------------------- odd inputs
 
 
@@ -408,14 +344,6 @@ def test_load_never_writes_through_a_linked_lock_file(tmp_path):
     with pytest.raises(RunLoadError, match="symbolic link"):
         rl.Tabular.load(run_dir, env=TOY)
     assert secret.read_bytes() == SECRET
-
-
-def test_evaluate_takes_numpy_integers(tmp_path):
-    from rl.evaluate import evaluate
-
-    run = rl.load_run(_saved(tmp_path), env=TOY)
-    returns = evaluate(run, episodes=np.int64(2), seed=np.int64(1)).returns
-    np.testing.assert_array_equal(returns, evaluate(run, episodes=2, seed=1).returns)
 
 
 def test_an_empty_out_is_refused():
