@@ -15,12 +15,16 @@ back (`rl.runs.load`). ``rl.TEQL``, ``rl.TLR``, ``rl.LoRaVI``, ``rl.DQN``,
 ``docs/your-problem.md`` and ``docs/from-stable-baselines3.md``.
 """
 
+import importlib
 from typing import Any
 
 from rl.problems import make_problem, register_envs
 
 _LEARNERS = ("TEQL", "TLR", "LoRaVI", "DQN", "SAC", "Tabular")
 """Learner classes (`rl.learners`), shaped like stable-baselines3's algorithms."""
+
+_SUBMODULES = ("callbacks", "evaluate", "learners")
+"""Submodules reachable as attributes of ``rl`` without importing them first."""
 
 __all__ = ["load_run", "make_problem", *_LEARNERS]
 
@@ -41,4 +45,10 @@ def __getattr__(name: str) -> Any:
         from rl import learners
 
         return getattr(learners, name)
+    if name in _SUBMODULES:
+        return importlib.import_module(f"rl.{name}")
     raise AttributeError(f"module 'rl' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__, *_SUBMODULES})

@@ -20,6 +20,13 @@ Example::
 A plain function ``f(learner, log)`` is an ``on_episode_end``; a list of
 callbacks is called in order (`CallbackList`; training stops if any returns
 False).
+
+In ``on_episode_end`` the learner is the model being trained: ``predict``,
+``evaluate``, ``policy``, ``q_tensor``, ``episodes_done`` and ``config``
+show the agent after ``log.episode`` (replicas may have run ahead into the
+episodes up to the next checkpoint; ``checkpoint_every=1`` makes every
+episode one). ``save`` and ``learn`` cannot be called there (the run is being
+written); save after ``learn`` returns.
 """
 
 from __future__ import annotations
@@ -88,7 +95,7 @@ def as_callback(value: Any) -> Callback:
     Raises
     ------
     TypeError
-        For anything else.
+        For anything else, a class included (an instance of it is meant).
     """
     if value is None:
         return Callback()
@@ -96,6 +103,11 @@ def as_callback(value: Any) -> Callback:
         return value
     if isinstance(value, (list, tuple)):
         return CallbackList(value)
+    if isinstance(value, type):
+        raise TypeError(
+            f"The 'callback' parameter is the class {value.__name__}; pass an instance of it "
+            f"({value.__name__}()) or a function f(learner, log)."
+        )
     if callable(value):
         return _FunctionCallback(value)
     raise TypeError(

@@ -44,6 +44,7 @@ from rl.problems import EnvFailure
 from rl.problems.from_gymnasium import EnvModuleRefused
 from rl.runs.load import LoadedRun, RunLoadError, load_run
 from rl.runs.metrics import Summary, summarize
+from rl.validation import check_int
 from tensorq.version import add_version_option
 
 MAX_STEPS = 100_000
@@ -89,6 +90,20 @@ def _video_env(run: LoadedRun, video_dir: Path) -> gymnasium.Env:
     return RecordVideo(env, str(video_dir), episode_trigger=lambda _: True, disable_logger=True)
 
 
+class NonFiniteReward(ValueError):
+    """An environment returned a reward that is not a finite real number."""
+
+
+def _check_reward(reward: object, completed: int) -> None:
+    """Raise `NonFiniteReward` if ``reward`` is not a finite real number (a string is not)."""
+    number = isinstance(reward, (int, float, np.number)) and not isinstance(reward, complex)
+    if not (number and np.isfinite(float(reward))):  # type: ignore[arg-type]
+        raise NonFiniteReward(
+            f"it returned a reward {reward!r} that is not a finite number ({completed} episodes "
+            "completed before)"
+        )
+
+
 def evaluate(
     run: LoadedRun,
     *,
@@ -104,7 +119,7 @@ def evaluate(
     run : LoadedRun
         From `rl.runs.load.load_run`.
     episodes : int, default 10
-        Number of episodes (>= 1).
+        Number of episodes (>= 1; a NumPy integer too).
     seed : int, default 0
         Episode k is reset with ``rl.loop.runner.episode_seed(seed, k)``.
     replica : int, default 0
@@ -119,13 +134,11 @@ def evaluate(
     Raises
     ------
     rl.problems.EnvFailure
-        If the environment raises or returns an observation of the wrong shape
-        (naming the episode, the replica and the reset seed).
+        If the environment raises, returns an observation of the wrong shape
+        or a reward that is not a finite number (naming the episode, the
+        replica and the reset seed; for a reward, how many episodes were completed).
     """
-    if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
-        raise ValueError(f"The 'episodes' parameter must be an int >= 1. Got {episodes!r}.")
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"The 'seed' parameter must be an int >= 0. Got {seed!r} instead.")
+    episodes, seed = check_int("episodes", episodes, 1), check_int("seed", seed, 0)
     run.greedy_states(np.zeros((0, len(run.problem.state_dims)), np.int64), replica)  # checks
     env = run.problem.make_env() if video_dir is None else _video_env(run, Path(video_dir))
     returns = np.zeros(episodes)
@@ -139,6 +152,7 @@ def evaluate(
                 for _ in range(MAX_STEPS):
                     action = run.policy(observation, replica)
                     observation, reward, terminated, truncated, _ = env.step(action)
+                    _check_reward(reward, k)
                     returns[k] += float(reward)
                     lengths[k] += 1
                     if terminated or truncated:
@@ -203,7 +217,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"after {run.episode} training episodes"
     )
     print(
-        f"{s.runs} greedy episodes (evaluation seed {args.seed}), mean length "
+        f"{len(result.returns)} greedy episodes (evaluation seed {args.seed}), mean length "
         f"{result.lengths.mean():.1f}"
     )
     print(f"return mean ± std: {s.mean:.3f} ± {s.std:.3f}")

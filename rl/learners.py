@@ -52,10 +52,25 @@ from rl.callbacks import Callback, CallbackList, as_callback, asks_to_stop
 from rl.problems.make import EnvSource
 from rl.runs.checkpoint import CheckpointError
 from rl.runs.config import ConfigError, TrainConfig, agent_spec, build_dataclass
-from rl.runs.load import LoadedRun, load_run
+from rl.runs.copy_run import copy_run
+from rl.runs.load import LoadedRun, RunLoadError, load_resumable, reading_lock
 from rl.runs.metrics import read_metrics
-from rl.runs.rundir import RunDirError, atomic_write_bytes, make_run_dir, refuse_if_locked
-from rl.runs.training import CHECKPOINT_FILE, CONFIG_FILE, FIGURE_FILE, METRICS_FILE, EpisodeLog
+from rl.runs.rundir import (
+    RunDirError,
+    atomic_copy,
+    atomic_write_bytes,
+    check_run_files,
+    has_run_files,
+    open_run_file,
+)
+from rl.runs.training import (
+    CHECKPOINT_FILE,
+    CONFIG_FILE,
+    METRICS_FILE,
+    EpisodeLog,
+    config_text,
+    has_checkpoint,
+)
 from rl.seeding import spawn_replicas
 
 __all__ = [
@@ -181,15 +196,19 @@ class Learner:
             "env_options": None if env_options is None else dict(env_options),
             "agent_params": None if agent_params is None else dict(agent_params),
         }
-        values = {key: value for key, value in given.items() if value is not None}
+        values = {key: _plain(value) for key, value in given.items() if value is not None}
         run_dir = self._own_run_dir(out)
         values.update(env=_env_id(env, seeds or 1), agent=self.agent, out=str(run_dir), episodes=1)
         config = build_dataclass(TrainConfig, values, "the learner's config")
-        runner, effective = build(config)
+        try:
+            runner, effective = build(config)
+        except ConfigError as error:
+            raise ConfigError(_naming_defaults(str(error), self.agent, agent_params)) from None
         runner.close()  # learn builds its own, as each python -m rl.train does
         self._effective = effective
         self._overwrite = overwrite
         self._started = False  # whether run_dir holds this learner's run (learn resumes it)
+        self._learning = False  # whether a learn is running (a callback is calling back)
         full = build_dataclass(TrainConfig, effective, "the learner's config")
         self._model = LoadedRun(run_dir, full, runner.problem, runner.agent, 0)
         self._reset_counters()
@@ -198,11 +217,23 @@ class Learner:
 
     def _own_run_dir(self, out: str | os.PathLike | None) -> Path:
         """Return ``out``, or a new temporary directory removed with this learner."""
+        self._temporary = out is None
         if out is not None:
+            if not os.fspath(out):
+                raise ValueError("The 'out' parameter is empty; name a run directory, or omit it.")
             return Path(out)
         run_dir = Path(tempfile.mkdtemp(prefix=f"rl-{self.agent}-"))
-        weakref.finalize(self, shutil.rmtree, run_dir, ignore_errors=True)
+        weakref.finalize(self, _remove_own_directory, run_dir, os.getpid())
         return run_dir
+
+    def _refuse_copy(self, *args: Any) -> Any:
+        raise TypeError(
+            f"A {type(self).__name__} learner cannot be copied or pickled (its compiled state "
+            f"lives outside Python): use save(path) to keep it and rl.{type(self).__name__}"
+            ".load(path) to get a copy back."
+        )
+
+    __reduce_ex__ = __copy__ = __deepcopy__ = _refuse_copy
 
     # ----------------------------------------------------------------- state
 
@@ -302,7 +333,8 @@ class Learner:
             agent diverges or the environment returns a non-finite value (the
             learner then holds its last checkpoint).
         rl.runs.config.ConfigError, rl.runs.rundir.RunDirError
-            For a run directory that cannot be used.
+            For a run directory that cannot be used, or a call from a callback
+            of a running ``learn``.
         """
         from rl.train import progress_bar as make_progress_bar
         from rl.validation import check_int
@@ -313,9 +345,10 @@ class Learner:
                 f"episodes. Got total_timesteps={total_timesteps!r}, episodes={episodes!r}."
             )
         if episodes is not None:
-            check_int("episodes", episodes, 1)
+            episodes = check_int("episodes", episodes, 1)
         else:
-            check_int("total_timesteps", total_timesteps, 1)
+            total_timesteps = check_int("total_timesteps", total_timesteps, 1)
+        self._refuse_inside_learn("learn")
         chosen = as_callback(callback)
         self._tb_log_name = type(self).__name__ if tb_log_name is None else str(tb_log_name)
         if reset_num_timesteps:
@@ -332,8 +365,9 @@ class Learner:
             update(log)
             return not asks_to_stop(chosen.on_episode_end(self, log))
 
-        chosen.on_training_start(self)
         try:
+            self._learning = True
+            chosen.on_training_start(self)
             if episodes is not None:
                 self._train_to(self.episodes_done + episodes, progress)
             else:
@@ -345,14 +379,17 @@ class Learner:
                     if not self._train_to(self.episodes_done + more, progress):
                         break  # the callback stopped training
         finally:
+            self._learning = False
             close_bar()
         chosen.on_training_end(self)
         return self
 
-    def _train_to(self, episodes: int, progress: Callable[[EpisodeLog], bool]) -> bool:
+    def _train_to(self, episodes: int, on_episode: Callable[[EpisodeLog], bool]) -> bool:
         """Train (or resume) the run up to ``episodes``; return whether it got there.
 
-        On an error after training started, the learner holds the last checkpoint.
+        During training the learner shows the agent being trained (a callback's
+        ``evaluate`` or ``predict`` sees it); on an error after training started
+        it holds the last checkpoint.
         """
         from rl.runs.training import build, run
 
@@ -360,19 +397,30 @@ class Learner:
         values = {**self._effective, "episodes": episodes}
         config = build_dataclass(TrainConfig, values, "the learner's config")
         runner, effective = build(config)
+        before = self._model
+        live = LoadedRun(self.run_dir, before.config, runner.problem, runner.agent, before.episode)
+        began = False  # whether an episode ended (errors after that are not refusals)
+
+        def progress(log: EpisodeLog) -> bool:
+            nonlocal began
+            began = True
+            self._model = _at_episode(live, log.episode)
+            return on_episode(log)
+
         try:
             result = run(
                 runner, config, effective, resume=resume, overwrite=self._overwrite,
                 progress=progress,
             )  # fmt: skip
-        except (ConfigError, CheckpointError, RunDirError):  # refused before training
+        except BaseException as error:
             runner.close()
-            raise
-        except BaseException:
-            runner.close()
+            if not began and isinstance(error, (ConfigError, CheckpointError, RunDirError)):
+                self._model = before  # refused before training
+                raise _in_api_words(error, type(self).__name__) from None
             self._started = True
-            if self._has_checkpoint():  # hold the last checkpoint, not a half-played episode
-                self._model = load_run(self.run_dir, env=self.config.env)
+            self._model = self._last_checkpoint(before)
+            self._sampling = None
+            if self._has_checkpoint():  # the steps of the episodes the checkpoint holds
                 self._steps = self._count_steps()
             raise
         runner.close()
@@ -466,8 +514,39 @@ class Learner:
         """
         return self.problem.make_env()
 
+    def _refuse_inside_learn(self, method: str) -> None:
+        """Raise RunDirError if ``learn`` is running (``method`` is called from a callback)."""
+        if self._learning:
+            raise RunDirError(
+                f"{method}() cannot run while learn() is training (from a callback): the run's "
+                f"files are being written; call {method}() after learn returns, or stop "
+                "training by returning False from on_episode_end."
+            )
+
     def _has_checkpoint(self) -> bool:
         return (self.run_dir / CHECKPOINT_FILE).is_file()
+
+    def _last_checkpoint(self, before: LoadedRun) -> LoadedRun:
+        """Return the model of the last checkpoint after a failed learn, the run files cut to it.
+
+        The metrics rows written after the checkpoint are those of episodes the
+        model does not hold (a resume would drop them too), and ``config.json``
+        then states the episodes the checkpoint holds; without a checkpoint the
+        model of before the learn is kept.
+        """
+        if not self._has_checkpoint():
+            return before
+        loaded, metrics_bytes = load_resumable(self.run_dir, env=self.config.env)
+        descriptor = open_run_file(self.run_dir / METRICS_FILE, os.O_WRONLY)
+        try:
+            os.ftruncate(descriptor, metrics_bytes)
+        finally:
+            os.close(descriptor)
+        episodes = max(loaded.episode, 1)  # a run's config holds at least one (as at construction)
+        held = {**_effective_of(loaded.config, self.run_dir), "episodes": episodes}
+        atomic_write_bytes(self.run_dir / CONFIG_FILE, config_text(held).encode())
+        loaded.config = dataclasses.replace(loaded.config, episodes=episodes)
+        return loaded
 
     # ----------------------------------------------------------------- acting
 
@@ -560,11 +639,16 @@ class Learner:
         problem = self._model.problem
         if isinstance(observation, Mapping):
             return True, [observation]
-        if problem.flatten is not None:  # Tuple/Dict spaces: one is a tuple or mapping
-            first = observation[0] if len(observation) else None
-            batch = isinstance(first, (tuple, list, Mapping, np.ndarray))
-            return (False, list(observation)) if batch else (True, [observation])
-        array = np.asarray(observation)
+        if problem.flatten is not None:  # Tuple/Dict spaces: one is what flattens to one
+            return (
+                (True, [observation])
+                if _flattens(problem, observation)
+                else (False, list(observation))
+            )
+        try:
+            array = np.asarray(observation)
+        except ValueError as error:  # ragged nesting
+            raise ValueError(f"The observation is not an array of one shape: {error}") from None
         one = self._observation_shape()
         if array.shape == one:
             return True, [array]
@@ -616,12 +700,16 @@ class Learner:
     # ----------------------------------------------------------------- files
 
     def save(self, path: str | os.PathLike) -> Path:
-        """Write the run (metrics, config, checkpoint, figure if drawn) to the directory ``path``.
+        """Write the run (metrics, config, checkpoint) to the directory ``path``.
 
         ``path`` becomes a run directory: `load`, `rl.load_run`, ``python -m
-        rl.evaluate`` and ``python -m rl.train --resume`` read it. Files of a
-        run already there are replaced; a directory another run is using is
-        refused.
+        rl.evaluate`` and ``python -m rl.train --resume`` read it; its
+        ``config.json`` names ``path`` as ``out``. It must be new, empty or a
+        run directory (it holds a checkpoint): the run files there
+        (`rl.runs.training.RUN_FILES`, an old figure included) are replaced,
+        anything else in it is left alone. A directory that holds other files
+        but no run is refused, and so is one another run is using. No figure
+        is written (``python -m rl.plot PATH`` draws one).
 
         Returns
         -------
@@ -631,21 +719,25 @@ class Learner:
         Raises
         ------
         ValueError
-            Before the first `learn` (there is no checkpoint yet).
+            Before the first `learn` (there is no checkpoint yet), for an empty
+            ``path``, or one inside the learner's temporary run directory.
         rl.runs.rundir.RunDirError
-            If ``path`` is in use by a run or cannot be written.
+            If ``path`` holds files but no run, is in use by a run, holds a link
+            where a run file goes, or cannot be written; or if called while
+            `learn` runs (from a callback).
         """
-        target = Path(path)
         if not self._has_checkpoint():
             raise ValueError("Nothing to save yet: call learn() first.")
+        target = _save_target(path)
+        self._refuse_inside_learn("save")
+        if self._temporary and target.resolve().is_relative_to(self.run_dir.resolve()):
+            raise ValueError(
+                f"Cannot save to {target}: it is inside the learner's temporary run directory "
+                f"{self.run_dir}, which is removed with the learner; save somewhere else."
+            )
         if target.resolve() == self.run_dir.resolve():
             return target
-        make_run_dir(target)
-        refuse_if_locked(target)
-        for name in (METRICS_FILE, CHECKPOINT_FILE, FIGURE_FILE, CONFIG_FILE):
-            source = self.run_dir / name
-            if source.is_file():
-                atomic_write_bytes(target / name, source.read_bytes())
+        copy_run(self.run_dir, target)
         return target
 
     @classmethod
@@ -654,31 +746,44 @@ class Learner:
     ) -> Learner:
         """Load a run directory (of `save` or ``python -m rl.train``) as a learner.
 
-        Learning goes on in a temporary copy: ``path`` itself is not changed
-        until it is saved to again. ``env`` and ``trust_env_module`` are those
-        of `rl.load_run` (needed for a ``"package.module:Env-v0"`` id).
+        ``Learner.load`` returns the learner of the run's agent (`TEQL`, ...).
+        Learning goes on in a temporary copy of the checkpoint and of the
+        metrics up to it (never through a link; a figure is not copied):
+        ``path`` itself is not changed until it is saved to again. The run is
+        read under its lock, shared (`rl.runs.load.reading_lock`). ``env``
+        and ``trust_env_module`` are those of `rl.load_run` (needed for a
+        ``"package.module:Env-v0"`` id).
 
         Raises
         ------
         rl.runs.load.RunLoadError
-            If the directory cannot be loaded or holds a run of another agent.
+            If the directory cannot be loaded (`rl.runs.load.load_resumable`: a
+            link, metrics that disagree with the checkpoint), is in use by a
+            run being trained, or holds a run of another agent.
         """
-        from rl.runs.load import RunLoadError
-
-        loaded = load_run(path, env=env, trust_env_module=trust_env_module)
-        if cls.agent and loaded.config.agent != cls.agent:
-            raise RunLoadError(
-                f"{path} holds a {loaded.config.agent!r} run, not {cls.agent!r}; load it with "
-                f"rl.{_CLASS_OF.get(loaded.config.agent, 'load_run')}.load."
+        source = Path(path)
+        with reading_lock(source):
+            loaded, metrics_bytes = load_resumable(
+                source, env=env, trust_env_module=trust_env_module
             )
-        learner = cls.__new__(cls)
-        run_dir = learner._own_run_dir(None)
-        for name in (METRICS_FILE, CHECKPOINT_FILE, FIGURE_FILE, CONFIG_FILE):
-            if (Path(path) / name).is_file():
-                shutil.copyfile(Path(path) / name, run_dir / name)
+            if not cls.agent:  # Learner.load: the class of the run's agent
+                cls = _CLASSES.get(loaded.config.agent, cls)
+            if cls.agent and loaded.config.agent != cls.agent:
+                raise RunLoadError(
+                    f"{path} holds a {loaded.config.agent!r} run, not {cls.agent!r}; load it "
+                    f"with rl.{_CLASS_OF.get(loaded.config.agent, 'load_run')}.load."
+                )
+            learner = cls.__new__(cls)
+            run_dir = learner._own_run_dir(None)
+            try:
+                _copy_checkpointed(source, run_dir, metrics_bytes)
+            except (OSError, RunDirError) as error:
+                raise RunLoadError(f"Cannot load {path}: {error}") from None
         learner._effective = _effective_of(loaded.config, run_dir)
+        atomic_write_bytes(run_dir / CONFIG_FILE, config_text(learner._effective).encode())
         learner._overwrite = False
         learner._started = True
+        learner._learning = False
         loaded.run_dir = run_dir
         learner._model = loaded
         learner._reset_counters()
@@ -744,6 +849,101 @@ def _effective_of(config: TrainConfig, run_dir: Path) -> dict[str, Any]:
     return {**to_jsonable(config), "out": str(run_dir)}
 
 
+def _at_episode(live: LoadedRun, episode: int) -> LoadedRun:
+    """Return ``live`` (the agent being trained) as the model after ``episode``, for callbacks."""
+    live.config = dataclasses.replace(live.config, episodes=episode)
+    live.episode = episode
+    return live
+
+
+def _flattens(problem: Any, observation: Any) -> bool:
+    """Whether ``observation`` is one observation of a Tuple/Dict space (not a batch of them)."""
+    try:
+        problem.as_array(observation)
+    except (ValueError, TypeError, IndexError, KeyError):
+        return False
+    return True
+
+
+def _remove_own_directory(run_dir: Path, owner: int) -> None:
+    """Remove a learner's temporary ``run_dir``, only in the process that made it (not a fork)."""
+    if os.getpid() == owner:
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def _plain(value: Any) -> Any:
+    """Return ``value`` with NumPy scalars and arrays (nested in mappings, lists) as Python's."""
+    if isinstance(value, Mapping):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    if isinstance(value, (np.ndarray, np.generic)):
+        return value.tolist()
+    return value
+
+
+def _naming_defaults(message: str, agent: str, agent_params: Mapping[str, Any] | None) -> str:
+    """Say in ``message`` when the parameter it refuses is the agent's default, not the user's."""
+    found = re.search(r"The '(\w+)' parameter must be an int in \[\d+, (\d+)\]", message)
+    if found is None or found.group(1) in (agent_params or {}):
+        return message
+    name, largest = found.groups()
+    fields = {f.name for f in dataclasses.fields(agent_spec(agent).config_class)}
+    if name not in fields:
+        return message
+    return (
+        f"{message} '{name}' is agent {agent!r}'s default here, not a value you gave; this "
+        f"problem needs at most {largest}: pass agent_params={{'{name}': {largest}}}."
+    )
+
+
+_API_WORDS = (
+    (re.compile(r"use --resume to continue it or --overwrite to start again"),
+     "load it with rl.{name}.load(path) to continue it, or pass overwrite=True to start again"),
+    (re.compile(r"use --overwrite to start again"), "pass overwrite=True to start again"),
+    (re.compile(r"continue with: python -m rl\.train --resume \S+"), "continue with learn()"),
+    (re.compile(r"start afresh with: python -m rl\.train --config \S+ --overwrite"),
+     "start afresh with overwrite=True"),
+)  # fmt: skip
+"""Command-line advice of `rl.runs.training`'s messages -> the same advice for learners."""
+
+
+def _in_api_words(error: Exception, name: str) -> Exception:
+    """Return ``error`` (of the same type) with its command-line advice given as API calls."""
+    message = str(error)
+    for pattern, words in _API_WORDS:
+        message = pattern.sub(words.format(name=name), message)
+    return error if message == str(error) else type(error)(message)
+
+
+def _save_target(path: str | os.PathLike) -> Path:
+    """Return ``path`` as a directory `Learner.save` may write, or raise (see `Learner.save`)."""
+    if not os.fspath(path):
+        raise ValueError("The 'path' parameter is empty; name the directory to save to.")
+    target = Path(path)
+    if target.exists() and not target.is_dir():
+        raise RunDirError(f"Cannot save to {target}: it is a file, not a directory.")
+    if has_run_files(target) and not has_checkpoint(target):
+        raise RunDirError(
+            f"Refusing to save to {target}: it holds files but no run ({CHECKPOINT_FILE}), and "
+            "saving would replace any config.json or metrics.csv there; save to a new or "
+            "empty directory."
+        )
+    return target
+
+
+def _copy_checkpointed(source: Path, run_dir: Path, metrics_bytes: int) -> None:
+    """Copy ``source``'s checkpoint and the ``metrics_bytes`` of metrics it records to ``run_dir``.
+
+    Never through a link, and never more metrics than the checkpoint's.
+    """
+    check_run_files(source, (CHECKPOINT_FILE, METRICS_FILE, CONFIG_FILE))
+    atomic_copy(source / CHECKPOINT_FILE, run_dir / CHECKPOINT_FILE)
+    descriptor = open_run_file(source / METRICS_FILE, os.O_RDONLY)
+    with os.fdopen(descriptor, "rb") as handle:
+        atomic_write_bytes(run_dir / METRICS_FILE, handle.read(metrics_bytes))
+
+
 class TEQL(Learner):
     """TEQL (Algorithms 1-3 of the paper) as a learner (`rl.agents.teql`).
 
@@ -788,5 +988,9 @@ class Tabular(Learner):
     agent = "tabular"
 
 
-_CLASS_OF = {cls.agent: cls.__name__ for cls in (TEQL, TLR, LoRaVI, DQN, SAC, Tabular)}
+_CLASSES: dict[str, type[Learner]] = {
+    cls.agent: cls for cls in (TEQL, TLR, LoRaVI, DQN, SAC, Tabular)
+}
+"""Registered agent name -> learner class (`Learner.load` of the base class uses it)."""
+_CLASS_OF = {agent: cls.__name__ for agent, cls in _CLASSES.items()}
 """Registered agent name -> learner class name, for messages."""

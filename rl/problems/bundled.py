@@ -182,6 +182,7 @@ def _exact_problem(entry: BundledEnv, env_kwargs: dict, options: dict[str, Any])
         vectorized=entry.vectorized,
         discount=float(env.gamma),
         grids=(state_grid, action_grid),
+        check_values=state_grid.check,
     )
 
 

@@ -303,6 +303,23 @@ class DiscreteGrid:
             x = x[..., None]
         return np.clip(x, 0, self._last).astype(np.int64)
 
+    def check(self, value: ArrayLike) -> None:
+        """Refuse one value (D,) that is not a vector of integers in ``[0, dims)``.
+
+        Raises
+        ------
+        ValueError
+            Naming the first component that is not one of its mode's integers.
+        """
+        value = np.asarray(value, dtype=np.float64).reshape(self.ndim)
+        wrong = (value != np.rint(value)) | (value < 0) | (value > self._last)
+        if wrong.any():
+            i = int(np.flatnonzero(wrong)[0])
+            raise ValueError(
+                f"Component {i} of the observation is {value[i]:g}: not one of the integers "
+                f"0..{self._last[i]} of its mode (outside the space)."
+            )
+
     def value(self, index: ArrayLike) -> NDArray[np.int64]:
         """Return the indices as environment actions (trailing axis dropped if scalar)."""
         index = np.asarray(index, dtype=np.int64)

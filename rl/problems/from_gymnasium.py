@@ -276,6 +276,7 @@ def observe_bounds(
     seen = []
     for observation, _ in _random_episodes(env, episodes, max_steps, name, purpose):
         try:
+            _refuse_object_dtype(observation)
             seen.append(box_values(space, observation))
         except (IndexError, ValueError, TypeError) as error:
             wrong = ObservationShapeError(
@@ -285,8 +286,22 @@ def observe_bounds(
             raise EnvFailure.during(name, f"random play while {purpose}", wrong) from error
     values = np.stack(seen)
     if not np.all(np.isfinite(values)):
-        raise ValueError("The environment returned a non-finite observation; pass 'low', 'high'.")
+        wrong = values[~np.all(np.isfinite(values), axis=1)][0]
+        raise ValueError(
+            f"{name!r} returned a non-finite observation {wrong.tolist()} in random play while "
+            f"{purpose}; agents need finite observations: fix the environment (passing 'low' "
+            "and 'high' skips this random play, not the need)."
+        )
     return values.min(axis=0), values.max(axis=0)
+
+
+def _refuse_object_dtype(observation: Any) -> None:
+    """Raise TypeError for an observation array of dtype object (numbers must be numbers)."""
+    if isinstance(observation, np.ndarray) and observation.dtype == object:
+        raise TypeError(
+            "it is an array of dtype object; return a numeric array (float or int) of the "
+            "observation space's shape"
+        )
 
 
 def _reward_bound(probe: gymnasium.Env, env_id: str, options: dict[str, Any]) -> tuple[float, str]:
@@ -374,6 +389,7 @@ def user_problem(env: Any, options: dict[str, Any], import_env_module: bool = Tr
         observation_shape=(states.n_components,) if states.composite else probe_shape,
         max_episode_steps=cap,
         chosen_options=chosen,
+        check_values=states.check,
     )
 
 

@@ -112,6 +112,10 @@ class Problem:
     chosen_options: dict = field(default_factory=dict)
     """Options the problem chose itself (`rl.problems.from_gymnasium` defaults), for
     `recorded_options`."""
+    check_values: Callable[[NDArray], None] | None = None
+    """Raises ValueError for one observation (as `as_array` returns it) with a discrete
+    component outside its space (`rl.problems.spaces.SpaceGrid.check`), for users'
+    environments; `encode_observation` calls it. None: finiteness is checked only."""
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -157,8 +161,26 @@ class Problem:
         return array
 
     def encode_observation(self, observation: Any) -> NDArray[np.int64]:
-        """Return the state index vector (D_S,) of one raw observation."""
-        return self.encode(self.as_array(observation)[None])[0]
+        """Return the state index vector (D_S,) of one raw observation.
+
+        Raises
+        ------
+        ValueError
+            If the observation is not numeric, has a component that is not
+            finite, or (`check_values`) a discrete component outside its space;
+            continuous components out of range are clipped to the grid.
+        """
+        array = self.as_array(observation)
+        if array.dtype.kind not in "biuf":
+            raise ValueError(
+                f"The observation {observation!r} is not numeric (dtype {array.dtype}); "
+                f"{self.env_id!r} observations are numbers."
+            )
+        if not np.all(np.isfinite(array)):
+            raise ValueError(f"The observation {observation!r} is not finite.")
+        if self.check_values is not None:
+            self.check_values(array)
+        return self.encode(array[None])[0]
 
     def describe_reward_bound(self) -> str:
         """Return one line saying what R_max is and how it was obtained.

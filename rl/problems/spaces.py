@@ -27,6 +27,7 @@ components, such as an image) is refused with one line saying what is needed.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -182,6 +183,7 @@ class SpaceGrid:
         self._sizes = sizes
         self._starts = starts
         self._last = dims - 1
+        self._warned = False  # whether `index` has warned of values outside the space
         self.dims: tuple[int, ...] = tuple(int(d) for d in dims)
 
     def _box_grid(
@@ -225,9 +227,49 @@ class SpaceGrid:
             return np.asarray(value, dtype=np.float64).ravel()
         return _flat(self._leaves, value)
 
+    def _outside(self, rows: NDArray[np.float64]) -> NDArray[np.bool_]:
+        """Mask (B, n_components) of discrete components not an integer of their leaf's range."""
+        shifted = rows - self._starts
+        wrong = (shifted != np.rint(shifted)) | (shifted < 0) | (shifted > self._last)
+        return wrong & ~self._box
+
+    def check(self, value: ArrayLike) -> None:
+        """Refuse one flat value (n_components,) whose discrete components lie outside the space.
+
+        Raises
+        ------
+        ValueError
+            Naming the first component that is not an integer, or lies outside
+            ``[start, start + n)`` of its Discrete or MultiDiscrete leaf.
+        """
+        value = np.asarray(value, dtype=np.float64).reshape(self.n_components)
+        wrong = self._outside(value[None])[0]
+        if wrong.any():
+            i = int(np.flatnonzero(wrong)[0])
+            low, high = int(self._starts[i]), int(self._starts[i] + self._last[i])
+            kind = "not an integer in" if value[i] != np.rint(value[i]) else "outside"
+            raise ValueError(
+                f"Component {i} of the observation is {value[i]:g}: {kind} the values "
+                f"{low}..{high} of the space {self.space}."
+            )
+
     def index(self, rows: ArrayLike) -> NDArray[np.int64]:
-        """Map a batch of flat values (B, n_components) to mode indices (B, n_components)."""
+        """Map a batch of flat values (B, n_components) to mode indices (B, n_components).
+
+        Discrete components outside their space are rounded and clipped to it,
+        with a `RuntimeWarning` the first time (per grid); Box components are
+        clipped to the grid (`rl.problems.discretize`).
+        """
         rows = np.asarray(rows, dtype=np.float64).reshape(-1, self.n_components)
+        if not self._warned and self._outside(rows).any():
+            self._warned = True
+            warnings.warn(
+                f"Observations outside the space {self.space} (a discrete component not one of "
+                "its integers) are rounded and clipped into it; fix the environment's "
+                "observations or its observation space.",
+                RuntimeWarning,
+                stacklevel=2,
+            )
         out = np.clip(np.rint(rows - self._starts), 0, self._last).astype(np.int64)
         if self._grid is not None:
             out[:, self._box] = self._grid.index(rows[:, self._box])

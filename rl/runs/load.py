@@ -21,8 +21,9 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,17 @@ import numpy as np
 from numpy.typing import NDArray
 
 from rl.agents.base import Agent
+from rl.problems import Problem, make_problem
+from rl.problems.from_gymnasium import EnvModuleRefused
+from rl.runs.checkpoint import (
+    CHECKPOINT_NAME,
+    LEGACY_CHECKPOINT_NAME,
+    Checkpoint,
+    CheckpointError,
+    check_checkpoint_against_metrics,
+    load_checkpoint,
+    restore_agent,
+)
 from rl.runs.config import (
     ConfigError,
     TrainConfig,
@@ -38,15 +50,7 @@ from rl.runs.config import (
     build_dataclass,
     recorded_run_config,
 )
-from rl.problems import Problem, make_problem
-from rl.problems.from_gymnasium import EnvModuleRefused
-from rl.runs.checkpoint import (
-    CHECKPOINT_NAME,
-    LEGACY_CHECKPOINT_NAME,
-    CheckpointError,
-    load_checkpoint,
-    restore_agent,
-)
+from rl.runs.rundir import RunDirError, RunLock, lock_holder
 from rl.seeding import spawn_replicas
 
 
@@ -95,9 +99,23 @@ class LoadedRun:
         return int(replica)
 
     def greedy_states(self, states: NDArray[np.int64], replica: int = 0) -> NDArray[np.int64]:
-        """Greedy action index vectors (N, D_A) of state index vectors (N, D_S) for one replica."""
+        """Greedy action index vectors (N, D_A) of state index vectors (N, D_S) for one replica.
+
+        Raises
+        ------
+        ValueError
+            For a bad replica, or a state index outside ``[0, problem.state_dims)``.
+        """
         replica = self._check_replica(replica)
         states = np.asarray(states, dtype=np.int64).reshape(-1, len(self.problem.state_dims))
+        dims = np.asarray(self.problem.state_dims)
+        outside = (states < 0) | (states >= dims)
+        if outside.any():
+            row = int(np.flatnonzero(outside.any(axis=1))[0])
+            raise ValueError(
+                f"The state index vector {states[row].tolist()} lies outside the state modes "
+                f"{list(self.problem.state_dims)} (each index in [0, size))."
+            )
         out = np.empty((len(states), len(self.problem.action_dims)), dtype=np.int64)
         for row, state in enumerate(states):
             batch = np.repeat(state[None], self.replicas, axis=0)
@@ -206,6 +224,45 @@ def run_problem(
     return make_problem(recorded_env, import_env_module=allowed, **env_options)
 
 
+def _refuse_missing(run_dir: Path) -> None:
+    """Raise `RunLoadError` unless ``run_dir`` is a directory (saying what it is instead)."""
+    if not run_dir.is_dir():
+        what = "it is not a directory" if run_dir.exists() else "it does not exist"
+        raise RunLoadError(f"{run_dir} is not a run directory ({what}).")
+
+
+@contextlib.contextmanager
+def reading_lock(run_dir: str | os.PathLike) -> Iterator[None]:
+    """Hold ``run_dir``'s lock shared while reading it: a run being trained is refused.
+
+    Readers share the lock (`rl.runs.rundir.RunLock`), so several may read at
+    once and no run writes the directory meanwhile. A directory this process
+    cannot write (read-only) is read without the lock if no live process holds it.
+
+    Raises
+    ------
+    RunLoadError
+        If ``run_dir`` is not a directory, a live process holds the lock
+        (naming its pid and host), or the lock file is a link or not a regular file.
+    """
+    _refuse_missing(Path(run_dir))
+    lock = None
+    if os.access(run_dir, os.W_OK):
+        try:
+            lock = RunLock.acquire(run_dir, shared=True)
+        except RunDirError as error:  # busy, or a link or odd file at .lock
+            raise RunLoadError(str(error)) from None
+    elif lock_holder(run_dir) is not None:  # a directory this process cannot write
+        raise RunLoadError(
+            f"The run directory {run_dir} is in use by a run being trained; wait for it to end."
+        )
+    try:
+        yield
+    finally:
+        if lock is not None:
+            lock.release()
+
+
 def load_run(
     run_dir: str | os.PathLike, *, env: str | None = None, trust_env_module: bool = False
 ) -> LoadedRun:
@@ -245,9 +302,45 @@ def load_run(
         neither imported yet, named by ``env`` nor trusted.
     """
     run_dir = Path(run_dir)
+    _refuse_missing(run_dir)
+    return _load(run_dir, env, trust_env_module)[0]
+
+
+def load_resumable(
+    run_dir: str | os.PathLike, *, env: str | None = None, trust_env_module: bool = False
+) -> tuple[LoadedRun, int]:
+    """`load_run`, also checking ``metrics.csv`` against the checkpoint as a resume does.
+
+    Call it inside `reading_lock` to copy the run's files consistently.
+
+    Returns
+    -------
+    run : LoadedRun
+    metrics_bytes : int
+        Length of the prefix of ``metrics.csv`` that the checkpoint records
+        (its rows up to ``run.episode``); the rest is not the checkpoint's.
+
+    Raises
+    ------
+    RunLoadError
+        As `load_run`, and if ``metrics.csv`` is missing, a link, or disagrees
+        with the checkpoint (`rl.runs.checkpoint.check_checkpoint_against_metrics`).
+    """
+    run_dir = Path(run_dir)
+    _refuse_missing(run_dir)
+    from rl.runs.training import METRICS_FILE
+
+    loaded, checkpoint = _load(run_dir, env, trust_env_module)
+    try:
+        check_checkpoint_against_metrics(checkpoint, run_dir / METRICS_FILE, loaded.replicas)
+    except CheckpointError as error:
+        raise RunLoadError(str(error)) from None
+    return loaded, int(checkpoint.metrics_bytes)
+
+
+def _load(run_dir: Path, env: str | None, trust_env_module: bool) -> tuple[LoadedRun, Checkpoint]:
+    """Load the run in the existing directory ``run_dir`` (see `load_run`), and its checkpoint."""
     path = run_dir / CHECKPOINT_NAME
-    if not run_dir.is_dir():
-        raise RunLoadError(f"{run_dir} is not a run directory (it does not exist).")
     if not path.is_file() and not (run_dir / LEGACY_CHECKPOINT_NAME).is_file():
         raise RunLoadError(
             f"{run_dir} holds no checkpoint ({CHECKPOINT_NAME}); train into it with "
@@ -258,17 +351,19 @@ def load_run(
         recorded = recorded_run_config(checkpoint.config)
         config = build_dataclass(TrainConfig, recorded, "the run's config")
         spec = agent_spec(config.agent)
-        agent_config = build_dataclass(spec.config_class, config.agent_params, f"agent {config.agent!r}")
+        agent_config = build_dataclass(
+            spec.config_class, config.agent_params, f"agent {config.agent!r}"
+        )
         problem = run_problem(
             run_dir, config.env, config.env_options, env=env, trust_env_module=trust_env_module
         )
         streams = spawn_replicas(range(config.seed, config.seed + config.seeds))
         agent = spec.agent_class(problem, agent_config, [s.agent for s in streams])
         restore_agent(agent, checkpoint, path)  # every value checked before use
-    except (CheckpointError, ConfigError) as error:
+    except (CheckpointError, ConfigError, RunDirError) as error:
         raise RunLoadError(str(error)) from None
     except (RunLoadError, EnvModuleRefused):
         raise
     except (ValueError, TypeError, ImportError, KeyError) as error:
         raise RunLoadError(f"Cannot rebuild the run in {run_dir}: {error}") from None
-    return LoadedRun(run_dir, config, problem, agent, int(checkpoint.episode))
+    return LoadedRun(run_dir, config, problem, agent, int(checkpoint.episode)), checkpoint
