@@ -50,7 +50,6 @@ configurations are kept: continue with ``--resume``).
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
 import sys
 import time
@@ -70,6 +69,7 @@ from rl.experiments.executor import (
     run_tasks,
     sigterm_interrupts,
 )
+from rl.experiments.history import append_command, read_commands
 from rl.experiments.paper import (
     EXPERIMENTS,
     Experiment,
@@ -79,6 +79,7 @@ from rl.experiments.paper import (
     experiment,
     reading_for,
 )
+from rl.experiments.parts import READINGS
 from rl.experiments.presets import preset_config
 from rl.experiments.report import (
     ENV_TITLES,
@@ -91,10 +92,8 @@ from rl.experiments.report import (
 )
 from rl.experiments.summary import Settings, write_summary
 from rl.runs.config import ConfigError
-from rl.runs.rundir import open_run_file
+from rl.runs.rundir import RunDirError, os_error_line
 from rl.validation import check_counts, check_directories
-
-READING_CHOICES = ("paper", "released", "stable")
 
 CHECKPOINTS_PER_LINE = 20
 """Checkpoints in each line's run (every 500 of 10,000 episodes), so that ``--resume``
@@ -364,7 +363,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_highway_engine_argument(parser)
     parser.add_argument(
         "--reading",
-        choices=READING_CHOICES,
+        choices=READINGS,
         default="paper",
         help="settings of every agent (stable: TEQL's; others use paper)",
     )
@@ -401,18 +400,6 @@ def build_parser() -> argparse.ArgumentParser:
         "training it (repeatable)",
     )
     return parser
-
-
-HISTORY_FILE = "commands.txt"
-"""The training invocations of an output directory: one line each, ``WALL_SECONDS<TAB>COMMAND``."""
-
-
-def _history(out: Path) -> tuple[tuple[str, str], ...]:
-    path = out / HISTORY_FILE
-    if not path.is_file():
-        return ()
-    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()  # shown, never run
-    return tuple(tuple(line.split("\t", 1)) for line in lines if "\t" in line)  # type: ignore[misc]
 
 
 def _settings(args: argparse.Namespace, argv: Sequence[str], plan: Plan, wall: float) -> Settings:
@@ -476,8 +463,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                     progress=False,
                     plot=False,
                 )
-        except (ConfigError, ExecutorError) as error:
+        except (ConfigError, ExecutorError, RunDirError) as error:
             print(f"error: {error}", file=sys.stderr)
+            return 2
+        except OSError as error:
+            print(f"error: {os_error_line(error)}", file=sys.stderr)
             return 2
         except KeyboardInterrupt:
             print(
@@ -490,15 +480,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {out} does not exist; nothing to report.", file=sys.stderr)
         return 2
     settings = _settings(args, argv, plan, time.perf_counter() - start)
-    if not args.report_only:
-        history = open_run_file(out / HISTORY_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-        with open(history, "a", encoding="utf-8") as handle:
-            handle.write(f"{settings.wall_time:.0f}\t{settings.command}\n")
     try:
-        settings = settings._replace(history=_history(out))
+        if not args.report_only:
+            append_command(out, settings.wall_time, settings.command)
+        settings = settings._replace(history=tuple(read_commands(out)))
         written = write_report(plan, out, settings)
-    except ExecutorError as error:  # an index.csv that is not this project's
+    except (ExecutorError, RunDirError) as error:  # a file that is not this project's, a link
         print(f"error: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:
+        print(f"error: {os_error_line(error)}", file=sys.stderr)
         return 2
     for result in results:
         if result.copied_from is not None:

@@ -89,7 +89,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import Any, BinaryIO, Literal, NamedTuple
 
 from rl.experiments.workers import (
     RAY_INSTALL_HINT,
@@ -111,6 +111,7 @@ from rl.runs.rundir import (
     atomic_write_text,
     has_run_files,
     make_run_dir,
+    open_run_file,
 )
 from rl.runs.training import RUN_FILES
 from rl.runs.verify import verify_run
@@ -280,30 +281,50 @@ def _cell(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(to_jsonable(value))
 
 
+MAX_TABLE_BYTES = 32 * 2**20
+"""Largest ``index.csv``, ``parts.csv`` or other table of an output directory that is read
+(32 MiB: a 10,000-configuration sweep's index is a few MiB); a larger one is refused unread."""
+
+
 def read_csv_rows(path: Path, what: str, columns: Sequence[str] = ()) -> list[dict[str, str]]:
     """Return the rows of the CSV file ``path`` as dicts of strings (empty if there is none).
 
     ``what`` names the file in errors; ``columns`` are the columns it must have.
+    The file is opened without following a link (`rl.runs.rundir.open_run_file`),
+    refused unread above `MAX_TABLE_BYTES`, and parsed as it streams in.
 
     Raises
     ------
     ExecutorError
-        If the file is not UTF-8 text, not CSV, or lacks one of ``columns`` (one line
-        naming it).
+        If the file is a link or not a regular file, larger than `MAX_TABLE_BYTES`,
+        not UTF-8 text, not CSV, or lacks one of ``columns`` (one line naming it).
     """
-    if not path.is_file():
-        return []
     try:
-        text = path.read_bytes().decode("utf-8")
-        reader = csv.DictReader(io.StringIO(text, newline=""))
-        rows = list(reader)
-    except UnicodeDecodeError as error:
-        raise ExecutorError(
-            f"Cannot read {path}: it is not UTF-8 text (byte {error.object[error.start]:#04x} at "
-            f"offset {error.start}); it was not written by this project."
-        ) from None
-    except csv.Error as error:
-        raise ExecutorError(f"Cannot read {path}: it is not a CSV {what} ({error}).") from None
+        descriptor = open_run_file(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return []
+    except RunDirError as error:  # a link or not a regular file
+        raise ExecutorError(str(error)) from None
+    except OSError as error:
+        raise ExecutorError(f"Cannot read {path}: {error.strerror or error}.") from None
+    with os.fdopen(descriptor, "rb") as raw:
+        size = os.fstat(descriptor).st_size
+        if size > MAX_TABLE_BYTES:
+            raise ExecutorError(
+                f"Cannot read {path}: it has {size} bytes, more than the {MAX_TABLE_BYTES} a "
+                f"{what} may have; it was not written by this project."
+            )
+        text = io.TextIOWrapper(io.BufferedReader(_Limited(raw, size)), "utf-8", newline="")
+        reader = csv.DictReader(text)
+        try:
+            rows = list(reader)
+        except UnicodeDecodeError as error:
+            raise ExecutorError(
+                f"Cannot read {path}: it is not UTF-8 text (byte {error.object[error.start]:#04x} "
+                f"at offset {error.start}); it was not written by this project."
+            ) from None
+        except csv.Error as error:
+            raise ExecutorError(f"Cannot read {path}: it is not a CSV {what} ({error}).") from None
     missing = [c for c in columns if c not in (reader.fieldnames or [])]
     if rows and missing:
         raise ExecutorError(
@@ -311,6 +332,22 @@ def read_csv_rows(path: Path, what: str, columns: Sequence[str] = ()) -> list[di
             "written by this project."
         )
     return rows
+
+
+class _Limited(io.RawIOBase):
+    """A raw reader of at most ``limit`` bytes of ``handle``: a file that grows is not read on."""
+
+    def __init__(self, handle: BinaryIO, limit: int) -> None:
+        self._handle, self._left = handle, limit
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer)[: self._left]
+        count = self._handle.readinto(view) or 0
+        self._left -= count
+        return count
 
 
 def read_index(out: str | os.PathLike) -> list[dict[str, str]]:

@@ -31,9 +31,13 @@ one after the other in the order above, each with all W workers.
 
 ``OUT/paper.json`` records the settings, ``OUT/parts.csv`` one row per part
 (status, wall time, exit code). A killed run continues with the same command
-and ``--resume``: finished parts are skipped, an unfinished part resumes with
+and ``--resume``: finished parts are skipped (one recorded done whose files
+are missing runs again, `rl.experiments.parts.not_done`), an unfinished part resumes with
 its own ``--resume`` (only the configurations not yet done run). Ctrl-C or
-SIGTERM stops every running part (SIGTERM to each: it keeps what it finished).
+SIGTERM stops every running part (SIGTERM to each: it keeps what it finished);
+on Linux a part gets SIGTERM too when the driver is killed, even by SIGKILL
+(`rl.experiments.workers.end_with_parent`). The driver holds ``OUT/.lock``
+while it runs, so a second driver on the same ``OUT`` is refused.
 ``report.md`` and ``report.html`` (`rl.experiments.paper_report`) are written
 at the end, and by ``--report-only`` from whatever has finished. ``--plan``
 runs nothing: it prints the parts, what each trains and copies, and the
@@ -66,22 +70,25 @@ from rl.experiments.executor import (
     add_executor_arguments,
     sigterm_interrupts,
 )
+from rl.experiments.history import append_command
 from rl.experiments.paper import add_highway_engine_argument, experiment, reading_for
 from rl.experiments.parts import (
     MANIFEST,
     PART_COLUMNS,
+    READINGS,
     Part,
     next_ready,
+    not_done,
+    output_file,
     read_manifest,
     read_parts,
     start_order,
     write_parts,
 )
-from rl.experiments.workers import cpu_workers
-from rl.runs.rundir import atomic_write_text, make_run_dir, open_run_file
+from rl.experiments.workers import cpu_workers, end_with_parent
+from rl.runs.rundir import RunLock, atomic_write_text, make_run_dir, open_run_file, os_error_line
 from rl.validation import check_counts, check_directories
 
-READINGS = ("paper", "released", "stable")
 DEFAULT_READINGS = "released,paper,stable"
 PAPER_SEEDS = 100
 """``--scale paper``: the paper's 100 runs per curve."""
@@ -389,7 +396,9 @@ class _Running:
             flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
             self.files = [os.fdopen(open_run_file(directory / LOG_FILE, flags), "ab")] * 2
         outputs = self.files or [None, None]
-        self.process = subprocess.Popen(command, stdout=outputs[0], stderr=outputs[1])
+        self.process = subprocess.Popen(
+            command, stdout=outputs[0], stderr=outputs[1], preexec_fn=end_with_parent()
+        )
         self.start = time.perf_counter()
 
     def finish(self) -> int:
@@ -397,8 +406,7 @@ class _Running:
         code = self.process.wait()
         if not self.part.training:
             stdout, stderr = (self._read(handle) for handle in self.files)
-            name = "params.md" if self.part.name == "analysis/params" else "summary.txt"
-            atomic_write_text(self.directory / name, stdout)
+            atomic_write_text(self.directory / output_file(self.part), stdout)
             if code != 0:
                 atomic_write_text(self.directory / "error.txt", stderr)
         for handle in dict.fromkeys(self.files):  # a training log is one file, listed twice
@@ -471,6 +479,9 @@ def run_parts(
 ) -> int:
     """Run the parts not yet done, ``at_once`` at a time; return 0, 1 (some failed) or 130.
 
+    A part ``OUT/parts.csv`` records done runs again if its files are missing
+    (`rl.experiments.parts.not_done`, one line on stderr saying why).
+
     One after the other (``at_once`` 1) in the order of ``todo``; side by side
     longest first by `Part.cost`. A part starts once the parts of its
     `Part.after` have ended (whatever their status). A part that ends interrupted (exit code 130),
@@ -480,8 +491,16 @@ def run_parts(
     """
     rows = read_parts(out)
     number = {part.name: index + 1 for index, part in enumerate(todo)}
+    again = set()
+    for part in todo:
+        if rows.get(part.name, {}).get("status") == "done":
+            reason = not_done(out, part)
+            if reason is not None:
+                again.add(part.name)
+                print(f"rerunning {part.name} (recorded done): {reason}", file=sys.stderr)
     waiting = start_order(
-        [part for part in todo if rows.get(part.name, {}).get("status") != "done"], at_once
+        [p for p in todo if rows.get(p.name, {}).get("status") != "done" or p.name in again],
+        at_once,
     )
     running: list[_Running] = []
     failed = interrupted = False
@@ -548,10 +567,12 @@ def _stop(running: Sequence[_Running], grace: float = 0.0) -> None:
 def main(argv: Sequence[str], plan: Callable[[Sequence[str]], list[tuple[str, float]]]) -> int:
     """Run ``python -m rl.reproduce paper ARGS``; ``plan`` as for `parts`.
 
+    The run holds ``OUT/.lock`` (`rl.runs.rundir.RunLock`) from before it
+    reads ``paper.json`` until the report is written, so a second driver on the
+    same ``OUT`` is refused in one line while the first runs.
+
     Returns the exit code: 0 done, 1 some part failed, 2 bad input, 130 interrupted.
     """
-    from rl.experiments.paper_report import write_paper_report
-
     args = build_parser().parse_args(list(argv))
     try:
         settings = settings_from(args)
@@ -559,47 +580,78 @@ def main(argv: Sequence[str], plan: Callable[[Sequence[str]], list[tuple[str, fl
         if args.measured and not args.plan:
             raise ValueError("--measured needs --plan.")
         if args.plan:
-            from rl.experiments.paper_plan import measured_walls, plan_text, progress_in
+            return _print_plan(args, settings, out, plan)
+        if args.report_only and not (out / MANIFEST).is_file():
+            raise ValueError(f"{out} holds no {MANIFEST}; nothing to report.")
+        make_run_dir(out)
+        lock = RunLock.acquire(out)
+    except (ValueError, ExecutorError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:
+        print(f"error: {os_error_line(error)}", file=sys.stderr)
+        return 2
+    with lock:
+        return _run(args, argv, settings, out, plan)
 
-            check_directories("--measured", args.measured)
-            walls = measured_walls([Path(directory) for directory in args.measured])
-            progress = None
-            if args.resume:
-                _check_settings(out, settings)
-                progress = progress_in(out)
-            todo = parts(settings, args, out, plan)
-            workers = cpu_workers(args.workers) // args.parts_at_once
-            print(plan_text(todo, args.parts_at_once, workers, walls, progress))
-            return 0
+
+def _print_plan(
+    args: argparse.Namespace,
+    settings: Settings,
+    out: Path,
+    plan: Callable[[Sequence[str]], list[tuple[str, float]]],
+) -> int:
+    """Print the plan of ``--plan`` (`rl.experiments.paper_plan`); return 0."""
+    from rl.experiments.paper_plan import measured_walls, plan_text, progress_in
+
+    check_directories("--measured", args.measured)
+    walls = measured_walls([Path(directory) for directory in args.measured])
+    progress = None
+    if args.resume:
+        _check_settings(out, settings)
+        progress = progress_in(out)
+    todo = parts(settings, args, out, plan)
+    workers = cpu_workers(args.workers) // args.parts_at_once
+    print(plan_text(todo, args.parts_at_once, workers, walls, progress))
+    return 0
+
+
+def _run(
+    args: argparse.Namespace,
+    argv: Sequence[str],
+    settings: Settings,
+    out: Path,
+    plan: Callable[[Sequence[str]], list[tuple[str, float]]],
+) -> int:
+    """Run the parts and write the report, holding ``OUT``'s lock; return the exit code."""
+    from rl.experiments.paper_report import write_paper_report
+
+    command = "python -m rl.reproduce paper " + shlex.join(list(argv))
+    try:
         if args.report_only:
-            if not (out / MANIFEST).is_file():
-                raise ValueError(f"{out} holds no {MANIFEST}; nothing to report.")
             read_manifest(out)  # a damaged one: one line before anything is read
         else:
             _check_manifest(out, settings, args.resume)
         read_parts(out)  # a damaged table of parts: one line before anything runs
-    except (ValueError, OSError, ExecutorError) as error:
+        code = 0
+        if not args.report_only:
+            start = time.perf_counter()
+            with sigterm_interrupts():
+                todo = parts(settings, args, out, plan)
+                code = run_parts(todo, out, args.resume, args.parts_at_once)
+            append_command(out, time.perf_counter() - start, command)
+            if code == 130:
+                print(
+                    f"Interrupted; continue with the same command and --resume ({out}).",
+                    file=sys.stderr,
+                )
+                return 130
+        written = write_paper_report(out, command)
+    except (ValueError, ExecutorError) as error:  # RunDirError too: a link, a busy part
         print(f"error: {error}", file=sys.stderr)
         return 2
-    command = "python -m rl.reproduce paper " + shlex.join(list(argv))
-    code = 0
-    if not args.report_only:
-        start = time.perf_counter()
-        with sigterm_interrupts():
-            todo = parts(settings, args, out, plan)
-            code = run_parts(todo, out, args.resume, args.parts_at_once)
-        with open(out / "commands.txt", "a", encoding="utf-8") as handle:
-            handle.write(f"{time.perf_counter() - start:.0f}\t{command}\n")
-        if code == 130:
-            print(
-                f"Interrupted; continue with the same command and --resume ({out}).",
-                file=sys.stderr,
-            )
-            return 130
-    try:
-        written = write_paper_report(out, command)
-    except ExecutorError as error:  # a damaged file of a part, read back for the report
-        print(f"error: {error}", file=sys.stderr)
+    except OSError as error:
+        print(f"error: {os_error_line(error)}", file=sys.stderr)
         return 2
     print(f"Report: {written[0]} and {written[1]}")
     return code
