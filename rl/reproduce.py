@@ -59,6 +59,7 @@ from typing import Any, NamedTuple
 
 from rl.experiments.costs import task_cost
 from rl.experiments.executor import (
+    INDEX_FILE,
     ExecutorError,
     Task,
     TaskResult,
@@ -68,6 +69,7 @@ from rl.experiments.executor import (
     require_ray,
     run_tasks,
     sigterm_interrupts,
+    wall_seconds,
 )
 from rl.experiments.history import append_command, read_commands
 from rl.experiments.paper import (
@@ -270,9 +272,9 @@ def _walls(out: Path) -> dict[str, float]:
     for row in read_index(out):
         if row.get("status") != "done" or not row.get("wall_time"):
             continue
-        parts = row["name"].split("/")
+        parts = (row.get("name") or "").split("/")
         key = "/".join(parts[:2])
-        walls[key] = walls.get(key, 0.0) + float(row["wall_time"])
+        walls[key] = walls.get(key, 0.0) + wall_seconds(row["wall_time"], out / INDEX_FILE)
     return walls
 
 
@@ -485,7 +487,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             append_command(out, settings.wall_time, settings.command)
         settings = settings._replace(history=tuple(read_commands(out)))
         written = write_report(plan, out, settings)
-    except (ExecutorError, RunDirError) as error:  # a file that is not this project's, a link
+    except ValueError as error:  # a damaged file (ExecutorError), a link (RunDirError)
         print(f"error: {error}", file=sys.stderr)
         return 2
     except OSError as error:

@@ -4,14 +4,18 @@
 (`Block`); `to_markdown` writes them as Markdown with figures linked by
 relative path, `to_html` as a self-contained page with every figure embedded
 as a base64 PNG, so the page reads offline (read without following a link,
-up to `MAX_FIGURE_BYTES`; a figure refused is named in its place). The only inline markup is
-``**bold**`` and ```code```; every other character is escaped.
+up to `MAX_FIGURE_BYTES`; a figure refused is named in its place). The only
+inline markup is ``**bold**`` and ```code```; every other character is escaped.
+Text read from files never becomes markup in the Markdown either: a code block
+gets a fence longer than any run of backticks in it (`code_span` likewise), and
+a table read from a file (``md``) has ``<`` escaped.
 """
 
 from __future__ import annotations
 
 import base64
 import html
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -30,6 +34,18 @@ def _md_cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+def _fence(text: str, shortest: int) -> str:
+    """Return a run of backticks longer than any in ``text`` (at least ``shortest``)."""
+    longest = max((len(run) for run in re.findall("`+", text)), default=0)
+    return "`" * max(shortest, longest + 1)
+
+
+def code_span(text: str) -> str:
+    """Return ``text`` as a Markdown code span that no backtick in it can end early."""
+    fence = _fence(text, 1)
+    return f"{fence} {text} {fence}" if "`" in text else f"`{text}`"
+
+
 def to_markdown(blocks: Sequence[Block]) -> str:
     """Render the document as Markdown (figures linked by relative path)."""
     parts = []
@@ -37,14 +53,17 @@ def to_markdown(blocks: Sequence[Block]) -> str:
         kind = block[0]
         if kind == "h":
             parts.append("#" * block[1] + " " + block[2])
-        elif kind in ("p", "md"):
+        elif kind == "p":
             parts.append(block[1].rstrip())
+        elif kind == "md":  # a table read from a file: no raw HTML gets through
+            parts.append(block[1].rstrip().replace("<", "&lt;"))
         elif kind == "quote":
             parts.append("> " + block[1])
         elif kind == "ul":
             parts.append("\n".join(f"- {item}" for item in block[1]))
         elif kind == "code":
-            parts.append("```\n" + block[1].rstrip() + "\n```")
+            fence = _fence(block[1], 3)
+            parts.append(f"{fence}\n{block[1].rstrip()}\n{fence}")
         elif kind == "img":
             parts.append(f"![{block[2]}]({block[1].as_posix()})")
         elif kind == "table":

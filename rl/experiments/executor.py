@@ -82,6 +82,7 @@ import dataclasses
 import hashlib
 import io
 import json
+import math
 import os
 import signal
 import threading
@@ -284,6 +285,11 @@ def _cell(value: Any) -> str:
 MAX_TABLE_BYTES = 32 * 2**20
 """Largest ``index.csv``, ``parts.csv`` or other table of an output directory that is read
 (32 MiB: a 10,000-configuration sweep's index is a few MiB); a larger one is refused unread."""
+MAX_TABLE_ROWS = 100_000
+"""Most rows of such a table (ten times a sweep's `rl.sweep.MAX_CONFIGURATIONS`): the rows are
+held as dicts, about 0.5 KB each, so this bounds the memory a table of short rows takes."""
+INDEX_COLUMNS = ("hash", "status")
+"""Columns every reader of ``index.csv`` relies on."""
 
 
 def read_csv_rows(path: Path, what: str, columns: Sequence[str] = ()) -> list[dict[str, str]]:
@@ -296,8 +302,9 @@ def read_csv_rows(path: Path, what: str, columns: Sequence[str] = ()) -> list[di
     Raises
     ------
     ExecutorError
-        If the file is a link or not a regular file, larger than `MAX_TABLE_BYTES`,
-        not UTF-8 text, not CSV, or lacks one of ``columns`` (one line naming it).
+        If the file is a link or not a regular file, larger than `MAX_TABLE_BYTES` or
+        `MAX_TABLE_ROWS`, not UTF-8 text, not CSV, or lacks one of ``columns`` (one line
+        naming it).
     """
     try:
         descriptor = open_run_file(path, os.O_RDONLY)
@@ -312,12 +319,19 @@ def read_csv_rows(path: Path, what: str, columns: Sequence[str] = ()) -> list[di
         if size > MAX_TABLE_BYTES:
             raise ExecutorError(
                 f"Cannot read {path}: it has {size} bytes, more than the {MAX_TABLE_BYTES} a "
-                f"{what} may have; it was not written by this project."
+                f"CSV {what} may have; it was not written by this project."
             )
         text = io.TextIOWrapper(io.BufferedReader(_Limited(raw, size)), "utf-8", newline="")
         reader = csv.DictReader(text)
+        rows = []
         try:
-            rows = list(reader)
+            for row in reader:
+                if len(rows) == MAX_TABLE_ROWS:
+                    raise ExecutorError(
+                        f"Cannot read {path}: it has more than the {MAX_TABLE_ROWS} rows a CSV "
+                        f"{what} may have; it was not written by this project."
+                    )
+                rows.append(row)
         except UnicodeDecodeError as error:
             raise ExecutorError(
                 f"Cannot read {path}: it is not UTF-8 text (byte {error.object[error.start]:#04x} "
@@ -325,7 +339,7 @@ def read_csv_rows(path: Path, what: str, columns: Sequence[str] = ()) -> list[di
             ) from None
         except csv.Error as error:
             raise ExecutorError(f"Cannot read {path}: it is not a CSV {what} ({error}).") from None
-    missing = [c for c in columns if c not in (reader.fieldnames or [])]
+        missing = [c for c in columns if c not in (reader.fieldnames or [])]
     if rows and missing:
         raise ExecutorError(
             f"Cannot read {path}: it is not a CSV {what} (no column {missing[0]!r}); it was not "
@@ -356,9 +370,30 @@ def read_index(out: str | os.PathLike) -> list[dict[str, str]]:
     Raises
     ------
     ExecutorError
-        If the file is not UTF-8 text or not CSV (one line naming it, `read_csv_rows`).
+        If the file is not UTF-8 text, not CSV or lacks one of `INDEX_COLUMNS` (one line
+        naming it, `read_csv_rows`).
     """
-    return read_csv_rows(Path(out) / INDEX_FILE, "index")
+    return read_csv_rows(Path(out) / INDEX_FILE, "index", INDEX_COLUMNS)
+
+
+def wall_seconds(value: str | None, path: Path) -> float:
+    """Return a wall time that a table records, in seconds (an empty one is 0).
+
+    Raises
+    ------
+    ExecutorError
+        Naming ``path``, if it is not a finite number >= 0.
+    """
+    try:
+        seconds = float(value or "0")
+    except ValueError:
+        seconds = math.nan
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ExecutorError(
+            f"Cannot read {path}: the wall time {value!r} is not a number of seconds; it was "
+            "not written by this project."
+        )
+    return seconds
 
 
 def finished(out: str | os.PathLike) -> dict[str, dict[str, str]]:

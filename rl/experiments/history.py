@@ -38,7 +38,8 @@ def append_command(out: Path, wall: float, command: str) -> None:
 def read_commands(out: Path) -> list[tuple[str, str]]:
     """Return (wall seconds, command) of each line of ``OUT/commands.txt`` (empty if none).
 
-    Bytes that are not UTF-8 are shown as U+FFFD; a line without a tab is left out.
+    Bytes that are not UTF-8 are shown as U+FFFD; a line without a tab, or whose
+    wall time is not a whole number of seconds, is left out.
 
     Raises
     ------
@@ -52,4 +53,4 @@ def read_commands(out: Path) -> list[tuple[str, str]]:
     except FileNotFoundError:
         return []
     pairs = (line.split("\t", 1) for line in text.splitlines() if "\t" in line)
-    return [(wall, command) for wall, command in pairs]
+    return [(wall, command) for wall, command in pairs if wall.isdecimal()]

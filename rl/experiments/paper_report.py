@@ -36,13 +36,19 @@ from rl.experiments.claims import (
     judge_all,
 )
 from rl.experiments.document import Block, to_html, to_markdown
-from rl.experiments.executor import INDEX_FILE, ExecutorError, read_csv_rows, read_index
+from rl.experiments.executor import (
+    INDEX_FILE,
+    ExecutorError,
+    read_csv_rows,
+    read_index,
+    wall_seconds,
+)
 from rl.experiments.history import read_commands
 from rl.experiments.paper import PAPER_ABLATION_STD, PAPER_FIGURE, experiment
 from rl.experiments.parts import PARTS_FILE, read_manifest, read_parts
 from rl.experiments.report import ENV_TITLES, LineStats, line_stats, load_line, scale_label
 from rl.experiments.workers import one_line
-from rl.runs.rundir import RunDirError, atomic_write_text, read_run_text
+from rl.runs.rundir import RunDirError, atomic_write_text, read_run_text, refuse_linked_path
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -89,7 +95,8 @@ class Runs:
         """Return (env, line key) -> stats of the finished lines of one part directory."""
         key = (reading, f"{name}-{env}")
         if key not in self._cache:
-            self._cache[key] = self._load(self.out / reading / f"{name}-{env}", name, env)
+            refuse_linked_path(self.out, f"{reading}/{key[1]}")  # a part read from elsewhere
+            self._cache[key] = self._load(self.out / reading / key[1], name, env)
         return self._cache[key]
 
     def _load(self, directory: Path, name: str, env: str) -> dict[tuple[str, str], LineStats]:
@@ -104,6 +111,7 @@ class Runs:
                         f"{row.get('name')!r} is not ENV/LINE[/seed-S]; it was not written by "
                         "this project."
                     )
+                refuse_linked_path(directory, row["name"])  # a run read from elsewhere
                 dirs.setdefault(parts[1], []).append(directory / row["name"])
         last = chosen.episodes(env, self.scale)
         first = max(1, last - chosen.window(env, self.scale) + 1)
@@ -139,11 +147,12 @@ MAX_SHOWN_BYTES = 1 << 20
 """Largest text file of a part (``summary.txt``, ``params.md``) shown in the report."""
 
 
-def _regular(path: Path) -> bool:
-    """Whether ``path`` is a regular file itself, not a symbolic link to one."""
+def _regular(out: Path, path: Path) -> bool:
+    """Whether ``path`` is a regular file under ``out``, reached through no symbolic link."""
     try:
+        refuse_linked_path(out, path.relative_to(out))
         return stat.S_ISREG(os.lstat(path).st_mode)
-    except OSError:
+    except (OSError, RunDirError):
         return False
 
 
@@ -155,26 +164,13 @@ def _shown(out: Path, name: str, kind: str) -> list[Block]:
     never read into the report.
     """
     try:
+        refuse_linked_path(out, name)
         text = read_run_text(out / name, MAX_SHOWN_BYTES)
     except FileNotFoundError:
         return []
     except (RunDirError, OSError) as error:
         return [("p", f"{name} is not shown: {one_line(error)}")]
     return [(kind, text)] if text.strip() else []
-
-
-def _seconds(value: str | None, path: Path) -> float:
-    """Return a wall time in seconds from a table, or raise `ExecutorError` naming ``path``."""
-    try:
-        seconds = float(value or "")
-    except ValueError:
-        seconds = math.nan
-    if not math.isfinite(seconds) or seconds < 0:
-        raise ExecutorError(
-            f"Cannot read {path}: the wall time {value!r} is not a number of seconds; it was "
-            "not written by this project."
-        )
-    return seconds
 
 
 # ----------------------------------------------------------------------------- sections
@@ -211,6 +207,7 @@ def _rank_rows(out: Path) -> tuple[list[list[str]], dict[str, str]]:
     rows, verdicts = [], {}
     for env in ("pendulum", "cartpole"):
         path = out / "analysis" / f"rank-{env}" / "rank_profile.csv"
+        refuse_linked_path(out, path.relative_to(out))
         energy = _energy_by_rank(path)
         verdicts[env] = energy_verdict(energy.get(10))
         reach = [r for r, e in sorted(energy.items()) if e > 0.9]
@@ -364,7 +361,7 @@ def _figures(
             for reading in readings:
                 for kind in ("curves", "box"):
                     path = out / reading / f"{part}-{env}" / f"{env}-{kind}.png"
-                    if _regular(path) and path not in seen:
+                    if _regular(out, path) and path not in seen:
                         seen.add(path)
                         blocks.append(("img", path.relative_to(out), f"{reading}: {part}, {env}"))
     return blocks
@@ -447,7 +444,7 @@ def rank_section(out: Path) -> list[Block]:
     for env in ("pendulum", "cartpole"):
         directory = out / "analysis" / f"rank-{env}"
         blocks += _shown(out, f"analysis/rank-{env}/summary.txt", "code")
-        if _regular(directory / "rank_profile.png"):
+        if _regular(out, directory / "rank_profile.png"):
             blocks.append(("img", (directory / "rank_profile.png").relative_to(out), env))
     return blocks
 
@@ -480,11 +477,12 @@ def cost_section(out: Path) -> list[Block]:
     """Return wall time and core-hours per part (core time: its trained tasks' own wall times)."""
     rows, total_wall, total_core = [], 0.0, 0.0
     for part, row in read_parts(out).items():
-        wall = _seconds(row.get("wall_s"), out / PARTS_FILE)
+        wall = wall_seconds(row.get("wall_s"), out / PARTS_FILE)
+        refuse_linked_path(out, part)
         tasks = read_index(out / part)
         trained = [t for t in tasks if not t.get("copied_from")]
         index = out / part / INDEX_FILE
-        core = sum(_seconds(t.get("wall_time") or "0", index) for t in trained) if tasks else wall
+        core = sum(wall_seconds(t.get("wall_time"), index) for t in trained) if tasks else wall
         total_wall, total_core = total_wall + wall, total_core + core
         rows.append([part, row["status"], f"{wall:.0f}", f"{core / 3600:.3f}"])
     rows.append(["**total**", "", f"{total_wall:.0f}", f"{total_core / 3600:.3f}"])

@@ -14,17 +14,21 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from rl.experiments.executor import INDEX_FILE, read_csv_rows, read_index
+from rl.experiments.executor import INDEX_FILE, ExecutorError, read_csv_rows, read_index
 from rl.problems.bundled import HIGHWAY_ENGINES
 from rl.runs.documents import parse_json
 from rl.runs.rundir import atomic_write_text, read_run_file
 
 PARTS_FILE = "parts.csv"
 PART_COLUMNS = ("part", "status", "wall_s", "code", "command")
+PART_STATUSES = ("done", "failed", "interrupted")
+PART_NAME = re.compile(r"[a-z]+/[a-z0-9-]+")
+"""A part's directory under ``OUT``: ``READING/NAME-ENV`` or ``analysis/NAME``."""
 
 MANIFEST = "paper.json"
 """The run's settings (`rl.experiments.whole.Settings`), written when it starts."""
@@ -125,9 +129,18 @@ def read_parts(out: Path) -> dict[str, dict[str, str]]:
     Raises
     ------
     rl.experiments.executor.ExecutorError
-        If the file is damaged (one line naming it, `rl.experiments.executor.read_csv_rows`).
+        If the file is damaged (one line naming it, `rl.experiments.executor.read_csv_rows`),
+        or a row's part is not a directory name of `PART_NAME` or its status not one of
+        `PART_STATUSES`.
     """
-    rows = read_csv_rows(out / PARTS_FILE, "table of parts", PART_COLUMNS)
+    path = out / PARTS_FILE
+    rows = read_csv_rows(path, "table of parts", PART_COLUMNS)
+    for row in rows:
+        if not PART_NAME.fullmatch(row["part"] or "") or row["status"] not in PART_STATUSES:
+            raise ExecutorError(
+                f"Cannot read {path}: the row of part {row['part']!r} (status "
+                f"{row['status']!r}) names no part of a run; it was not written by this project."
+            )
     return {row["part"]: row for row in rows}
 
 

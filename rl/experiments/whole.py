@@ -86,7 +86,14 @@ from rl.experiments.parts import (
     write_parts,
 )
 from rl.experiments.workers import cpu_workers, end_with_parent
-from rl.runs.rundir import RunLock, atomic_write_text, make_run_dir, open_run_file, os_error_line
+from rl.runs.rundir import (
+    RunLock,
+    atomic_write_text,
+    make_run_dir,
+    open_run_file,
+    os_error_line,
+    refuse_linked_path,
+)
 from rl.validation import check_counts, check_directories
 
 DEFAULT_READINGS = "released,paper,stable"
@@ -482,6 +489,12 @@ def run_parts(
     A part ``OUT/parts.csv`` records done runs again if its files are missing
     (`rl.experiments.parts.not_done`, one line on stderr saying why).
 
+    Raises
+    ------
+    rl.runs.rundir.RunDirError
+        Before any part starts, if the directory of a part to run, or one above
+        it under ``out``, is a symbolic link.
+
     One after the other (``at_once`` 1) in the order of ``todo``; side by side
     longest first by `Part.cost`. A part starts once the parts of its
     `Part.after` have ended (whatever their status). A part that ends interrupted (exit code 130),
@@ -502,6 +515,8 @@ def run_parts(
         [p for p in todo if rows.get(p.name, {}).get("status") != "done" or p.name in again],
         at_once,
     )
+    for part in waiting:  # never write a part through a link: refuse before any starts
+        refuse_linked_path(out, part.name)
     running: list[_Running] = []
     failed = interrupted = False
 

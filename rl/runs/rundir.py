@@ -353,6 +353,17 @@ def refuse_link(path: str | os.PathLike) -> None:
         raise _link_error(Path(path))
 
 
+def refuse_linked_path(root: str | os.PathLike, relative: str | os.PathLike) -> None:
+    """Raise `RunDirError` if ``ROOT/RELATIVE`` or a directory between it and ``ROOT`` is a link.
+
+    ``root`` itself may be a link (the user named it); what lies below it is data.
+    """
+    path = Path(root)
+    for name in Path(relative).parts:
+        path = path / name
+        refuse_link(path)
+
+
 def check_run_files(run_dir: str | os.PathLike, names: Iterable[str]) -> None:
     """Refuse ``run_dir`` if one of ``names`` in it is a link or exists but is not a regular file.
 

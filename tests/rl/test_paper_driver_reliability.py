@@ -22,14 +22,14 @@ from pathlib import Path
 import pytest
 
 from rl.envs.highway_twin import HighwayTwinVector
-from rl.experiments import paper_report, whole
+from rl.experiments import executor, paper_report, whole
 from rl.experiments.document import to_html
 from rl.experiments.executor import MAX_TABLE_BYTES, ExecutorError, read_index
 from rl.experiments.parts import PART_COLUMNS, PARTS_FILE, read_parts, write_parts
 from rl.reproduce import main
 from rl.runs.config import ConfigError, TrainConfig
 from rl.runs.metrics import COLUMNS
-from rl.runs.rundir import RunLock
+from rl.runs.rundir import RunDirError, RunLock
 from rl.sweep import main as sweep_main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -424,3 +424,103 @@ def test_an_out_whose_name_is_too_long_is_one_line(
     assert "File name too long; choose a shorter path." in one_error_line(capsys)
     assert paper(Path(out)) == 2
     assert "File name too long; choose a shorter path." in one_error_line(capsys)
+
+
+# ----------------------------------------------------------------------------- more hostile input
+
+
+@pytest.mark.parametrize(
+    ("part", "status"),
+    [("../../elsewhere", "done"), ("/etc", "done"), ("released/x", "<img src=x onerror=alert(1)>")],
+)
+def test_a_row_of_parts_no_run_has_is_refused(
+    started: Path, part: str, status: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_parts(
+        started, {part: dict(zip(PART_COLUMNS, (part, status, "1", "0", "c"), strict=True))}
+    )
+    assert paper(started, "--report-only") == 2
+    assert f"the row of part {part!r}" in one_error_line(capsys)
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ("position,name,status,wall_time\n0,a/b,done,3\n", "no column 'hash'"),
+        (INDEX_HEADER + "0,a/b,h,done,soon,,\n", "the wall time 'soon' is not a number"),
+    ],
+)
+def test_a_damaged_measured_index_is_one_line(
+    tmp_path: Path, table: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "measured/part").mkdir(parents=True)
+    (tmp_path / "measured/part/index.csv").write_text(table)
+    args = ["paper", *SETTINGS, "--plan", "--measured", str(tmp_path / "measured")]
+    assert main([*args, "--out", str(tmp_path / "x")]) == 2
+    assert message in one_error_line(capsys)
+
+
+def test_a_table_of_too_many_short_rows_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(executor, "MAX_TABLE_ROWS", 10)
+    (tmp_path / "index.csv").write_text(INDEX_HEADER + "0,a/b,h,done,1,,\n" * 10)
+    assert len(read_index(tmp_path)) == 10
+    (tmp_path / "index.csv").write_text(INDEX_HEADER + "0,a/b,h,done,1,,\n" * 11)
+    with pytest.raises(ExecutorError, match="more than the 10 rows a CSV index may have"):
+        read_index(tmp_path)
+
+
+def test_a_linked_part_directory_is_never_written_or_read(
+    started: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    elsewhere = tmp_path / "elsewhere-dir"
+    (elsewhere / "comparison-cartpole/cartpole/teql").mkdir(parents=True)
+    (elsewhere / "comparison-cartpole/index.csv").write_text(
+        INDEX_HEADER + "0,cartpole/teql,h,done,1.0,,\n"
+    )
+    metrics = elsewhere / "comparison-cartpole/cartpole/teql/metrics.csv"
+    metrics.write_text(",".join(COLUMNS) + "\n0,10,1.0,3,4711.0,0.1\n")
+    before = sorted(p.relative_to(elsewhere) for p in elsewhere.rglob("*"))
+    (started / "released").symlink_to(elsewhere)
+    part = whole.Part("released/comparison-cartpole", ("x",), True)
+    with pytest.raises(RunDirError, match="released: it is a symbolic link"):
+        whole.run_parts([part], started, False, command=lambda *a: pytest.fail("it ran"))
+    assert paper(started, "--report-only") == 2
+    assert "released: it is a symbolic link" in one_error_line(capsys)
+    assert sorted(p.relative_to(elsewhere) for p in elsewhere.rglob("*")) == before
+    # a run directory that is a link: its metrics are not read either
+    (started / "released").unlink()
+    (started / "released/comparison-cartpole/cartpole").mkdir(parents=True)
+    (started / "released/comparison-cartpole/index.csv").write_text(
+        INDEX_HEADER + "0,cartpole/teql,h,done,1.0,,\n"
+    )
+    (started / "released/comparison-cartpole/cartpole/teql").symlink_to(metrics.parent)
+    assert paper(started, "--report-only") == 2
+    assert "cartpole/teql: it is a symbolic link" in one_error_line(capsys)
+
+
+def test_text_read_from_files_never_becomes_markup(started: Path) -> None:
+    (started / "analysis/rank-cartpole").mkdir(parents=True)
+    (started / "analysis/rank-cartpole/summary.txt").write_text(
+        "energy\n```\n<img src=x onerror=alert(1)>\n```\n"
+    )
+    (started / "analysis/params").mkdir(parents=True)
+    (started / "analysis/params/params.md").write_text("| a | b |\n|---|---|\n| <script> | 1 |\n")
+    assert paper(started, "--report-only") == 0
+    markdown = (started / "report.md").read_text()
+    assert "````\nenergy\n```\n<img src=x onerror=alert(1)>\n```\n````" in markdown
+    assert "| &lt;script> | 1 |" in markdown and "<script" not in markdown
+    page = (started / "report.html").read_text()
+    assert "<img src=x" not in page and "<script" not in page
+
+
+def test_a_command_with_backticks_stays_one_code_span_in_a_summary(tmp_path: Path) -> None:
+    out = tmp_path / "ablation"
+    out.mkdir()
+    (out / "commands.txt").write_text("3\tpython -m rl.reproduce `<b>x</b>`\nsoon\t<b>y</b>\n")
+    args = ["ablation", "--env", "cartpole", "--seeds", "2", "--episodes-scale", "0.01"]
+    assert main([*args, "--out", str(out), "--report-only"]) == 0
+    summary = (out / "summary.md").read_text()
+    assert "- `` python -m rl.reproduce `<b>x</b>` `` (3 s)" in summary
+    assert "<b>y</b>" not in summary  # a line whose wall time is not a number is left out
