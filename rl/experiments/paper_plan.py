@@ -8,7 +8,7 @@ task no training, an analysis part its own estimate. A part's wall time is its t
 taken in the plan's order by the first free of its workers, as the process
 pool takes them, then its work besides training (start, checking the lines it
 copies, summary and figures: `rl.experiments.costs.postprocess_seconds`); the
-command's wall time plays `rl.experiments.whole.run_parts`' schedule over
+command's wall time plays `rl.experiments.part_runs.run_parts`' schedule over
 those walls: ``--parts-at-once`` parts at a time, longest first, a part
 waiting for the parts it copies from; then the report, which reads every
 line again (`rl.experiments.costs.report_seconds`).
@@ -111,7 +111,7 @@ def pool_wall(costs: Sequence[float], workers: int) -> float:
 
 
 def schedule_wall(todo: Sequence[Part], at_once: int, walls: Mapping[str, float]) -> float:
-    """Return the wall time of `rl.experiments.whole.run_parts`' schedule of ``todo``.
+    """Return the wall time of `rl.experiments.part_runs.run_parts`' schedule of ``todo``.
 
     ``walls`` maps each part's name to its wall time. As `run_parts` does: one
     part after the other in the order of ``todo``, or ``at_once`` side by side

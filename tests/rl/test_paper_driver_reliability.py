@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from rl.envs.highway_twin import HighwayTwinVector
-from rl.experiments import executor, paper_report, whole
+from rl.experiments import executor, paper_report, part_runs, whole
 from rl.experiments.document import to_html
 from rl.experiments.executor import MAX_TABLE_BYTES, ExecutorError, read_index
 from rl.experiments.parts import PART_COLUMNS, PARTS_FILE, read_parts, write_parts
@@ -192,12 +192,12 @@ def test_a_table_above_the_cap_is_refused_unread(
 #: A driver running one part whose process writes its pid and sleeps.
 DRIVER = """
 import pathlib, sys
-from rl.experiments import whole
+from rl.experiments import part_runs, whole
 out = pathlib.Path(sys.argv[1])
 sleeper = "import os, sys, time; open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(120)"
 def command(part, out, resume):
     return [sys.executable, "-c", sleeper, str(out / "part.pid")]
-whole.run_parts([whole.Part("released/x", ("x",), True)], out, False, command=command)
+part_runs.run_parts([whole.Part("released/x", ("x",), True)], out, False, command=command)
 """
 
 
@@ -255,13 +255,13 @@ def test_a_part_recorded_done_whose_files_are_gone_runs_again(
     def command(part: whole.Part, out: Path, resume: bool) -> list[str]:
         return [sys.executable, "-c", FAKE, str(out), part.name]
 
-    assert whole.run_parts(todo, tmp_path, False, command=command) == 0
+    assert part_runs.run_parts(todo, tmp_path, False, command=command) == 0
     assert (tmp_path / "analysis/params/params.md").read_text() == "the table\n"
     ran = tmp_path / "ran.txt"
     ran.unlink()
     shutil.rmtree(tmp_path / "released/x-0")
     (tmp_path / "analysis/params/params.md").unlink()
-    assert whole.run_parts(todo, tmp_path, True, command=command) == 0
+    assert part_runs.run_parts(todo, tmp_path, True, command=command) == 0
     assert ran.read_text().split() == ["analysis/params", "released/x-0"]
     err = capsys.readouterr().err
     assert f"rerunning released/x-0 (recorded done): {tmp_path / 'released/x-0'} is missing" in err
@@ -485,7 +485,7 @@ def test_a_linked_part_directory_is_never_written_or_read(
     (started / "released").symlink_to(elsewhere)
     part = whole.Part("released/comparison-cartpole", ("x",), True)
     with pytest.raises(RunDirError, match="released: it is a symbolic link"):
-        whole.run_parts([part], started, False, command=lambda *a: pytest.fail("it ran"))
+        part_runs.run_parts([part], started, False, command=lambda *a: pytest.fail("it ran"))
     assert paper(started, "--report-only") == 2
     assert "released: it is a symbolic link" in one_error_line(capsys)
     assert sorted(p.relative_to(elsewhere) for p in elsewhere.rglob("*")) == before
