@@ -94,7 +94,7 @@ from rl.experiments.report import (
 )
 from rl.experiments.summary import Settings, write_summary
 from rl.runs.config import ConfigError
-from rl.runs.rundir import RunDirError, os_error_line
+from rl.runs.rundir import RunDirError, os_error_line, refuse_linked_path
 from rl.validation import check_counts, check_directories
 
 CHECKPOINTS_PER_LINE = 20
@@ -279,9 +279,18 @@ def _walls(out: Path) -> dict[str, float]:
 
 
 def write_report(plan: Plan, out: Path, settings: Settings) -> list[Path]:
-    """Write the figures, tables and ``summary.md`` from the finished runs under ``out``."""
+    """Write the figures, tables and ``summary.md`` from the finished runs under ``out``.
+
+    Raises
+    ------
+    rl.runs.rundir.RunDirError
+        If a run directory, or one above it under ``out``, is a symbolic link.
+    ValueError
+        If a run's ``metrics.csv`` or ``out``'s ``index.csv`` is damaged (one line).
+    """
     by_line: dict[tuple[str, str], list[Path]] = {}
     for planned in plan.tasks:
+        refuse_linked_path(out, planned.task.name)  # a run read from elsewhere
         by_line.setdefault((planned.env, planned.line.key), []).append(out / planned.task.name)
     stats: dict[str, list[Any]] = {}
     missing: list[str] = []

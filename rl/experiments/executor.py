@@ -113,6 +113,7 @@ from rl.runs.rundir import (
     has_run_files,
     make_run_dir,
     open_run_file,
+    refuse_linked_path,
 )
 from rl.runs.training import RUN_FILES
 from rl.runs.verify import verify_run
@@ -519,6 +520,9 @@ def run_tasks(
     ExecutorError
         Before anything runs: bad arguments, Ray missing, ``out`` already used
         (without ``resume``) or in use by another driver.
+    rl.runs.rundir.RunDirError
+        Before anything runs, if a task's run directory, or one above it under
+        ``out``, is a symbolic link.
     rl.runs.config.ConfigError
         If a task's agent or its parameters are invalid (from `config_hash`).
     """
@@ -541,6 +545,8 @@ def run_tasks(
             )
     make_run_dir(out)
     with RunLock.acquire(out):
+        for task in tasks:  # never train into, copy into or read a run through a link
+            refuse_linked_path(out, task.name)
         return _drive(
             tasks,
             out,

@@ -22,11 +22,12 @@ comparison's TEQL line is one of the ablation's) trains in one of them and
 is copied by the other once it has ended (`share_lines`, ``--reuse``).
 
 Each part runs as its own process (``python -m rl.reproduce ...`` or the
-analysis command; `rl.experiments.part_runs`). ``--parts-at-once K`` runs K parts side by side, each with
-``--workers W // K`` (W: ``--workers``, default every CPU), longest first by
-the plan's cost estimate, so that one part's last long task does not leave
-the other workers idle (local backend only); then a part's output goes to
-``OUT/PART/log.txt`` instead of the terminal. The default, 1, runs the parts
+analysis command; `rl.experiments.part_runs`). ``--parts-at-once K`` runs K
+parts side by side, each with ``--workers W // K`` (W: ``--workers``,
+default every CPU), longest first by the plan's cost estimate, so that one
+part's last long task does not leave the other workers idle (local backend
+only); then a part's output goes to ``OUT/PART/log.txt`` instead of the
+terminal. The default, 1, runs the parts
 one after the other in the order above, each with all W workers.
 
 ``OUT/paper.json`` records the settings, ``OUT/parts.csv`` one row per part

@@ -524,3 +524,18 @@ def test_a_command_with_backticks_stays_one_code_span_in_a_summary(tmp_path: Pat
     summary = (out / "summary.md").read_text()
     assert "- `` python -m rl.reproduce `<b>x</b>` `` (3 s)" in summary
     assert "<b>y</b>" not in summary  # a line whose wall time is not a number is left out
+
+
+def test_an_experiment_never_trains_or_reads_through_a_linked_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    elsewhere = tmp_path / "elsewhere-dir"
+    elsewhere.mkdir()
+    out = tmp_path / "ablation"
+    out.mkdir()
+    (out / "cartpole").symlink_to(elsewhere)
+    args = ["ablation", "--env", "cartpole", "--seeds", "1", "--episodes-scale", "0.01"]
+    for flags in ([], ["--report-only"]):
+        assert main([*args, "--out", str(out), *flags]) == 2
+        assert "cartpole: it is a symbolic link" in one_error_line(capsys)
+    assert list(elsewhere.iterdir()) == []
