@@ -8,7 +8,8 @@ up to `MAX_FIGURE_BYTES`; a figure refused is named in its place). The only
 inline markup is ``**bold**`` and ```code```; every other character is escaped.
 Text read from files never becomes markup in the Markdown either: a code block
 gets a fence longer than any run of backticks in it (`code_span` likewise), and
-a table read from a file (``md``) has ``<`` escaped.
+a table read from a file (``md``) has ``<``, ``[`` and ``]`` escaped (no tag,
+link or image, so viewing the page fetches nothing).
 """
 
 from __future__ import annotations
@@ -34,6 +35,10 @@ def _md_cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+_MD_INERT = str.maketrans({"<": "&lt;", "[": "\\[", "]": "\\]"})
+"""What keeps a Markdown table read from a file inert: no HTML tag, link or image starts."""
+
+
 def _fence(text: str, shortest: int) -> str:
     """Return a run of backticks longer than any in ``text`` (at least ``shortest``)."""
     longest = max((len(run) for run in re.findall("`+", text)), default=0)
@@ -55,8 +60,8 @@ def to_markdown(blocks: Sequence[Block]) -> str:
             parts.append("#" * block[1] + " " + block[2])
         elif kind == "p":
             parts.append(block[1].rstrip())
-        elif kind == "md":  # a table read from a file: no raw HTML gets through
-            parts.append(block[1].rstrip().replace("<", "&lt;"))
+        elif kind == "md":  # a table read from a file: no raw HTML, link or image gets through
+            parts.append(block[1].rstrip().translate(_MD_INERT))
         elif kind == "quote":
             parts.append("> " + block[1])
         elif kind == "ul":

@@ -506,11 +506,14 @@ def test_text_read_from_files_never_becomes_markup(started: Path) -> None:
         "energy\n```\n<img src=x onerror=alert(1)>\n```\n"
     )
     (started / "analysis/params").mkdir(parents=True)
-    (started / "analysis/params/params.md").write_text("| a | b |\n|---|---|\n| <script> | 1 |\n")
+    (started / "analysis/params/params.md").write_text(
+        "| a | b |\n|---|---|\n| <script> | ![x](http://example.org/p.png) |\n"
+    )
     assert paper(started, "--report-only") == 0
     markdown = (started / "report.md").read_text()
     assert "````\nenergy\n```\n<img src=x onerror=alert(1)>\n```\n````" in markdown
-    assert "| &lt;script> | 1 |" in markdown and "<script" not in markdown
+    assert "| &lt;script> | !\\[x\\](http://example.org/p.png) |" in markdown
+    assert "<script" not in markdown and "![x]" not in markdown
     page = (started / "report.html").read_text()
     assert "<img src=x" not in page and "<script" not in page
 
