@@ -99,7 +99,7 @@ from rl.validation import check_counts, check_directories
 
 CHECKPOINTS_PER_LINE = 20
 """Checkpoints in each line's run (every 500 of 10,000 episodes), so that ``--resume``
-continues a killed line from the last one; until session 12 there was one, at the end."""
+continues a killed line from the last one."""
 
 
 class PlannedTask(NamedTuple):
