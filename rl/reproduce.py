@@ -50,7 +50,6 @@ configurations are kept: continue with ``--resume``).
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
 import sys
 import time
@@ -60,6 +59,7 @@ from typing import Any, NamedTuple
 
 from rl.experiments.costs import task_cost
 from rl.experiments.executor import (
+    INDEX_FILE,
     ExecutorError,
     Task,
     TaskResult,
@@ -69,7 +69,9 @@ from rl.experiments.executor import (
     require_ray,
     run_tasks,
     sigterm_interrupts,
+    wall_seconds,
 )
+from rl.experiments.history import append_command, read_commands
 from rl.experiments.paper import (
     EXPERIMENTS,
     Experiment,
@@ -79,6 +81,7 @@ from rl.experiments.paper import (
     experiment,
     reading_for,
 )
+from rl.experiments.parts import READINGS
 from rl.experiments.presets import preset_config
 from rl.experiments.report import (
     ENV_TITLES,
@@ -91,15 +94,13 @@ from rl.experiments.report import (
 )
 from rl.experiments.summary import Settings, write_summary
 from rl.runs.config import ConfigError
-from rl.runs.rundir import open_run_file
+from rl.runs.rundir import RunDirError, os_error_line, refuse_linked_path
 from rl.validation import check_counts, check_directories
 from tensorq.version import add_version_option
 
-READING_CHOICES = ("paper", "released", "stable")
-
 CHECKPOINTS_PER_LINE = 20
 """Checkpoints in each line's run (every 500 of 10,000 episodes), so that ``--resume``
-continues a killed line from the last one; until session 12 there was one, at the end."""
+continues a killed line from the last one."""
 
 
 class PlannedTask(NamedTuple):
@@ -272,16 +273,25 @@ def _walls(out: Path) -> dict[str, float]:
     for row in read_index(out):
         if row.get("status") != "done" or not row.get("wall_time"):
             continue
-        parts = row["name"].split("/")
+        parts = (row.get("name") or "").split("/")
         key = "/".join(parts[:2])
-        walls[key] = walls.get(key, 0.0) + float(row["wall_time"])
+        walls[key] = walls.get(key, 0.0) + wall_seconds(row["wall_time"], out / INDEX_FILE)
     return walls
 
 
 def write_report(plan: Plan, out: Path, settings: Settings) -> list[Path]:
-    """Write the figures, tables and ``summary.md`` from the finished runs under ``out``."""
+    """Write the figures, tables and ``summary.md`` from the finished runs under ``out``.
+
+    Raises
+    ------
+    rl.runs.rundir.RunDirError
+        If a run directory, or one above it under ``out``, is a symbolic link.
+    ValueError
+        If a run's ``metrics.csv`` or ``out``'s ``index.csv`` is damaged (one line).
+    """
     by_line: dict[tuple[str, str], list[Path]] = {}
     for planned in plan.tasks:
+        refuse_linked_path(out, planned.task.name)  # a run read from elsewhere
         by_line.setdefault((planned.env, planned.line.key), []).append(out / planned.task.name)
     stats: dict[str, list[Any]] = {}
     missing: list[str] = []
@@ -365,7 +375,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_highway_engine_argument(parser)
     parser.add_argument(
         "--reading",
-        choices=READING_CHOICES,
+        choices=READINGS,
         default="paper",
         help="settings of every agent (stable: TEQL's; others use paper)",
     )
@@ -402,18 +412,6 @@ def build_parser() -> argparse.ArgumentParser:
         "training it (repeatable)",
     )
     return add_version_option(parser)
-
-
-HISTORY_FILE = "commands.txt"
-"""The training invocations of an output directory: one line each, ``WALL_SECONDS<TAB>COMMAND``."""
-
-
-def _history(out: Path) -> tuple[tuple[str, str], ...]:
-    path = out / HISTORY_FILE
-    if not path.is_file():
-        return ()
-    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()  # shown, never run
-    return tuple(tuple(line.split("\t", 1)) for line in lines if "\t" in line)  # type: ignore[misc]
 
 
 def _settings(args: argparse.Namespace, argv: Sequence[str], plan: Plan, wall: float) -> Settings:
@@ -477,8 +475,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                     progress=False,
                     plot=False,
                 )
-        except (ConfigError, ExecutorError) as error:
+        except (ConfigError, ExecutorError, RunDirError) as error:
             print(f"error: {error}", file=sys.stderr)
+            return 2
+        except OSError as error:
+            print(f"error: {os_error_line(error)}", file=sys.stderr)
             return 2
         except KeyboardInterrupt:
             print(
@@ -491,15 +492,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {out} does not exist; nothing to report.", file=sys.stderr)
         return 2
     settings = _settings(args, argv, plan, time.perf_counter() - start)
-    if not args.report_only:
-        history = open_run_file(out / HISTORY_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-        with open(history, "a", encoding="utf-8") as handle:
-            handle.write(f"{settings.wall_time:.0f}\t{settings.command}\n")
     try:
-        settings = settings._replace(history=_history(out))
+        if not args.report_only:
+            append_command(out, settings.wall_time, settings.command)
+        settings = settings._replace(history=tuple(read_commands(out)))
         written = write_report(plan, out, settings)
-    except ExecutorError as error:  # an index.csv that is not this project's
+    except ValueError as error:  # a damaged file (ExecutorError), a link (RunDirError)
         print(f"error: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:
+        print(f"error: {os_error_line(error)}", file=sys.stderr)
         return 2
     for result in results:
         if result.copied_from is not None:

@@ -17,6 +17,10 @@ import numpy as np
 
 from rl.validation import check_int
 
+MAX_SEED = 2**63 - 1
+"""Largest integer seed of a replica: seeds are stored as int64 (metrics, checkpoints, the
+compiled environments), so a run's last seed ``seed + seeds - 1`` must not exceed it."""
+
 
 class AgentRandom(NamedTuple):
     """The two random streams an agent replica owns.

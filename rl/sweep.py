@@ -65,7 +65,7 @@ from rl.experiments.executor import (
     sigterm_interrupts,
 )
 from rl.runs.config import ConfigError, TrainConfig, build_dataclass, load_config_file
-from rl.runs.rundir import RunDirError
+from rl.runs.rundir import RunDirError, os_error_line
 from rl.runs.training import build
 from tensorq.version import add_version_option
 
@@ -396,6 +396,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
     except (ConfigError, ExecutorError, RunDirError) as error:
         print(f"error: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:  # the output directory: a name too long, a read-only disk
+        print(f"error: {os_error_line(error)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(

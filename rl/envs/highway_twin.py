@@ -39,6 +39,7 @@ from rl.envs.physics import CompiledLayout
 from rl.envs.seeding_kernels import seed_pcg64
 from rl.envs.vector import check_autoreset_mode, copy_seeds, reset_mask
 from rl.jit import drop_stale
+from rl.seeding import MAX_SEED
 from rl.validation import check_int
 
 drop_stale(__file__, [kernels.__file__, seeding_kernels.__file__])
@@ -207,8 +208,8 @@ class HighwayTwinVector(VectorEnv):
         for i in np.flatnonzero(mask & seeded):
             if seeds[i] is None:  # a first reset without a seed: fresh entropy, as Gymnasium
                 seeds[i] = int(np.random.SeedSequence().generate_state(1, np.uint64)[0] >> 1)
-            elif int(seeds[i]) < 0:
-                raise ValueError(f"Seeds must be non-negative ints. Got {seeds[i]!r} instead.")
+            elif not 0 <= int(seeds[i]) <= MAX_SEED:
+                raise ValueError(f"Seeds must be ints in [0, 2**63 - 1]. Got {seeds[i]!r} instead.")
         seed_array = np.array([0 if s is None else int(s) for s in seeds], dtype=np.int64)
         self._has_rng |= mask
         _reset_copies(

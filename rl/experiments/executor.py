@@ -82,6 +82,7 @@ import dataclasses
 import hashlib
 import io
 import json
+import math
 import os
 import signal
 import threading
@@ -89,7 +90,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import Any, BinaryIO, Literal, NamedTuple
 
 from rl.experiments.workers import (
     RAY_INSTALL_HINT,
@@ -111,6 +112,8 @@ from rl.runs.rundir import (
     atomic_write_text,
     has_run_files,
     make_run_dir,
+    open_run_file,
+    refuse_linked_path,
 )
 from rl.runs.training import RUN_FILES
 from rl.runs.verify import verify_run
@@ -280,31 +283,64 @@ def _cell(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(to_jsonable(value))
 
 
+MAX_TABLE_BYTES = 32 * 2**20
+"""Largest ``index.csv``, ``parts.csv`` or other table of an output directory that is read
+(32 MiB: a 10,000-configuration sweep's index is a few MiB); a larger one is refused unread."""
+MAX_TABLE_ROWS = 100_000
+"""Most rows of such a table (ten times a sweep's `rl.sweep.MAX_CONFIGURATIONS`): the rows are
+held as dicts, about 0.5 KB each, so this bounds the memory a table of short rows takes."""
+INDEX_COLUMNS = ("hash", "status")
+"""Columns every reader of ``index.csv`` relies on."""
+
+
 def read_csv_rows(path: Path, what: str, columns: Sequence[str] = ()) -> list[dict[str, str]]:
     """Return the rows of the CSV file ``path`` as dicts of strings (empty if there is none).
 
     ``what`` names the file in errors; ``columns`` are the columns it must have.
+    The file is opened without following a link (`rl.runs.rundir.open_run_file`),
+    refused unread above `MAX_TABLE_BYTES`, and parsed as it streams in.
 
     Raises
     ------
     ExecutorError
-        If the file is not UTF-8 text, not CSV, or lacks one of ``columns`` (one line
+        If the file is a link or not a regular file, larger than `MAX_TABLE_BYTES` or
+        `MAX_TABLE_ROWS`, not UTF-8 text, not CSV, or lacks one of ``columns`` (one line
         naming it).
     """
-    if not path.is_file():
-        return []
     try:
-        text = path.read_bytes().decode("utf-8")
-        reader = csv.DictReader(io.StringIO(text, newline=""))
-        rows = list(reader)
-    except UnicodeDecodeError as error:
-        raise ExecutorError(
-            f"Cannot read {path}: it is not UTF-8 text (byte {error.object[error.start]:#04x} at "
-            f"offset {error.start}); it was not written by this project."
-        ) from None
-    except csv.Error as error:
-        raise ExecutorError(f"Cannot read {path}: it is not a CSV {what} ({error}).") from None
-    missing = [c for c in columns if c not in (reader.fieldnames or [])]
+        descriptor = open_run_file(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return []
+    except RunDirError as error:  # a link or not a regular file
+        raise ExecutorError(str(error)) from None
+    except OSError as error:
+        raise ExecutorError(f"Cannot read {path}: {error.strerror or error}.") from None
+    with os.fdopen(descriptor, "rb") as raw:
+        size = os.fstat(descriptor).st_size
+        if size > MAX_TABLE_BYTES:
+            raise ExecutorError(
+                f"Cannot read {path}: it has {size} bytes, more than the {MAX_TABLE_BYTES} a "
+                f"CSV {what} may have; it was not written by this project."
+            )
+        text = io.TextIOWrapper(io.BufferedReader(_Limited(raw, size)), "utf-8", newline="")
+        reader = csv.DictReader(text)
+        rows = []
+        try:
+            for row in reader:
+                if len(rows) == MAX_TABLE_ROWS:
+                    raise ExecutorError(
+                        f"Cannot read {path}: it has more than the {MAX_TABLE_ROWS} rows a CSV "
+                        f"{what} may have; it was not written by this project."
+                    )
+                rows.append(row)
+        except UnicodeDecodeError as error:
+            raise ExecutorError(
+                f"Cannot read {path}: it is not UTF-8 text (byte {error.object[error.start]:#04x} "
+                f"at offset {error.start}); it was not written by this project."
+            ) from None
+        except csv.Error as error:
+            raise ExecutorError(f"Cannot read {path}: it is not a CSV {what} ({error}).") from None
+        missing = [c for c in columns if c not in (reader.fieldnames or [])]
     if rows and missing:
         raise ExecutorError(
             f"Cannot read {path}: it is not a CSV {what} (no column {missing[0]!r}); it was not "
@@ -313,15 +349,52 @@ def read_csv_rows(path: Path, what: str, columns: Sequence[str] = ()) -> list[di
     return rows
 
 
+class _Limited(io.RawIOBase):
+    """A raw reader of at most ``limit`` bytes of ``handle``: a file that grows is not read on."""
+
+    def __init__(self, handle: BinaryIO, limit: int) -> None:
+        self._handle, self._left = handle, limit
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer)[: self._left]
+        count = self._handle.readinto(view) or 0
+        self._left -= count
+        return count
+
+
 def read_index(out: str | os.PathLike) -> list[dict[str, str]]:
     """Return the rows of ``OUT/index.csv`` as dicts of strings (empty if there is none).
 
     Raises
     ------
     ExecutorError
-        If the file is not UTF-8 text or not CSV (one line naming it, `read_csv_rows`).
+        If the file is not UTF-8 text, not CSV or lacks one of `INDEX_COLUMNS` (one line
+        naming it, `read_csv_rows`).
     """
-    return read_csv_rows(Path(out) / INDEX_FILE, "index")
+    return read_csv_rows(Path(out) / INDEX_FILE, "index", INDEX_COLUMNS)
+
+
+def wall_seconds(value: str | None, path: Path) -> float:
+    """Return a wall time that a table records, in seconds (an empty one is 0).
+
+    Raises
+    ------
+    ExecutorError
+        Naming ``path``, if it is not a finite number >= 0.
+    """
+    try:
+        seconds = float(value or "0")
+    except ValueError:
+        seconds = math.nan
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ExecutorError(
+            f"Cannot read {path}: the wall time {value!r} is not a number of seconds; it was "
+            "not written by this project."
+        )
+    return seconds
 
 
 def finished(out: str | os.PathLike) -> dict[str, dict[str, str]]:
@@ -447,6 +520,9 @@ def run_tasks(
     ExecutorError
         Before anything runs: bad arguments, Ray missing, ``out`` already used
         (without ``resume``) or in use by another driver.
+    rl.runs.rundir.RunDirError
+        Before anything runs, if a task's run directory, or one above it under
+        ``out``, is a symbolic link.
     rl.runs.config.ConfigError
         If a task's agent or its parameters are invalid (from `config_hash`).
     """
@@ -469,6 +545,8 @@ def run_tasks(
             )
     make_run_dir(out)
     with RunLock.acquire(out):
+        for task in tasks:  # never train into, copy into or read a run through a link
+            refuse_linked_path(out, task.name)
         return _drive(
             tasks,
             out,

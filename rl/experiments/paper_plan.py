@@ -8,7 +8,7 @@ task no training, an analysis part its own estimate. A part's wall time is its t
 taken in the plan's order by the first free of its workers, as the process
 pool takes them, then its work besides training (start, checking the lines it
 copies, summary and figures: `rl.experiments.costs.postprocess_seconds`); the
-command's wall time plays `rl.experiments.whole.run_parts`' schedule over
+command's wall time plays `rl.experiments.part_runs.run_parts`' schedule over
 those walls: ``--parts-at-once`` parts at a time, longest first, a part
 waiting for the parts it copies from; then the report, which reads every
 line again (`rl.experiments.costs.report_seconds`).
@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from rl.experiments.costs import postprocess_seconds, report_seconds
-from rl.experiments.executor import INDEX_FILE, read_index
+from rl.experiments.executor import INDEX_FILE, read_index, wall_seconds
 from rl.experiments.parts import Part, next_ready, read_parts, start_order
 from rl.runs.checkpoint import CHECKPOINT_NAME, CheckpointError, load_checkpoint
 
@@ -51,11 +51,6 @@ def _rows(root: Path) -> Iterator[tuple[Path, dict[str, str]]]:
         yield from ((index.parent, row) for row in read_index(index.parent))
 
 
-def _done_rows(root: Path) -> Iterator[dict[str, str]]:
-    """Yield the rows recorded done in every ``index.csv`` under ``root``."""
-    return (row for _, row in _rows(root) if row.get("status") == "done")
-
-
 def _share_left(run_dir: Path) -> float:
     """Return the share of a run's episodes after its checkpoint (1 without a readable one)."""
     try:
@@ -70,13 +65,19 @@ def measured_walls(roots: Sequence[Path]) -> dict[str, float]:
 
     Only tasks recorded done and trained where they are recorded (not copied
     from elsewhere) count; of several, the largest.
+
+    Raises
+    ------
+    rl.experiments.executor.ExecutorError
+        If an ``index.csv`` is damaged or records a wall time that is not a number.
     """
     walls: dict[str, float] = {}
     for root in roots:
-        for row in _done_rows(Path(root)):
-            wall = row.get("wall_time")
-            if not row.get("copied_from") and wall:
-                walls[row["hash"]] = max(walls.get(row["hash"], 0.0), float(wall))
+        for directory, row in _rows(Path(root)):
+            if row.get("status") == "done" and not row.get("copied_from"):
+                wall = wall_seconds(row.get("wall_time"), directory / INDEX_FILE)
+                if wall > 0:
+                    walls[row["hash"]] = max(walls.get(row["hash"], 0.0), wall)
     return walls
 
 
@@ -92,9 +93,10 @@ def progress_in(out: Path) -> Progress:
     rows = list(_rows(out))  # each index.csv read once
     done = frozenset(row["hash"] for _, row in rows if row.get("status") == "done")
     left = {
-        row["hash"]: _share_left(directory / row["name"])
+        row["hash"]: _share_left(directory / (row.get("name") or ""))
         for directory, row in rows
-        if row["hash"] not in done and (directory / row["name"] / CHECKPOINT_NAME).is_file()
+        if row["hash"] not in done
+        and (directory / (row.get("name") or "") / CHECKPOINT_NAME).is_file()
     }
     return Progress(out, parts, done, left)
 
@@ -109,7 +111,7 @@ def pool_wall(costs: Sequence[float], workers: int) -> float:
 
 
 def schedule_wall(todo: Sequence[Part], at_once: int, walls: Mapping[str, float]) -> float:
-    """Return the wall time of `rl.experiments.whole.run_parts`' schedule of ``todo``.
+    """Return the wall time of `rl.experiments.part_runs.run_parts`' schedule of ``todo``.
 
     ``walls`` maps each part's name to its wall time. As `run_parts` does: one
     part after the other in the order of ``todo``, or ``at_once`` side by side

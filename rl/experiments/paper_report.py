@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import os
 import platform
+import stat
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
@@ -35,11 +36,19 @@ from rl.experiments.claims import (
     judge_all,
 )
 from rl.experiments.document import Block, to_html, to_markdown
-from rl.experiments.executor import ExecutorError, read_csv_rows, read_index
+from rl.experiments.executor import (
+    INDEX_FILE,
+    ExecutorError,
+    read_csv_rows,
+    read_index,
+    wall_seconds,
+)
+from rl.experiments.history import read_commands
 from rl.experiments.paper import PAPER_ABLATION_STD, PAPER_FIGURE, experiment
-from rl.experiments.parts import read_manifest, read_parts
+from rl.experiments.parts import PARTS_FILE, read_manifest, read_parts
 from rl.experiments.report import ENV_TITLES, LineStats, line_stats, load_line, scale_label
-from rl.runs.rundir import atomic_write_text
+from rl.experiments.workers import one_line
+from rl.runs.rundir import RunDirError, atomic_write_text, read_run_text, refuse_linked_path
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -86,7 +95,8 @@ class Runs:
         """Return (env, line key) -> stats of the finished lines of one part directory."""
         key = (reading, f"{name}-{env}")
         if key not in self._cache:
-            self._cache[key] = self._load(self.out / reading / f"{name}-{env}", name, env)
+            refuse_linked_path(self.out, f"{reading}/{key[1]}")  # a part read from elsewhere
+            self._cache[key] = self._load(self.out / reading / key[1], name, env)
         return self._cache[key]
 
     def _load(self, directory: Path, name: str, env: str) -> dict[tuple[str, str], LineStats]:
@@ -94,7 +104,14 @@ class Runs:
         dirs: dict[str, list[Path]] = {}
         for row in read_index(directory):
             if row.get("status") == "done":
-                parts = row["name"].split("/")
+                parts = (row.get("name") or "").split("/")
+                if len(parts) < 2 or not all(parts) or ".." in parts:
+                    raise ExecutorError(
+                        f"Cannot read {directory / INDEX_FILE}: the run directory "
+                        f"{row.get('name')!r} is not ENV/LINE[/seed-S]; it was not written by "
+                        "this project."
+                    )
+                refuse_linked_path(directory, row["name"])  # a run read from elsewhere
                 dirs.setdefault(parts[1], []).append(directory / row["name"])
         last = chosen.episodes(env, self.scale)
         first = max(1, last - chosen.window(env, self.scale) + 1)
@@ -124,6 +141,36 @@ class Runs:
             return None if found is None else found[1]
 
         return find
+
+
+MAX_SHOWN_BYTES = 1 << 20
+"""Largest text file of a part (``summary.txt``, ``params.md``) shown in the report."""
+
+
+def _regular(out: Path, path: Path) -> bool:
+    """Whether ``path`` is a regular file under ``out``, reached through no symbolic link."""
+    try:
+        refuse_linked_path(out, path.relative_to(out))
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except (OSError, RunDirError):
+        return False
+
+
+def _shown(out: Path, name: str, kind: str) -> list[Block]:
+    """Return the text file ``OUT/NAME`` as one block of ``kind``; a note if refused; [] if absent.
+
+    The file is read without following a link, up to `MAX_SHOWN_BYTES`
+    (`rl.runs.rundir.read_run_text`): a link, a FIFO or a huge file is named,
+    never read into the report.
+    """
+    try:
+        refuse_linked_path(out, name)
+        text = read_run_text(out / name, MAX_SHOWN_BYTES)
+    except FileNotFoundError:
+        return []
+    except (RunDirError, OSError) as error:
+        return [("p", f"{name} is not shown: {one_line(error)}")]
+    return [(kind, text)] if text.strip() else []
 
 
 # ----------------------------------------------------------------------------- sections
@@ -160,6 +207,7 @@ def _rank_rows(out: Path) -> tuple[list[list[str]], dict[str, str]]:
     rows, verdicts = [], {}
     for env in ("pendulum", "cartpole"):
         path = out / "analysis" / f"rank-{env}" / "rank_profile.csv"
+        refuse_linked_path(out, path.relative_to(out))
         energy = _energy_by_rank(path)
         verdicts[env] = energy_verdict(energy.get(10))
         reach = [r for r, e in sorted(energy.items()) if e > 0.9]
@@ -313,7 +361,7 @@ def _figures(
             for reading in readings:
                 for kind in ("curves", "box"):
                     path = out / reading / f"{part}-{env}" / f"{env}-{kind}.png"
-                    if path.is_file() and path not in seen:
+                    if _regular(out, path) and path not in seen:
                         seen.add(path)
                         blocks.append(("img", path.relative_to(out), f"{reading}: {part}, {env}"))
     return blocks
@@ -395,9 +443,8 @@ def rank_section(out: Path) -> list[Block]:
     ]
     for env in ("pendulum", "cartpole"):
         directory = out / "analysis" / f"rank-{env}"
-        if (directory / "summary.txt").is_file():
-            blocks.append(("code", (directory / "summary.txt").read_text(encoding="utf-8")))
-        if (directory / "rank_profile.png").is_file():
+        blocks += _shown(out, f"analysis/rank-{env}/summary.txt", "code")
+        if _regular(out, directory / "rank_profile.png"):
             blocks.append(("img", (directory / "rank_profile.png").relative_to(out), env))
     return blocks
 
@@ -409,12 +456,10 @@ def params_section(out: Path) -> list[Block]:
         for env, algo, arch, printed, formula in PRINTED_PARAMS
     ]
     blocks: list[Block] = [("h", 2, "The parameter table (analysis.params)")]
-    path = out / "analysis" / "params" / "params.md"
-    if path.is_file():
-        blocks += [
-            ("p", "The architectures this toolkit trains (matched by the formulas):"),
-            ("md", path.read_text(encoding="utf-8")),
-        ]
+    table = _shown(out, "analysis/params/params.md", "md")
+    if table:
+        blocks += [("p", "The architectures this toolkit trains (matched by the formulas):")]
+        blocks += table
     return blocks + [
         (
             "p",
@@ -432,10 +477,12 @@ def cost_section(out: Path) -> list[Block]:
     """Return wall time and core-hours per part (core time: its trained tasks' own wall times)."""
     rows, total_wall, total_core = [], 0.0, 0.0
     for part, row in read_parts(out).items():
-        wall = float(row["wall_s"])
+        wall = wall_seconds(row.get("wall_s"), out / PARTS_FILE)
+        refuse_linked_path(out, part)
         tasks = read_index(out / part)
         trained = [t for t in tasks if not t.get("copied_from")]
-        core = sum(float(t["wall_time"] or 0) for t in trained) if tasks else wall
+        index = out / part / INDEX_FILE
+        core = sum(wall_seconds(t.get("wall_time"), index) for t in trained) if tasks else wall
         total_wall, total_core = total_wall + wall, total_core + core
         rows.append([part, row["status"], f"{wall:.0f}", f"{core / 3600:.3f}"])
     rows.append(["**total**", "", f"{total_wall:.0f}", f"{total_core / 3600:.3f}"])
@@ -477,8 +524,10 @@ def _lock_versions() -> list[str]:
 
 def provenance_section(out: Path, command: str) -> list[Block]:
     """Return the command(s), version, dependencies and machine."""
-    history = out / "commands.txt"
-    commands = history.read_text(encoding="utf-8").splitlines() if history.is_file() else []
+    try:
+        commands = ["\t".join(pair) for pair in read_commands(out)] or ["(none recorded)"]
+    except (RunDirError, OSError) as error:  # a link, a FIFO, a huge file: not shown
+        commands = [f"(not shown: {one_line(error)})"]
     machine = [
         f"platform: {platform.platform()}",
         f"processor: {platform.processor() or platform.machine()}",
@@ -490,7 +539,7 @@ def provenance_section(out: Path, command: str) -> list[Block]:
     return [
         ("h", 2, "How this report was made"),
         ("p", f"This report: `{command}`. Training invocations (wall seconds, command):"),
-        ("code", "\n".join(commands) or "(none recorded)"),
+        ("code", "\n".join(commands)),
         ("p", f"Project version (git): `{_git_commit()}`."),
         ("ul", machine),
         ("p", "Dependency versions (requirements/lock.txt):"),

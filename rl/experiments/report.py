@@ -36,7 +36,7 @@ from rl.experiments.paper import (
 )
 from rl.experiments.stats import iqm_interval, mean_std, postprocess_like_authors, replace_outliers
 from rl.runs.metrics import pivot, read_metrics
-from rl.runs.rundir import atomic_write_bytes, atomic_write_text
+from rl.runs.rundir import atomic_write_bytes, atomic_write_text, check_run_files
 
 ENV_TITLES = {"cartpole": "CartPole", "pendulum": "Pendulum", "highway": "Highway"}
 
@@ -83,10 +83,19 @@ class LineStats:
 
 
 def load_line(run_dirs: Sequence[Path], line: Line, env: str) -> LineRuns | None:
-    """Read the greedy returns of one line from its run directories (None if any is missing)."""
+    """Read the greedy returns of one line from its run directories (None if any is missing).
+
+    Raises
+    ------
+    rl.runs.rundir.RunDirError
+        If a ``metrics.csv`` is a symbolic link or not a regular file.
+    ValueError
+        If a ``metrics.csv`` is damaged (one line naming it, `rl.runs.metrics.read_metrics`).
+    """
     episodes, rows, seeds = None, [], []
     for run_dir in run_dirs:
         path = run_dir / "metrics.csv"
+        check_run_files(run_dir, [path.name])  # a link or a FIFO: RunDirError, never read
         if not path.is_file():
             return None
         table = read_metrics(path)

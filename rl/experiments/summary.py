@@ -19,6 +19,7 @@ from typing import NamedTuple
 import numpy as np
 
 from rl.experiments import claims
+from rl.experiments.document import code_span
 from rl.experiments.paper import (
     LEVELS,
     PAPER_ABLATION_STD,
@@ -282,7 +283,7 @@ def write_summary(
         "",
         "Trained by (wall time of each invocation):",
         "",
-        *(f"- `{command}` ({wall} s)" for wall, command in settings.history),
+        *(f"- {code_span(command)} ({wall} s)" for wall, command in settings.history),
         *(["- (no training invocation recorded)"] if not settings.history else []),
         "",
         f"This report: `{settings.command}`",

@@ -22,18 +22,23 @@ comparison's TEQL line is one of the ablation's) trains in one of them and
 is copied by the other once it has ended (`share_lines`, ``--reuse``).
 
 Each part runs as its own process (``python -m rl.reproduce ...`` or the
-analysis command). ``--parts-at-once K`` runs K parts side by side, each with
-``--workers W // K`` (W: ``--workers``, default every CPU), longest first by
-the plan's cost estimate, so that one part's last long task does not leave
-the other workers idle (local backend only); then a part's output goes to
-``OUT/PART/log.txt`` instead of the terminal. The default, 1, runs the parts
+analysis command; `rl.experiments.part_runs`). ``--parts-at-once K`` runs K
+parts side by side, each with ``--workers W // K`` (W: ``--workers``,
+default every CPU), longest first by the plan's cost estimate, so that one
+part's last long task does not leave the other workers idle (local backend
+only); then a part's output goes to ``OUT/PART/log.txt`` instead of the
+terminal. The default, 1, runs the parts
 one after the other in the order above, each with all W workers.
 
 ``OUT/paper.json`` records the settings, ``OUT/parts.csv`` one row per part
 (status, wall time, exit code). A killed run continues with the same command
-and ``--resume``: finished parts are skipped, an unfinished part resumes with
+and ``--resume``: finished parts are skipped (one recorded done whose files
+are missing runs again, `rl.experiments.parts.not_done`), an unfinished part resumes with
 its own ``--resume`` (only the configurations not yet done run). Ctrl-C or
-SIGTERM stops every running part (SIGTERM to each: it keeps what it finished).
+SIGTERM stops every running part (SIGTERM to each: it keeps what it finished);
+on Linux a part gets SIGTERM too when the driver is killed, even by SIGKILL
+(`rl.experiments.workers.end_with_parent`). The driver holds ``OUT/.lock``
+while it runs, so a second driver on the same ``OUT`` is refused.
 ``report.md`` and ``report.html`` (`rl.experiments.paper_report`) are written
 at the end, and by ``--report-only`` from whatever has finished. ``--plan``
 runs nothing: it prints the parts, what each trains and copies, and the
@@ -49,40 +54,39 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shlex
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from rl.agents.readings import same_settings
 from rl.experiments.executor import (
-    INDEX_FILE,
     ExecutorError,
     add_executor_arguments,
     sigterm_interrupts,
 )
+from rl.experiments.history import append_command
 from rl.experiments.paper import add_highway_engine_argument, experiment, reading_for
+from rl.experiments.part_runs import run_parts
 from rl.experiments.parts import (
     MANIFEST,
-    PART_COLUMNS,
+    READINGS,
     Part,
-    next_ready,
     read_manifest,
     read_parts,
-    start_order,
-    write_parts,
 )
 from rl.experiments.workers import cpu_workers
-from rl.runs.rundir import atomic_write_text, make_run_dir, open_run_file
+from rl.runs.rundir import (
+    RunLock,
+    atomic_write_text,
+    make_run_dir,
+    os_error_line,
+)
 from rl.validation import check_counts, check_directories
 from tensorq.version import add_version_option
 
-READINGS = ("paper", "released", "stable")
 DEFAULT_READINGS = "released,paper,stable"
 PAPER_SEEDS = 100
 """``--scale paper``: the paper's 100 runs per curve."""
@@ -107,12 +111,6 @@ QUICK_RANK_BELOW = 0.1
 RANK_SECONDS = {"pendulum": 300.0, "cartpole": 600.0}
 """Core seconds of ``analysis.rank`` with its documented settings (docs/analysis.md),
 the rank parts' cost estimate for ordering parts (a tenth for the quick fit)."""
-LOG_FILE = "log.txt"
-"""A training part's output when parts run side by side (``--parts-at-once`` > 1)."""
-POLL_SECONDS = 0.2
-"""How often `run_parts` looks whether a running part has ended."""
-STOP_GRACE_SECONDS = 5.0
-"""After Ctrl-C or SIGTERM, how long running parts may take to stop before they get SIGTERM."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -369,66 +367,6 @@ def share_lines(
     return [shared[part.name] for part in found]
 
 
-class _Running:
-    """A part's process, started at construction, and the files it prints to.
-
-    A training part prints to the terminal, or to ``OUT/PART/log.txt`` when
-    parts run side by side. An analysis part's output is kept in temporary
-    files and written as ``params.md`` (the parameter table) or
-    ``summary.txt``, its errors as ``error.txt`` if it fails.
-    """
-
-    def __init__(self, part: Part, command: list[str], directory: Path, logged: bool) -> None:
-        self.part = part
-        self.directory = directory
-        self.shown = shlex.join(["python", *command[1:]])
-        self.files: list[IO[bytes]] = []
-        make_run_dir(directory)
-        if not part.training:
-            self.files = [tempfile.TemporaryFile(), tempfile.TemporaryFile()]
-        elif logged:
-            flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
-            self.files = [os.fdopen(open_run_file(directory / LOG_FILE, flags), "ab")] * 2
-        outputs = self.files or [None, None]
-        self.process = subprocess.Popen(command, stdout=outputs[0], stderr=outputs[1])
-        self.start = time.perf_counter()
-
-    def finish(self) -> int:
-        """Wait for the process, write an analysis part's files, close; return its exit code."""
-        code = self.process.wait()
-        if not self.part.training:
-            stdout, stderr = (self._read(handle) for handle in self.files)
-            name = "params.md" if self.part.name == "analysis/params" else "summary.txt"
-            atomic_write_text(self.directory / name, stdout)
-            if code != 0:
-                atomic_write_text(self.directory / "error.txt", stderr)
-        for handle in dict.fromkeys(self.files):  # a training log is one file, listed twice
-            handle.close()
-        return code
-
-    @staticmethod
-    def _read(handle: IO[bytes]) -> str:
-        handle.seek(0)
-        return handle.read().decode("utf-8", errors="replace")
-
-
-def command_of(part: Part, out: Path, resume: bool) -> list[str]:
-    """Return the command line of ``part``; a training part started before gets ``--resume``.
-
-    It gets ``--reuse`` for each of `Part.reuse` that exists: a part that has
-    not started yet (no directory) holds nothing to copy.
-    """
-    if not part.training:
-        return list(part.argv)
-    argv = list(part.argv)
-    for source in part.reuse:
-        if Path(source).is_dir():
-            argv += ["--reuse", source]
-    if resume and (out / part.name / INDEX_FILE).is_file():
-        argv.append("--resume")
-    return [sys.executable, "-m", "rl.reproduce", *argv]
-
-
 def _wanted(settings: Settings) -> dict[str, Any]:
     """Return ``settings`` as ``paper.json`` records them."""
     return settings._asdict() | {"readings": list(settings.readings)}
@@ -463,96 +401,15 @@ def default_out(settings: Settings) -> Path:
     return Path("runs") / "reproduce" / f"paper-s{settings.scale:g}-{settings.seeds}seeds"
 
 
-def run_parts(
-    todo: Sequence[Part],
-    out: Path,
-    resume: bool,
-    at_once: int = 1,
-    command: Callable[[Part, Path, bool], list[str]] = command_of,
-) -> int:
-    """Run the parts not yet done, ``at_once`` at a time; return 0, 1 (some failed) or 130.
-
-    One after the other (``at_once`` 1) in the order of ``todo``; side by side
-    longest first by `Part.cost`. A part starts once the parts of its
-    `Part.after` have ended (whatever their status). A part that ends interrupted (exit code 130),
-    Ctrl-C or SIGTERM stops the others (SIGTERM to each) and returns 130;
-    ``OUT/parts.csv`` gets each part's row as it ends. ``command`` gives a
-    part's command line (`command_of`).
-    """
-    rows = read_parts(out)
-    number = {part.name: index + 1 for index, part in enumerate(todo)}
-    waiting = start_order(
-        [part for part in todo if rows.get(part.name, {}).get("status") != "done"], at_once
-    )
-    running: list[_Running] = []
-    failed = interrupted = False
-
-    def record(done: _Running, code: int) -> None:
-        nonlocal failed
-        wall = time.perf_counter() - done.start
-        stopped = code == 130 or (interrupted and code < 0)
-        status = "done" if code == 0 else "interrupted" if stopped else "failed"
-        failed |= status == "failed"
-        rows[done.part.name] = dict(
-            zip(
-                PART_COLUMNS,
-                (done.part.name, status, f"{wall:.1f}", str(code), done.shown),
-                strict=True,
-            )
-        )
-        write_parts(out, rows)
-
-    try:
-        while (waiting and not interrupted) or running:
-            while waiting and not interrupted and len(running) < at_once:
-                part = next_ready(waiting, {r.part.name for r in running})
-                if part is None:
-                    break
-                print(
-                    f"[part {number[part.name]}/{len(todo)}] {part.name}",
-                    file=sys.stderr,
-                    flush=True,
-                )
-                line = command(part, out, resume)
-                running.append(_Running(part, line, out / part.name, at_once > 1))
-            if all(r.process.poll() is None for r in running):
-                time.sleep(POLL_SECONDS)
-            for done in [r for r in running if r.process.poll() is not None]:
-                running.remove(done)
-                code = done.finish()
-                record(done, code)
-                if code == 130 and not interrupted:
-                    interrupted = True
-                    _stop(running)
-    except KeyboardInterrupt:
-        interrupted = True
-        _stop(running, STOP_GRACE_SECONDS)
-        for done in running:
-            record(done, done.finish())
-    return 130 if interrupted else 1 if failed else 0
-
-
-def _stop(running: Sequence[_Running], grace: float = 0.0) -> None:
-    """Send SIGTERM to every part still running after ``grace`` seconds.
-
-    Each then records what it finished and exits. After Ctrl-C the parts got
-    the terminal's SIGINT too: the grace lets them stop on their own first.
-    """
-    deadline = time.monotonic() + grace
-    for other in running:
-        try:
-            other.process.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            other.process.terminate()
-
-
 def main(argv: Sequence[str], plan: Callable[[Sequence[str]], list[tuple[str, float]]]) -> int:
     """Run ``python -m rl.reproduce paper ARGS``; ``plan`` as for `parts`.
 
+    The run holds ``OUT/.lock`` (`rl.runs.rundir.RunLock`) from before it
+    reads ``paper.json`` until the report is written, so a second driver on the
+    same ``OUT`` is refused in one line while the first runs.
+
     Returns the exit code: 0 done, 1 some part failed, 2 bad input, 130 interrupted.
     """
-    from rl.experiments.paper_report import write_paper_report
-
     args = build_parser().parse_args(list(argv))
     try:
         settings = settings_from(args)
@@ -560,47 +417,78 @@ def main(argv: Sequence[str], plan: Callable[[Sequence[str]], list[tuple[str, fl
         if args.measured and not args.plan:
             raise ValueError("--measured needs --plan.")
         if args.plan:
-            from rl.experiments.paper_plan import measured_walls, plan_text, progress_in
+            return _print_plan(args, settings, out, plan)
+        if args.report_only and not (out / MANIFEST).is_file():
+            raise ValueError(f"{out} holds no {MANIFEST}; nothing to report.")
+        make_run_dir(out)
+        lock = RunLock.acquire(out)
+    except (ValueError, ExecutorError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:
+        print(f"error: {os_error_line(error)}", file=sys.stderr)
+        return 2
+    with lock:
+        return _run(args, argv, settings, out, plan)
 
-            check_directories("--measured", args.measured)
-            walls = measured_walls([Path(directory) for directory in args.measured])
-            progress = None
-            if args.resume:
-                _check_settings(out, settings)
-                progress = progress_in(out)
-            todo = parts(settings, args, out, plan)
-            workers = cpu_workers(args.workers) // args.parts_at_once
-            print(plan_text(todo, args.parts_at_once, workers, walls, progress))
-            return 0
+
+def _print_plan(
+    args: argparse.Namespace,
+    settings: Settings,
+    out: Path,
+    plan: Callable[[Sequence[str]], list[tuple[str, float]]],
+) -> int:
+    """Print the plan of ``--plan`` (`rl.experiments.paper_plan`); return 0."""
+    from rl.experiments.paper_plan import measured_walls, plan_text, progress_in
+
+    check_directories("--measured", args.measured)
+    walls = measured_walls([Path(directory) for directory in args.measured])
+    progress = None
+    if args.resume:
+        _check_settings(out, settings)
+        progress = progress_in(out)
+    todo = parts(settings, args, out, plan)
+    workers = cpu_workers(args.workers) // args.parts_at_once
+    print(plan_text(todo, args.parts_at_once, workers, walls, progress))
+    return 0
+
+
+def _run(
+    args: argparse.Namespace,
+    argv: Sequence[str],
+    settings: Settings,
+    out: Path,
+    plan: Callable[[Sequence[str]], list[tuple[str, float]]],
+) -> int:
+    """Run the parts and write the report, holding ``OUT``'s lock; return the exit code."""
+    from rl.experiments.paper_report import write_paper_report
+
+    command = "python -m rl.reproduce paper " + shlex.join(list(argv))
+    try:
         if args.report_only:
-            if not (out / MANIFEST).is_file():
-                raise ValueError(f"{out} holds no {MANIFEST}; nothing to report.")
             read_manifest(out)  # a damaged one: one line before anything is read
         else:
             _check_manifest(out, settings, args.resume)
         read_parts(out)  # a damaged table of parts: one line before anything runs
-    except (ValueError, OSError, ExecutorError) as error:
+        code = 0
+        if not args.report_only:
+            start = time.perf_counter()
+            with sigterm_interrupts():
+                todo = parts(settings, args, out, plan)
+                code = run_parts(todo, out, args.resume, args.parts_at_once)
+            append_command(out, time.perf_counter() - start, command)
+            if code == 130:
+                print(
+                    f"Interrupted; continue with the same command and --resume ({out}).",
+                    file=sys.stderr,
+                )
+                return 130
+        written = write_paper_report(out, command)
+    except (ValueError, ExecutorError) as error:  # RunDirError too: a link, a busy part
         print(f"error: {error}", file=sys.stderr)
         return 2
-    command = "python -m rl.reproduce paper " + shlex.join(list(argv))
-    code = 0
-    if not args.report_only:
-        start = time.perf_counter()
-        with sigterm_interrupts():
-            todo = parts(settings, args, out, plan)
-            code = run_parts(todo, out, args.resume, args.parts_at_once)
-        with open(out / "commands.txt", "a", encoding="utf-8") as handle:
-            handle.write(f"{time.perf_counter() - start:.0f}\t{command}\n")
-        if code == 130:
-            print(
-                f"Interrupted; continue with the same command and --resume ({out}).",
-                file=sys.stderr,
-            )
-            return 130
-    try:
-        written = write_paper_report(out, command)
-    except ExecutorError as error:  # a damaged file of a part, read back for the report
-        print(f"error: {error}", file=sys.stderr)
+    except OSError as error:
+        print(f"error: {os_error_line(error)}", file=sys.stderr)
         return 2
     print(f"Report: {written[0]} and {written[1]}")
     return code

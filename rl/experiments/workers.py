@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import concurrent.futures as futures
 import contextlib
+import ctypes
 import dataclasses
 import multiprocessing
 import os
+import signal
 import sys
 import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -204,6 +206,34 @@ def _end_with_driver(driver: Connection) -> None:
         os._exit(1)
 
     threading.Thread(target=watch, name="end-with-driver", daemon=True).start()
+
+
+PR_SET_PDEATHSIG = 1
+"""``prctl`` option of Linux: the signal a process gets when its parent dies (``<sys/prctl.h>``)."""
+
+
+def end_with_parent() -> Callable[[], None] | None:
+    """Return a ``preexec_fn`` for `subprocess.Popen` that ends the child with this process.
+
+    On Linux the child asks the kernel (``prctl(PR_SET_PDEATHSIG, SIGTERM)``)
+    for SIGTERM when this process dies, even by SIGKILL, so that a part of
+    ``python -m rl.reproduce paper`` stops (keeping what it finished, and
+    releasing its run directory's lock) instead of training on as an orphan;
+    if this process died before the request, the child ends at once. The
+    request holds for the thread that starts the child: call it from the
+    main thread. Elsewhere it returns None (no such request).
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    parent = os.getpid()
+
+    def arm() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:  # the parent died before the request: end now
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return arm
 
 
 def local_outcomes(

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from rl.runs.documents import DocumentError, parse_json, parse_toml, tomllib
+from rl.seeding import MAX_SEED
 from rl.validation import check_int
 
 
@@ -54,7 +55,8 @@ class TrainConfig:
     No constant caps it: `rl.runs.training.build` refuses more replicas than fit in half of
     the machine's memory (`rl.validation.check_replicas`)."""
     seed: int = 0
-    """First integer seed (>= 0)."""
+    """First integer seed (>= 0); the last, ``seed + seeds - 1``, at most
+    `rl.seeding.MAX_SEED` (2**63 - 1)."""
     episodes: int = 1000
     """Number of training episodes of every replica (>= 1)."""
     eval_every: int = 10
@@ -98,6 +100,11 @@ class TrainConfig:
                 check_int(name, getattr(self, name), low, high)
             except ValueError as error:
                 raise ConfigError(str(error)) from None
+        if self.seed + self.seeds - 1 > MAX_SEED:  # the last replica's seed is an int64
+            raise ConfigError(
+                f"The 'seed' parameter must be <= 2**63 - seeds = {MAX_SEED + 1 - self.seeds} "
+                f"with seeds = {self.seeds}. Got {self.seed} instead."
+            )
 
     def _resolve_reading(self) -> None:
         """Replace an alias by (agent, reading) and check that the agent has the reading."""

@@ -167,9 +167,25 @@ def _busy(run_dir: Path) -> RunDirError:
     )
 
 
+_HINTS = {
+    errno.ENAMETOOLONG: "choose a shorter path",
+    errno.EROFS: "choose a directory on a writable file system",
+    errno.EACCES: "choose a directory you may write to",
+    errno.EPERM: "choose a directory you may write to",
+    errno.ENOSPC: "free some space or choose another disk",
+    errno.EDQUOT: "free some space or choose another disk",
+    errno.ENOTDIR: "a part of the path is a file, not a directory",
+}
+
+
 def _cannot_write(run_dir: Path, error: OSError) -> RunDirError:
-    reason = error.strerror or str(error)
-    return RunDirError(f"Cannot write to the run directory {run_dir}: {reason}.")
+    return RunDirError(f"Cannot write to the run directory {run_dir}: {_reason(error)}")
+
+
+def _reason(error: OSError) -> str:
+    """Return the OS's reason for ``error`` and, where one helps, what to do: one sentence end."""
+    hint = _HINTS.get(error.errno or 0)
+    return (error.strerror or str(error)) + (f"; {hint}." if hint else ".")
 
 
 def refuse_if_locked(run_dir: str | os.PathLike) -> None:
@@ -300,10 +316,52 @@ def read_run_file(path: str | os.PathLike, max_bytes: int) -> bytes:
     return data
 
 
+def read_run_text(path: str | os.PathLike, max_bytes: int) -> str:
+    """Return the regular file ``path`` as text to show, at most ``max_bytes`` long.
+
+    Read as `read_run_file` reads; bytes that are not UTF-8 become U+FFFD.
+
+    Raises
+    ------
+    RunDirError
+        If ``path`` is a link, not a regular file, or longer than ``max_bytes``.
+    OSError
+        If it cannot be opened or read.
+    """
+    return read_run_file(path, max_bytes).decode("utf-8", errors="replace")
+
+
+def os_error_line(error: OSError) -> str:
+    """Return ``error`` as one sentence naming the file, the reason and what to do.
+
+    A temporary file of `atomic_write_bytes` (``.NAME.*.tmp``) is named as the
+    file it was to become.
+    """
+    name = error.filename
+    if name is not None:
+        path = Path(os.fsdecode(name))
+        if path.name.startswith(".") and path.name.endswith(".tmp") and path.name.count(".") >= 3:
+            path = path.parent / path.name[1:].rsplit(".", 2)[0]
+        name = str(path)
+    where = f" {name}" if name else ""
+    return f"Cannot use{where}: {_reason(error)}"
+
+
 def refuse_link(path: str | os.PathLike) -> None:
     """Raise `RunDirError` if ``path`` is a symbolic link (dangling or not)."""
     if os.path.islink(path):
         raise _link_error(Path(path))
+
+
+def refuse_linked_path(root: str | os.PathLike, relative: str | os.PathLike) -> None:
+    """Raise `RunDirError` if ``ROOT/RELATIVE`` or a directory between it and ``ROOT`` is a link.
+
+    ``root`` itself may be a link (the user named it); what lies below it is data.
+    """
+    path = Path(root)
+    for name in Path(relative).parts:
+        path = path / name
+        refuse_link(path)
 
 
 def check_run_files(run_dir: str | os.PathLike, names: Iterable[str]) -> None:

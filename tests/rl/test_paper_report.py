@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rl.experiments import claims, paper_report, whole
+from rl.experiments import claims, paper_report, part_runs, whole
 from rl.experiments.claims import FAILS, HOLDS, UNSURE, Check, combine, decide, evaluate
 from rl.experiments.document import to_html, to_markdown
 from rl.experiments.paper import experiment
@@ -251,7 +251,7 @@ def test_a_part_copies_only_from_parts_that_have_started(tmp_path: Path) -> None
     (tmp_path / "released/started").mkdir(parents=True)
     reuse = (str(tmp_path / "released/started"), str(tmp_path / "released/later"))
     part = whole.Part("released/x", ("x",), True, reuse=reuse)
-    assert whole.command_of(part, tmp_path, False)[3:] == ["x", "--reuse", reuse[0]]
+    assert part_runs.command_of(part, tmp_path, False)[3:] == ["x", "--reuse", reuse[0]]
 
 
 def test_every_shared_line_of_the_paper_is_copied_from_one_part(tmp_path: Path) -> None:
@@ -306,7 +306,7 @@ def fake_parts(tmp_path: Path, pauses: list[float], killed: str = ""):
     pause_of = {part.name: str(pause) for part, pause in zip(todo, pauses, strict=True)}
 
     def command(part: whole.Part, out: Path, resume: bool) -> list[str]:
-        argv = whole.command_of(part, out, resume)[3:]  # what follows python -m rl.reproduce
+        argv = part_runs.command_of(part, out, resume)[3:]  # what follows python -m rl.reproduce
         fixed = [str(log), str(out), part.name, pause_of[part.name], killed]
         return [sys.executable, "-c", FAKE_PART, *fixed, *argv]
 
@@ -319,14 +319,14 @@ def calls_of(log: Path) -> list[tuple[list[str], float, float]]:
 
 def test_a_killed_run_resumes_where_it_stopped(tmp_path: Path) -> None:
     todo, command, log = fake_parts(tmp_path, [0.0, 0.0, 0.0], killed="released/x-1")
-    assert whole.run_parts(todo, tmp_path, False, command=command) == 130
+    assert part_runs.run_parts(todo, tmp_path, False, command=command) == 130
     assert [argv for argv, *_ in calls_of(log)] == [["x0"], ["x1"]]
     assert {k: r["status"] for k, r in read_parts(tmp_path).items()} == {
         "released/x-0": "done",
         "released/x-1": "interrupted",
     }
     log.unlink()
-    assert whole.run_parts(todo, tmp_path, True, command=command) == 0
+    assert part_runs.run_parts(todo, tmp_path, True, command=command) == 0
     # the finished part is skipped, the killed one resumes with its own --resume
     assert [argv for argv, *_ in calls_of(log)] == [["x1", "--resume"], ["x2"]]
     assert all(row["status"] == "done" for row in read_parts(tmp_path).values())
@@ -336,7 +336,7 @@ def test_parts_side_by_side_run_together_longest_first(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     todo, command, log = fake_parts(tmp_path, [0.2, 1.5, 0.2, 0.2])
-    assert whole.run_parts(todo, tmp_path, False, at_once=2, command=command) == 0
+    assert part_runs.run_parts(todo, tmp_path, False, at_once=2, command=command) == 0
     started = [line.split()[-1] for line in capsys.readouterr().err.splitlines()]
     assert started == ["released/x-1", "released/x-0", "released/x-2", "released/x-3"]
     times = {argv[0]: (begin, end) for argv, begin, end in calls_of(log)}
@@ -349,7 +349,7 @@ def test_parts_side_by_side_run_together_longest_first(
 def test_a_part_that_copies_lines_waits_for_their_owner(tmp_path: Path) -> None:
     todo, command, log = fake_parts(tmp_path, [1.0, 0.1, 0.1])
     todo[2] = todo[2]._replace(after=("released/x-0",))
-    assert whole.run_parts(todo, tmp_path, False, at_once=2, command=command) == 0
+    assert part_runs.run_parts(todo, tmp_path, False, at_once=2, command=command) == 0
     times = {argv[0]: (begin, end) for argv, begin, end in calls_of(log)}
     # x1 ended long before x0, but x2 starts only once x0 has ended
     assert times["x1"][1] < times["x0"][1] <= times["x2"][0]
@@ -358,7 +358,7 @@ def test_a_part_that_copies_lines_waits_for_their_owner(tmp_path: Path) -> None:
 def test_a_part_interrupted_side_by_side_stops_the_others(tmp_path: Path) -> None:
     todo, command, log = fake_parts(tmp_path, [60.0, 0.5, 0.1], killed="released/x-1")
     start = time.monotonic()
-    assert whole.run_parts(todo, tmp_path, False, at_once=2, command=command) == 130
+    assert part_runs.run_parts(todo, tmp_path, False, at_once=2, command=command) == 130
     assert time.monotonic() - start < 30  # x0 was stopped, not waited for
     rows = read_parts(tmp_path)
     assert {k: r["status"] for k, r in rows.items()} == {
