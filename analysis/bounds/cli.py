@@ -21,7 +21,13 @@ trains TEQL (bounded iterates, gamma 0.9) on the exact-model problem, writes
 ``.pdf`` to ``--out`` and prints the largest Delta Q / bound ratio, the
 Theorem 1 constants and the Proposition 3 counts (see `analysis.bounds.runs`).
 
-Exit codes: 0 done; 2 bad input (one line on stderr).
+Every output file is written atomically and never through a symbolic link: a link
+(or anything but a regular file) at an output's name in ``--out`` is refused before
+training starts.
+
+Exit codes: 0 done; 1 an output could not be written; 2 bad input, including
+``--seeds`` and ``--episodes`` whose records would not fit in memory (one line on
+stderr).
 """
 
 from __future__ import annotations
@@ -29,11 +35,11 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 
-from analysis.rank.cli import OneLineParser, UsageError, check_gamma, write_csv
+from analysis.rank.cli import OneLineParser, UsageError, check_gamma, prepare_out, write_csv
+from rl.runs.rundir import RunDirError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -182,6 +188,8 @@ def run_report(args: argparse.Namespace) -> list[str]:
     if args.gamma is not None:
         check_gamma(args.gamma)
         overrides.setdefault("gamma", args.gamma)
+    names = ("updates.csv", "prop3.csv", "summary.csv")
+    out = prepare_out(args.out, (*names, *(f"bounds_{args.env}{s}" for s in (".png", ".pdf"))))
     bar = _ProgressBar(args.episodes, not args.no_progress)
     try:
         record = record_bound_run(
@@ -203,8 +211,6 @@ def run_report(args: argparse.Namespace) -> list[str]:
     bound, ratio = prop2_check(record)
     curves = theorem1_curves(record, b_r)
     prop3 = prop3_table(record)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     write_csv(out / "updates.csv", {**record.updates, "prop2_bound": bound})
     write_csv(out / "prop3.csv", prop3)
     violated = int((record.updates["delta_q"] > bound).sum())
@@ -262,9 +268,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         lines = run_report(args) if args.env is not None else constants_report(args)
-    except UsageError as error:
+    except (UsageError, RunDirError) as error:  # RunDirError: a link planted while it ran
         print(f"{parser.prog}: error: {error}", file=sys.stderr)
         return 2
+    except OSError as error:
+        print(f"{parser.prog}: error: cannot write to --out {args.out}: {error}", file=sys.stderr)
+        return 1
     print("\n".join(lines))
     return 0
 
