@@ -88,6 +88,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def factor_growth(f_max: float, order: int) -> float:
+    """Return F_max^(2(N-1)) (Proposition 2), inf where it exceeds the float range."""
+    with np.errstate(over="ignore"):
+        return float(np.float64(f_max) ** (2 * (order - 1)))
+
+
 def constants_report(args: argparse.Namespace) -> list[str]:
     """V_max, F_max and the bounds for the constants given on the command line."""
     from analysis import bounds
@@ -102,8 +108,8 @@ def constants_report(args: argparse.Namespace) -> list[str]:
     rank = 10 if args.rank is None else args.rank
     try:
         v_max = bounds.v_max(args.r_max, args.gamma)
-        if rank < 1 or args.order < 1:
-            raise ValueError("--rank and --order must be >= 1.")
+        if rank < 1 or args.order < 1 or args.max_inner < 1:
+            raise ValueError("--rank, --order and --max-inner must be >= 1.")
         f_max = (v_max / rank) ** (1.0 / args.order)
         visits = np.asarray(args.visits, dtype=np.float64)
         sweep = np.atleast_1d(
@@ -122,7 +128,7 @@ def constants_report(args: argparse.Namespace) -> list[str]:
         prop3 = bounds.prop3_bound(t0=args.t0, c=args.c, delta=args.delta, horizon=args.horizon)
     except ValueError as error:
         raise UsageError(str(error)) from None
-    growth = f_max ** (2 * (args.order - 1))
+    growth = factor_growth(f_max, args.order)
     lines = [
         f"V_max = R_max / (1 - gamma) = {v_max:.6g}",
         f"F_max = (V_max / R)^(1/N) = {f_max:.6g}   (R = {rank}, N = {args.order}); "
@@ -187,7 +193,11 @@ def run_report(args: argparse.Namespace) -> list[str]:
         raise UsageError(str(error)) from None
     if args.gamma is not None:
         check_gamma(args.gamma)
-        overrides.setdefault("gamma", args.gamma)
+        if overrides.setdefault("gamma", args.gamma) != args.gamma:
+            raise UsageError(
+                f"--gamma {args.gamma:g} and --set gamma={overrides['gamma']!r} differ; give "
+                "gamma once."
+            )
     names = ("updates.csv", "prop3.csv", "summary.csv")
     out = prepare_out(args.out, (*names, *(f"bounds_{args.env}{s}" for s in (".png", ".pdf"))))
     bar = _ProgressBar(args.episodes, not args.no_progress)
@@ -221,7 +231,7 @@ def run_report(args: argparse.Namespace) -> list[str]:
         "order": [s.order],
         "v_max": [s.v_max],
         "f_max": [s.f_max],
-        "f_max_growth": [s.f_max ** (2 * (s.order - 1))],
+        "f_max_growth": [factor_growth(s.f_max, s.order)],
         "updates": [len(bound)],
         "prop2_violations": [violated],
         "prop2_max_ratio": [ratio],
@@ -245,7 +255,7 @@ def run_report(args: argparse.Namespace) -> list[str]:
         f"TEQL on {s.env}: R = {s.rank}, N = {s.order}, gamma = {s.gamma:g}, "
         f"{s.episodes} episodes x {s.replicas} seed(s), {len(bound)} updates",
         f"V_max = {s.v_max:.4g}, F_max = {s.f_max:.4g}, F_max^(2(N-1)) = "
-        f"{s.f_max ** (2 * (s.order - 1)):.4g}",
+        f"{summary['f_max_growth'][0]:.4g}",
         f"Proposition 2: {violated} violations; largest Delta Q / bound = {ratio:.3g}; "
         f"smallest bound {bound.min():.4g} vs trivial 2 V_max = {2 * s.v_max:.4g}"
         + ("  (vacuous: above 2 V_max)" if bound.min() > 2 * s.v_max else ""),

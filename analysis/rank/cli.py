@@ -330,19 +330,24 @@ def run(args: argparse.Namespace) -> list[str]:
     ranks = parse_ranks(args.ranks)
     if args.restarts < 1:
         raise UsageError(f"--restarts must be >= 1, got {args.restarts}.")
+    if args.seed < 0:
+        raise UsageError(f"--seed must be >= 0, got {args.seed}.")
     out = prepare_out(args.out, OUTPUTS)
     q = load_tensor(args)
     check_ranks(ranks, q.tensor.shape)
     start = time.perf_counter()
-    profile = rank_profile(
-        q.tensor,
-        ranks,
-        restarts=args.restarts,
-        center=args.center,
-        refine=not args.no_refine,
-        random_state=args.seed,
-        progress=not args.no_progress,
-    )
+    try:
+        profile = rank_profile(
+            q.tensor,
+            ranks,
+            restarts=args.restarts,
+            center=args.center,
+            refine=not args.no_refine,
+            random_state=args.seed,
+            progress=not args.no_progress,
+        )
+    except ValueError as error:  # a tensor it refuses, such as a run's non-finite Q
+        raise UsageError(str(error).strip().splitlines()[0]) from None
     seconds = time.perf_counter() - start
     rows = with_energy_about_mean(profile.rows, q.tensor)
     write_csv(out / "rank_profile.csv", {key: [row[key] for row in rows] for key in rows[0]})

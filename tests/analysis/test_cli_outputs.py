@@ -106,3 +106,36 @@ def test_bounds_refuses_seeds_that_cannot_fit_before_training(monkeypatch, tmp_p
     assert "'seeds'" in err and "GiB" in err
     assert bounds_cli.main([*argv[:2], "--episodes", "10000000000", *argv[4:]]) == 2
     assert "'episodes'" in _one_line(capsys)
+
+
+@pytest.mark.parametrize(
+    ("cli", "argv", "needle"),
+    [
+        (rank_cli, [*RANK_QUICK, "--seed", "-1"], "--seed must be >= 0"),
+        (bounds_cli, ["--gamma", "0.9", "--r-max", "1", "--max-inner", "0"], "--max-inner"),
+        (bounds_cli, [*BOUNDS_QUICK, "--gamma", "0.5", "--set", "gamma=0.7"], "give gamma once"),
+    ],
+)
+def test_odd_values_are_one_line(cli, argv, needle, tmp_path, capsys):
+    assert cli.main([*argv, "--out", str(tmp_path / "out")]) == 2
+    assert needle in _one_line(capsys)
+
+
+def test_rank_of_a_non_finite_tensor_is_one_line(monkeypatch, tmp_path, capsys):
+    import numpy as np
+
+    import analysis.qstar
+    from analysis.qstar import QTensor
+
+    diverged = np.ones((4, 4, 3))
+    diverged[1, 2, 0] = np.inf
+    tensor = QTensor(diverged, 0.9, 2, "a diverged Q", 1.0, "lowrank")
+    monkeypatch.setattr(analysis.qstar, "exact_qstar", lambda env, gamma=None: tensor)
+    assert rank_cli.main([*RANK_QUICK, "--out", str(tmp_path / "out")]) == 2
+    assert "finite" in _one_line(capsys)
+
+
+def test_bounds_growth_beyond_the_float_range_is_inf(capsys):
+    argv = ["--gamma", "0.9", "--r-max", "1e300", "--order", "3", "--rank", "1"]
+    assert bounds_cli.main(argv) == 0
+    assert "F_max^(2(N-1)) = inf" in capsys.readouterr().out
