@@ -27,8 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from rl.agents.readings import DEFAULT_READING, READINGS, TEQL_DEFAULT_ELSEWHERE
+from rl.agents.readings import AGENT_DEFAULTS, DEFAULT_READING, READINGS, not_learning
 from rl.problems import EnvFailure
+from rl.problems.bundled import describe_simulator
 from rl.problems.from_gymnasium import EnvModuleRefused
 from rl.runs.checkpoint import CheckpointError
 from rl.runs.config import (
@@ -37,6 +38,7 @@ from rl.runs.config import (
     build_dataclass,
     load_config_file,
     parse_assignment,
+    problem_name,
     recorded_run_config,
 )
 from rl.runs.rundir import RunDirError, check_run_files
@@ -73,16 +75,17 @@ def _default(flag: str) -> str:
 
 
 def _readings_help() -> str:
-    """Return the help of ``--reading``: each reading in `rl.agents.readings.READINGS`, whose."""
+    """Return the help of ``--reading``: the readings of `rl.agents.readings.READINGS`."""
     names = []
     for name in dict.fromkeys(n for readings in READINGS.values() for n in readings):
         owners = [agent for agent, readings in READINGS.items() if name in readings]
         only = "" if len(owners) == len(READINGS) else f" ({', '.join(owners)} only)"
-        names.append(f"{name}{' (default)' if name == DEFAULT_READING else ''}{only}")
+        names.append(f"{name}{only}")
+    defaults = ", ".join(f"{agent} {name}" for agent, name in AGENT_DEFAULTS.items())
     return (
-        f"which settings the agent starts from: {', '.join(names)}; teql on a problem "
-        f"without a paper setting defaults to {TEQL_DEFAULT_ELSEWHERE}, and tlr there takes "
-        "tabular Q-learning's gamma and epsilon schedule (rl.agents.readings; "
+        f"which settings the agent starts from: {', '.join(names)} (default: {defaults}, "
+        f"every other agent {DEFAULT_READING}); tlr on a problem without a paper setting "
+        "takes tabular Q-learning's gamma and epsilon schedule (rl.agents.readings; "
         "--list-presets shows them per environment)"
     )
 
@@ -214,6 +217,10 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     for dest, field in _FLAGS.items():
         if getattr(args, dest) is not None:
             values[field] = getattr(args, dest)
+    for key in ("backend", "device"):  # the flag overrides the file's agent parameter
+        params = values.get("agent_params")
+        if getattr(args, key) is not None and isinstance(params, dict):
+            values["agent_params"] = {name: v for name, v in params.items() if name != key}
     if args.resume:
         if args.env is not None and args.env != recorded:
             raise ConfigError(
@@ -351,6 +358,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     if runner.problem.reward_bound_source in ("estimated", "reward_range"):
         print(runner.problem.describe_reward_bound(), file=sys.stderr)
+    simulator = describe_simulator(runner.problem)
+    if simulator is not None:
+        print(simulator, file=sys.stderr)
+    note = not_learning(config.agent, str(config.reading), problem_name(config.env))
+    if note is not None and not args.resume:  # said when the reading is chosen
+        print(note, file=sys.stderr)
     close_bar, update = progress_bar(config, not args.no_progress)
     try:
         result = run(
@@ -413,10 +426,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 130
     print(summary)
-    print(
-        f"Wrote {result.run_dir}/"
-        f"{{{METRICS_FILE}, {CONFIG_FILE}, {FIGURE_FILE}, {CHECKPOINT_FILE}}}"
-    )
+    written = [METRICS_FILE, CONFIG_FILE, *([] if args.no_plot else [FIGURE_FILE]), CHECKPOINT_FILE]
+    print(f"Wrote {result.run_dir}/{{{', '.join(written)}}}")
     return 0
 
 
