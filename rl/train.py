@@ -187,6 +187,32 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _placement_flags(args: argparse.Namespace, values: dict, recorded: dict) -> None:
+    """Let ``--backend`` and ``--device`` replace the config file's agent parameter.
+
+    On ``--resume`` (``recorded``: the run's top-level backend and device) a flag may
+    only name the run's own placement again.
+
+    Raises
+    ------
+    ConfigError
+        If a flag on ``--resume`` differs from the run's placement.
+    """
+    for key in ("backend", "device"):
+        flag, params = getattr(args, key), values.get("agent_params")
+        if flag is None or not isinstance(params, dict):
+            continue
+        if args.resume:
+            if params.get(key, flag) != flag:
+                raise ConfigError(
+                    f"The '{key}' parameter cannot change on resume: the run in {args.resume} "
+                    f"records {params[key]!r}; omit --{key}."
+                )
+            values[key] = recorded[key]
+        else:
+            values["agent_params"] = {name: v for name, v in params.items() if name != key}
+
+
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
     """Merge `TrainConfig` defaults <- ``--preset`` <- config file (or the resumed run's) <- flags.
 
@@ -196,6 +222,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         On unknown keys, wrong types or impossible values.
     """
     values: dict[str, Any] = {}
+    placement: dict[str, Any] = {}  # a resumed run's backend and device
     if args.resume:
         if args.config or args.preset:
             raise ConfigError("Use either --resume or --config/--preset, not both.")
@@ -203,6 +230,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         values = recorded_run_config(load_config_file(Path(args.resume) / CONFIG_FILE))
         values["out"] = args.resume
         recorded = values.get("env")
+        placement = {key: values.get(key) for key in ("backend", "device")}
     else:
         if args.preset:
             from rl.experiments import presets
@@ -217,10 +245,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     for dest, field in _FLAGS.items():
         if getattr(args, dest) is not None:
             values[field] = getattr(args, dest)
-    for key in ("backend", "device"):  # the flag overrides the file's agent parameter
-        params = values.get("agent_params")
-        if getattr(args, key) is not None and isinstance(params, dict):
-            values["agent_params"] = {name: v for name, v in params.items() if name != key}
+    _placement_flags(args, values, placement)
     if args.resume:
         if args.env is not None and args.env != recorded:
             raise ConfigError(

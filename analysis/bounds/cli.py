@@ -193,10 +193,12 @@ def run_report(args: argparse.Namespace) -> list[str]:
         raise UsageError(str(error)) from None
     if args.gamma is not None:
         check_gamma(args.gamma)
-        if overrides.setdefault("gamma", args.gamma) != args.gamma:
+        overrides.setdefault("gamma", args.gamma)
+    for key in ("gamma", "rank"):  # a flag and --set of the same parameter must agree
+        flag = getattr(args, key)
+        if flag is not None and overrides.get(key, flag) != flag:
             raise UsageError(
-                f"--gamma {args.gamma:g} and --set gamma={overrides['gamma']!r} differ; give "
-                "gamma once."
+                f"--{key} {flag:g} and --set {key}={overrides[key]!r} differ; give {key} once."
             )
     names = ("updates.csv", "prop3.csv", "summary.csv")
     out = prepare_out(args.out, (*names, *(f"bounds_{args.env}{s}" for s in (".png", ".pdf"))))

@@ -462,9 +462,9 @@ def _placement(config: TrainConfig, fields: set[str]) -> dict[str, str]:
             )
         if config.agent_params.get(key, value) != value:
             raise ConfigError(
-                f"The '{key}' parameter is set twice, to {value!r} (--{key}) and to "
-                f"{config.agent_params[key]!r} (--set {key}=... or the config's agent_params); "
-                f"give it once, with --{key}."
+                f"The '{key}' parameter is set twice, to {value!r} (--{key} or the config's "
+                f"'{key}') and to {config.agent_params[key]!r} (--set {key}=... or the config's "
+                f"agent_params); give it once, with --{key}."
             )
         placement[key] = value
     return placement

@@ -114,6 +114,7 @@ def test_bounds_refuses_seeds_that_cannot_fit_before_training(monkeypatch, tmp_p
         (rank_cli, [*RANK_QUICK, "--seed", "-1"], "--seed must be >= 0"),
         (bounds_cli, ["--gamma", "0.9", "--r-max", "1", "--max-inner", "0"], "--max-inner"),
         (bounds_cli, [*BOUNDS_QUICK, "--gamma", "0.5", "--set", "gamma=0.7"], "give gamma once"),
+        (bounds_cli, [*BOUNDS_QUICK, "--rank", "5", "--set", "rank=3"], "give rank once"),
     ],
 )
 def test_odd_values_are_one_line(cli, argv, needle, tmp_path, capsys):

@@ -83,3 +83,13 @@ def test_a_backend_that_fails_to_import_is_one_line(backend, module, tmp_path):
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
     assert "is broken" in done.stderr and f"'{backend}'" in done.stderr
+
+
+def test_resume_names_the_runs_placement_or_refuses_another(tmp_path, capsys):
+    run_dir = str(tmp_path / "r")
+    assert train_cli.main(["--env", "cartpole", "--agent", "teql", *QUICK, "--out", run_dir]) == 0
+    capsys.readouterr()
+    resume = ["--resume", run_dir, "--episodes", "2", "--no-progress", "--no-plot"]
+    assert train_cli.main([*resume, "--backend", "pytorch"]) == 2
+    assert "cannot change on resume" in _one_line(capsys)
+    assert train_cli.main([*resume, "--backend", "numpy", "--device", "cpu"]) == 0
