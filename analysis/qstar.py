@@ -55,6 +55,7 @@ DEFAULT_MAX_ENTRIES = 50_000_000
 """Largest dense tensor `qtensor_from_run` builds (400 MB of float64)."""
 
 _CHUNK_CELLS = 2048  # cells sampled per vectorized block; fixed so draws never depend on it
+_BYTES_PER_SAMPLE = 48  # row, column, weight of a sampled transition (8 bytes each), held twice
 
 
 @dataclass(frozen=True)
@@ -175,7 +176,8 @@ def estimate_model(
     env : {"cartpole", "pendulum"}
         The problem (the paper's grid, `rl.problems.discretize.PRESETS`).
     samples : int, default 20
-        Samples per cell and action (>= 1).
+        Samples per cell and action (>= 1); the sampled transitions must fit
+        `rl.validation.memory_budget` (48 bytes each).
     rng : numpy.random.Generator, optional
         Source of the draws; ``numpy.random.default_rng(0)`` when None.
     index_rule : {"centre", "endpoint"}, default "centre"
@@ -197,12 +199,15 @@ def estimate_model(
         raise ValueError(f"The 'samples' parameter must be an int >= 1. Got {samples!r} instead.")
     rng = np.random.default_rng(0) if rng is None else rng
     from rl.problems.discretize import PRESETS
+    from rl.validation import check_memory
 
     problem = make_problem(env, index_rule=index_rule)
     grid = PRESETS[env].state_grid(index_rule)
     step = _step_function(env)
     state_dims, action_dims = problem.state_dims, problem.action_dims
     n_cells, n_actions = math.prod(state_dims), math.prod(action_dims)
+    n_bytes = float(n_cells) * n_actions * samples * _BYTES_PER_SAMPLE
+    check_memory("samples", n_bytes, f"the sampled model of {env} ({samples} per cell and action)")
     actions = problem.decode(np.arange(n_actions)[:, None])  # (A, 1) bin centres
     lowers, uppers = _cell_bounds(grid)
     reward = np.empty((n_cells, n_actions))

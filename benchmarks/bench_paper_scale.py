@@ -34,8 +34,8 @@ def measure(label: str, seeds: int, episodes: int) -> dict[str, Any]:
     agent, params = READINGS[label]
     with tempfile.TemporaryDirectory() as directory:
         config = TrainConfig(
-            env="cartpole", agent=agent, seeds=seeds, episodes=episodes, agent_params=params,
-            out=str(Path(directory) / "run"),
+            env="cartpole", agent=agent, reading="paper" if agent == "teql" else None,
+            seeds=seeds, episodes=episodes, agent_params=params, out=str(Path(directory) / "run"),
         )  # fmt: skip
         runner, effective = build(config)
         start = time.perf_counter()

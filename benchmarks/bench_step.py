@@ -38,6 +38,7 @@ AGENTS = {
     "tlr": ("tlr", {}),
 }
 GRIDS = ("cartpole", "cartpole-step", "highway-grid", "highway")
+PAPER_READING = {"teql": "paper"}  # "teql I_max=1" is the paper's update, not TEQL's default
 CARTPOLE_SHAPE = ((10, 10, 20, 20), 10)
 HIGHWAY_SHAPE = ((20,) * 9, 5)
 
@@ -72,8 +73,8 @@ def _end_to_end(
     if grid == "highway":
         env, options = "highway", {"env_kwargs": {"engine": "twin"}}
     config = TrainConfig(
-        env=env, agent=agent, seeds=replicas, eval_every=0, out="unused",
-        agent_params=params, env_options=options,
+        env=env, agent=agent, reading=PAPER_READING.get(agent), seeds=replicas, eval_every=0,
+        out="unused", agent_params=params, env_options=options,
     )  # fmt: skip
     runner, _ = build(config)
     runner.fused = fused
@@ -108,7 +109,13 @@ def _highway_grid(agent: str, params: dict, replicas: int, seconds: float) -> di
         name="highway-grid", env_id="none", env_kwargs={}, state_dims=state_dims,
         action_dims=(n_actions,), reward_bound=1.0, encode=None, decode=None,
     )  # fmt: skip
-    config = TrainConfig(env="highway", agent=agent, out="unused", agent_params=params)
+    config = TrainConfig(
+        env="highway",
+        agent=agent,
+        reading=PAPER_READING.get(agent),
+        out="unused",
+        agent_params=params,
+    )
     streams = spawn_replicas(range(replicas))
     settings = resolve_settings(config, build_problem=False)
     model = settings.spec.agent_class(problem, settings.agent, [s.agent for s in streams])

@@ -947,8 +947,8 @@ def _copy_checkpointed(source: Path, run_dir: Path, metrics_bytes: int) -> None:
 class TEQL(Learner):
     """TEQL (Algorithms 1-3 of the paper) as a learner (`rl.agents.teql`).
 
-    Readings ``paper`` (the default on the paper's problems), ``released`` and ``stable``
-    (the default elsewhere; `rl.agents.readings.default_reading`).
+    Readings ``stable`` (the default, `rl.agents.readings.default_reading`), ``paper``
+    and ``released``.
     """
 
     agent = "teql"

@@ -57,6 +57,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from rl.agents.readings import default_reading
 from rl.experiments.costs import task_cost
 from rl.experiments.executor import (
     INDEX_FILE,
@@ -376,8 +377,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--reading",
         choices=READINGS,
-        default="paper",
-        help="settings of every agent (stable: TEQL's; others use paper)",
+        default=default_reading("teql"),
+        help="settings of every agent that has them, the others' paper (stable is TEQL's; "
+        "default %(default)s, TEQL's default reading, which learns)",
     )
     add_executor_arguments(parser)
     parser.add_argument(

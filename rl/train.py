@@ -27,8 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from rl.agents.readings import DEFAULT_READING, READINGS, TEQL_DEFAULT_ELSEWHERE
+from rl.agents.readings import AGENT_DEFAULTS, DEFAULT_READING, READINGS, not_learning
 from rl.problems import EnvFailure
+from rl.problems.bundled import describe_simulator
 from rl.problems.from_gymnasium import EnvModuleRefused
 from rl.runs.checkpoint import CheckpointError
 from rl.runs.config import (
@@ -37,6 +38,7 @@ from rl.runs.config import (
     build_dataclass,
     load_config_file,
     parse_assignment,
+    problem_name,
     recorded_run_config,
 )
 from rl.runs.rundir import RunDirError, check_run_files
@@ -74,16 +76,17 @@ def _default(flag: str) -> str:
 
 
 def _readings_help() -> str:
-    """Return the help of ``--reading``: each reading in `rl.agents.readings.READINGS`, whose."""
+    """Return the help of ``--reading``: the readings of `rl.agents.readings.READINGS`."""
     names = []
     for name in dict.fromkeys(n for readings in READINGS.values() for n in readings):
         owners = [agent for agent, readings in READINGS.items() if name in readings]
         only = "" if len(owners) == len(READINGS) else f" ({', '.join(owners)} only)"
-        names.append(f"{name}{' (default)' if name == DEFAULT_READING else ''}{only}")
+        names.append(f"{name}{only}")
+    defaults = ", ".join(f"{agent} {name}" for agent, name in AGENT_DEFAULTS.items())
     return (
-        f"which settings the agent starts from: {', '.join(names)}; teql on a problem "
-        f"without a paper setting defaults to {TEQL_DEFAULT_ELSEWHERE}, and tlr there takes "
-        "tabular Q-learning's gamma and epsilon schedule (rl.agents.readings; "
+        f"which settings the agent starts from: {', '.join(names)} (default: {defaults}, "
+        f"every other agent {DEFAULT_READING}); tlr on a problem without a paper setting "
+        "takes tabular Q-learning's gamma and epsilon schedule (rl.agents.readings; "
         "--list-presets shows them per environment)"
     )
 
@@ -185,6 +188,32 @@ def build_parser() -> argparse.ArgumentParser:
     return add_version_option(parser)
 
 
+def _placement_flags(args: argparse.Namespace, values: dict, recorded: dict) -> None:
+    """Let ``--backend`` and ``--device`` replace the config file's agent parameter.
+
+    On ``--resume`` (``recorded``: the run's top-level backend and device) a flag may
+    only name the run's own placement again.
+
+    Raises
+    ------
+    ConfigError
+        If a flag on ``--resume`` differs from the run's placement.
+    """
+    for key in ("backend", "device"):
+        flag, params = getattr(args, key), values.get("agent_params")
+        if flag is None or not isinstance(params, dict):
+            continue
+        if args.resume:
+            if params.get(key, flag) != flag:
+                raise ConfigError(
+                    f"The '{key}' parameter cannot change on resume: the run in {args.resume} "
+                    f"records {params[key]!r}; omit --{key}."
+                )
+            values[key] = recorded[key]
+        else:
+            values["agent_params"] = {name: v for name, v in params.items() if name != key}
+
+
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
     """Merge `TrainConfig` defaults <- ``--preset`` <- config file (or the resumed run's) <- flags.
 
@@ -194,6 +223,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         On unknown keys, wrong types or impossible values.
     """
     values: dict[str, Any] = {}
+    placement: dict[str, Any] = {}  # a resumed run's backend and device
     if args.resume:
         if args.config or args.preset:
             raise ConfigError("Use either --resume or --config/--preset, not both.")
@@ -201,6 +231,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         values = recorded_run_config(load_config_file(Path(args.resume) / CONFIG_FILE))
         values["out"] = args.resume
         recorded = values.get("env")
+        placement = {key: values.get(key) for key in ("backend", "device")}
     else:
         if args.preset:
             from rl.experiments import presets
@@ -215,6 +246,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     for dest, field in _FLAGS.items():
         if getattr(args, dest) is not None:
             values[field] = getattr(args, dest)
+    _placement_flags(args, values, placement)
     if args.resume:
         if args.env is not None and args.env != recorded:
             raise ConfigError(
@@ -352,6 +384,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     if runner.problem.reward_bound_source in ("estimated", "reward_range"):
         print(runner.problem.describe_reward_bound(), file=sys.stderr)
+    simulator = describe_simulator(runner.problem)
+    if simulator is not None:
+        print(simulator, file=sys.stderr)
+    note = not_learning(config.agent, str(config.reading), problem_name(config.env))
+    if note is not None and not args.resume:  # said when the reading is chosen
+        print(note, file=sys.stderr)
     close_bar, update = progress_bar(config, not args.no_progress)
     try:
         result = run(
@@ -414,10 +452,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 130
     print(summary)
-    print(
-        f"Wrote {result.run_dir}/"
-        f"{{{METRICS_FILE}, {CONFIG_FILE}, {FIGURE_FILE}, {CHECKPOINT_FILE}}}"
-    )
+    written = [METRICS_FILE, CONFIG_FILE, *([] if args.no_plot else [FIGURE_FILE]), CHECKPOINT_FILE]
+    print(f"Wrote {result.run_dir}/{{{', '.join(written)}}}")
     return 0
 
 

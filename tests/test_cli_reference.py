@@ -99,7 +99,8 @@ def test_train_help_lists_every_reading_and_default() -> None:
     text = " ".join(train.build_parser().format_help().split())
     for name in {name for readings in READINGS.values() for name in readings}:
         assert name in text.split("--reading READING")[-1].split("--preset")[0], name
-    assert "stable (teql only)" in text and "paper (default)" in text
+    assert "stable (teql only)" in text
+    assert "(default: teql stable, every other agent paper)" in text
     fields = TrainConfig.__dataclass_fields__
     for flag in ("seeds", "seed", "episodes", "eval_every", "eval_episodes", "checkpoint_every"):
         option = "--" + flag.replace("_", "-")

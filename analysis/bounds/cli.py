@@ -21,7 +21,13 @@ trains TEQL (bounded iterates, gamma 0.9) on the exact-model problem, writes
 ``.pdf`` to ``--out`` and prints the largest Delta Q / bound ratio, the
 Theorem 1 constants and the Proposition 3 counts (see `analysis.bounds.runs`).
 
-Exit codes: 0 done; 2 bad input (one line on stderr).
+Every output file is written atomically and never through a symbolic link: a link
+(or anything but a regular file) at an output's name in ``--out`` is refused before
+training starts.
+
+Exit codes: 0 done; 1 an output could not be written; 2 bad input, including
+``--seeds`` and ``--episodes`` whose records would not fit in memory (one line on
+stderr).
 """
 
 from __future__ import annotations
@@ -29,11 +35,11 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 
-from analysis.rank.cli import OneLineParser, UsageError, check_gamma, write_csv
+from analysis.rank.cli import OneLineParser, UsageError, check_gamma, prepare_out, write_csv
+from rl.runs.rundir import RunDirError
 from tensorq.version import add_version_option
 
 
@@ -83,6 +89,12 @@ def build_parser() -> argparse.ArgumentParser:
     return add_version_option(parser)
 
 
+def factor_growth(f_max: float, order: int) -> float:
+    """Return F_max^(2(N-1)) (Proposition 2), inf where it exceeds the float range."""
+    with np.errstate(over="ignore"):
+        return float(np.float64(f_max) ** (2 * (order - 1)))
+
+
 def constants_report(args: argparse.Namespace) -> list[str]:
     """V_max, F_max and the bounds for the constants given on the command line."""
     from analysis import bounds
@@ -97,8 +109,8 @@ def constants_report(args: argparse.Namespace) -> list[str]:
     rank = 10 if args.rank is None else args.rank
     try:
         v_max = bounds.v_max(args.r_max, args.gamma)
-        if rank < 1 or args.order < 1:
-            raise ValueError("--rank and --order must be >= 1.")
+        if rank < 1 or args.order < 1 or args.max_inner < 1:
+            raise ValueError("--rank, --order and --max-inner must be >= 1.")
         f_max = (v_max / rank) ** (1.0 / args.order)
         visits = np.asarray(args.visits, dtype=np.float64)
         sweep = np.atleast_1d(
@@ -117,7 +129,7 @@ def constants_report(args: argparse.Namespace) -> list[str]:
         prop3 = bounds.prop3_bound(t0=args.t0, c=args.c, delta=args.delta, horizon=args.horizon)
     except ValueError as error:
         raise UsageError(str(error)) from None
-    growth = f_max ** (2 * (args.order - 1))
+    growth = factor_growth(f_max, args.order)
     lines = [
         f"V_max = R_max / (1 - gamma) = {v_max:.6g}",
         f"F_max = (V_max / R)^(1/N) = {f_max:.6g}   (R = {rank}, N = {args.order}); "
@@ -183,6 +195,14 @@ def run_report(args: argparse.Namespace) -> list[str]:
     if args.gamma is not None:
         check_gamma(args.gamma)
         overrides.setdefault("gamma", args.gamma)
+    for key in ("gamma", "rank"):  # a flag and --set of the same parameter must agree
+        flag = getattr(args, key)
+        if flag is not None and overrides.get(key, flag) != flag:
+            raise UsageError(
+                f"--{key} {flag:g} and --set {key}={overrides[key]!r} differ; give {key} once."
+            )
+    names = ("updates.csv", "prop3.csv", "summary.csv")
+    out = prepare_out(args.out, (*names, *(f"bounds_{args.env}{s}" for s in (".png", ".pdf"))))
     bar = _ProgressBar(args.episodes, not args.no_progress)
     try:
         record = record_bound_run(
@@ -204,8 +224,6 @@ def run_report(args: argparse.Namespace) -> list[str]:
     bound, ratio = prop2_check(record)
     curves = theorem1_curves(record, b_r)
     prop3 = prop3_table(record)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     write_csv(out / "updates.csv", {**record.updates, "prop2_bound": bound})
     write_csv(out / "prop3.csv", prop3)
     violated = int((record.updates["delta_q"] > bound).sum())
@@ -216,7 +234,7 @@ def run_report(args: argparse.Namespace) -> list[str]:
         "order": [s.order],
         "v_max": [s.v_max],
         "f_max": [s.f_max],
-        "f_max_growth": [s.f_max ** (2 * (s.order - 1))],
+        "f_max_growth": [factor_growth(s.f_max, s.order)],
         "updates": [len(bound)],
         "prop2_violations": [violated],
         "prop2_max_ratio": [ratio],
@@ -240,7 +258,7 @@ def run_report(args: argparse.Namespace) -> list[str]:
         f"TEQL on {s.env}: R = {s.rank}, N = {s.order}, gamma = {s.gamma:g}, "
         f"{s.episodes} episodes x {s.replicas} seed(s), {len(bound)} updates",
         f"V_max = {s.v_max:.4g}, F_max = {s.f_max:.4g}, F_max^(2(N-1)) = "
-        f"{s.f_max ** (2 * (s.order - 1)):.4g}",
+        f"{summary['f_max_growth'][0]:.4g}",
         f"Proposition 2: {violated} violations; largest Delta Q / bound = {ratio:.3g}; "
         f"smallest bound {bound.min():.4g} vs trivial 2 V_max = {2 * s.v_max:.4g}"
         + ("  (vacuous: above 2 V_max)" if bound.min() > 2 * s.v_max else ""),
@@ -263,9 +281,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         lines = run_report(args) if args.env is not None else constants_report(args)
-    except UsageError as error:
+    except (UsageError, RunDirError) as error:  # RunDirError: a link planted while it ran
         print(f"{parser.prog}: error: {error}", file=sys.stderr)
         return 2
+    except OSError as error:
+        print(f"{parser.prog}: error: cannot write to --out {args.out}: {error}", file=sys.stderr)
+        return 1
     print("\n".join(lines))
     return 0
 

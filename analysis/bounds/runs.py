@@ -33,6 +33,7 @@ References
 
 from __future__ import annotations
 
+import io
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -46,6 +47,11 @@ from analysis.qstar import EXACT_ENVS, QTensor, exact_qstar
 
 DEFAULT_DELTAS = (0.05, 0.1, 0.2)
 """Proposition 3 margins delta, as fractions of the range max Q* - min Q*."""
+_UPDATE_BYTES = 2 * 14 * 8
+"""Bytes of one recorded update: the 14 columns of `BoundRecord.updates` (8 bytes each),
+held twice while they are joined."""
+_TABLES_PER_REPLICA = 5
+"""Dense |S| x |A| tables of 8 bytes per replica besides two per margin (`_Recorder`)."""
 NOISE_WINDOW = 100
 """Updates over which |y_t - (T Q_{t-1})(s_t, a_t)| is averaged to estimate eps_t."""
 
@@ -220,6 +226,32 @@ class _Recorder:
 
 
 @numpy_backend
+def _check_record_memory(problem: Any, episodes: int, seeds: int, margins: int) -> None:
+    """Refuse, before anything runs, a bound study whose records would not fit in memory.
+
+    Raises
+    ------
+    ValueError
+        Naming ``seeds`` and ``episodes``, if the recorded updates (one row per
+        step of every replica) and the per-replica tables exceed
+        `rl.validation.memory_budget`.
+    """
+    from rl.problems import ENVIRONMENTS
+    from rl.validation import MEMORY_FRACTION, memory_budget
+
+    steps = ENVIRONMENTS[problem.name].max_episode_steps
+    entries = math.prod(problem.state_dims) * math.prod(problem.action_dims)
+    per_replica = float(episodes) * steps * _UPDATE_BYTES
+    per_replica += (_TABLES_PER_REPLICA + 2 * margins) * entries * 8
+    n_bytes, budget = seeds * per_replica, memory_budget()
+    if n_bytes > budget:
+        raise ValueError(
+            f"The 'seeds' and 'episodes' parameters ({seeds} and {episodes}) make the recorded "
+            f"updates need {n_bytes / 2**30:.3g} GiB, more than the {budget / 2**30:.3g} GiB "
+            f"allowed ({MEMORY_FRACTION:.0%} of this machine's memory); lower either."
+        )
+
+
 def record_bound_run(
     env: str,
     episodes: int,
@@ -261,19 +293,25 @@ def record_bound_run(
     Raises
     ------
     ValueError
-        For an unknown problem, a bad episode count or an invalid agent setting.
+        For an unknown problem, a bad episode or seed count, records that would
+        not fit in memory or an invalid agent setting.
     """
     import gymnasium
 
     from rl.problems import make_problem
     from rl.runs.config import TrainConfig
     from rl.runs.training import build
+    from rl.validation import check_int
 
     if env not in EXACT_ENVS:
         raise ValueError(f"The 'env' parameter must be one of {EXACT_ENVS}. Got {env!r} instead.")
     if not isinstance(episodes, (int, np.integer)) or episodes < 1:
         raise ValueError(f"The 'episodes' parameter must be an int >= 1. Got {episodes!r} instead.")
-    model = gymnasium.make(make_problem(env).env_id).unwrapped
+    check_int("seeds", seeds, 1)
+    problem = make_problem(env)
+    model = gymnasium.make(problem.env_id).unwrapped
+    margins = len(DEFAULT_DELTAS if deltas is None else deltas)
+    _check_record_memory(problem, int(episodes), int(seeds), margins)
     params = {"rank": rank, "gamma": float(model.gamma), "bounded": True, **(agent_params or {})}
     q_star = exact_qstar(env, gamma=params["gamma"])
     config = TrainConfig(
@@ -528,10 +566,14 @@ def prop3_table(record: BoundRecord) -> dict[str, NDArray]:
 def _save(figure: Any, path_stem: str | Any) -> list[str]:
     from pathlib import Path
 
+    from rl.runs.rundir import atomic_write_bytes
+
     Path(path_stem).parent.mkdir(parents=True, exist_ok=True)
     paths = [str(Path(path_stem).with_suffix(suffix)) for suffix in (".png", ".pdf")]
     for path in paths:
-        figure.savefig(path, dpi=120)
+        image = io.BytesIO()
+        figure.savefig(image, dpi=120, format=path[-3:])
+        atomic_write_bytes(path, image.getvalue())  # never through a link, permissions by umask
     return paths
 
 

@@ -18,13 +18,22 @@ unfolding shares at those ranks and the smallest rank reaching 90% energy:
 of the energy about the mean with ``--center`` (the headline then), of the CP
 energy otherwise, both printed.
 
-Exit codes: 0 done; 2 bad input (one line on stderr).
+Every output file is written atomically and never through a symbolic link: a link
+(or anything but a regular file) at an output's name in ``--out`` is refused before
+any work starts.
+
+Exit codes: 0 done; 1 an output could not be written (one line on stderr); 2 bad
+input, including a rank above `rl.validation.MAX_RANK` or above the largest CP
+rank of the tensor's shape and ``--samples`` whose model would not fit in memory
+(one line on stderr).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import io
+import math
 import sys
 import time
 from collections.abc import Sequence
@@ -34,6 +43,8 @@ from typing import Any, NoReturn
 import numpy as np
 from numpy.typing import NDArray
 
+from rl.runs.rundir import RunDirError, atomic_write_bytes, check_run_files
+from rl.validation import MAX_RANK
 from tensorq.version import add_version_option
 
 ENVS = ("cartpole", "pendulum", "highway", "inventory", "lowrank")
@@ -41,6 +52,8 @@ PAPER_RANKS = (10, 20)
 """The ranks of the paper's experiments (CartPole and Pendulum 10, Highway 20)."""
 ENERGY_TARGET = 0.9
 """The paper's claim: rank 10 / 20 capture over 90% of the spectral energy."""
+OUTPUTS = ("rank_profile.csv", "spectral.csv", "rank_profile.png", "rank_profile.pdf")
+"""The files ``python -m analysis.rank`` writes into ``--out``."""
 
 
 class UsageError(ValueError):
@@ -55,12 +68,13 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def parse_ranks(text: str) -> list[int]:
-    """Parse ``"1:20"`` (inclusive), ``"1:20:2"`` or ``"5,10,20"`` into a list of ranks >= 1.
+    """Parse ``"1:20"`` (inclusive), ``"1:20:2"`` or ``"5,10,20"`` into ranks in [1, MAX_RANK].
 
     Raises
     ------
     UsageError
-        If the text is not of that form.
+        If the text is not of that form or gives a rank outside [1,
+        `rl.validation.MAX_RANK`].
     """
     try:
         parts = [int(p) for p in text.split(":" if ":" in text else ",")]
@@ -68,6 +82,11 @@ def parse_ranks(text: str) -> list[int]:
         parts = []
     if not parts or (":" in text and len(parts) not in (2, 3)):
         raise UsageError(f"--ranks must be FIRST:LAST[:STEP] or a comma list, got {text!r}.")
+    if max(parts[:2] if ":" in text else parts) > MAX_RANK:  # before a range is listed
+        raise UsageError(
+            f"--ranks {text!r} goes above {MAX_RANK}, the largest rank fitted "
+            "(rl.validation.MAX_RANK)."
+        )
     if ":" in text:
         first, last, step = parts[0], parts[1], parts[2] if len(parts) == 3 else 1
         if first > last:
@@ -83,13 +102,58 @@ def parse_ranks(text: str) -> list[int]:
     return sorted(set(parts))
 
 
+def check_ranks(ranks: Sequence[int], shape: tuple[int, ...]) -> None:
+    """Raise `UsageError` if a rank exceeds the largest CP rank a tensor of ``shape`` has.
+
+    Every tensor has CP rank at most the product of its sizes but the largest
+    (one rank-1 term per fibre along its longest mode), so a larger rank fits
+    nothing more.
+    """
+    limit = math.prod(shape) // max(shape)
+    if max(ranks) > limit:
+        raise UsageError(
+            f"--ranks goes up to {max(ranks)}, but no tensor of shape {tuple(shape)} has CP rank "
+            f"above {limit} (the product of its sizes but the largest); ask for ranks <= {limit}."
+        )
+
+
+def prepare_out(path: str | Path, names: Sequence[str]) -> Path:
+    """Create the output directory ``path`` and check that ``names`` can be written in it.
+
+    Raises
+    ------
+    UsageError
+        If ``path`` is not a directory and cannot be made one, or one of ``names``
+        in it is a symbolic link or not a regular file (outputs are never written
+        through links).
+    """
+    out = Path(path)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {str(out)!r} is a file, not a directory; choose another --out.")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise UsageError(f"--out {str(out)!r} cannot be created: {error.strerror}.") from None
+    try:
+        check_run_files(out, names)
+    except RunDirError as error:
+        raise UsageError(str(error)) from None
+    return out
+
+
 def write_csv(path: str | Any, columns: dict[str, NDArray]) -> None:
-    """Write equal-length columns as a CSV table with a header row."""
+    """Write equal-length columns as a CSV table with a header row.
+
+    The file is replaced atomically and never written through a link
+    (`rl.runs.rundir.atomic_write_bytes`, which raises `rl.runs.rundir.RunDirError`).
+    """
     names = list(columns)
     data = np.column_stack([np.asarray(columns[name], dtype=np.float64) for name in names])
     integer = [np.issubdtype(np.asarray(columns[name]).dtype, np.integer) for name in names]
     formats = ["%d" if flag else "%.10g" for flag in integer]
-    np.savetxt(path, data, delimiter=",", header=",".join(names), comments="", fmt=formats)
+    text = io.StringIO()
+    np.savetxt(text, data, delimiter=",", header=",".join(names), comments="", fmt=formats)
+    atomic_write_bytes(path, text.getvalue().encode("utf-8"))
 
 
 def check_gamma(gamma: float | None) -> None:
@@ -150,9 +214,11 @@ def load_tensor(args: argparse.Namespace) -> Any:
             raise UsageError("Highway has no model to compute Q* from; use --source run --run DIR.")
         if args.samples < 1:
             raise UsageError(f"--samples must be >= 1, got {args.samples}.")
-        return q_star(
-            args.env, gamma=args.gamma, samples=args.samples, rng=np.random.default_rng(args.seed)
-        )
+        rng = np.random.default_rng(args.seed)
+        try:
+            return q_star(args.env, gamma=args.gamma, samples=args.samples, rng=rng)
+        except ValueError as error:  # samples whose model cannot fit in memory
+            raise UsageError(str(error)) from None
     if not args.run:
         raise UsageError("--source run needs --run DIR.")
     try:
@@ -265,19 +331,24 @@ def run(args: argparse.Namespace) -> list[str]:
     ranks = parse_ranks(args.ranks)
     if args.restarts < 1:
         raise UsageError(f"--restarts must be >= 1, got {args.restarts}.")
+    if args.seed < 0:
+        raise UsageError(f"--seed must be >= 0, got {args.seed}.")
+    out = prepare_out(args.out, OUTPUTS)
     q = load_tensor(args)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    check_ranks(ranks, q.tensor.shape)
     start = time.perf_counter()
-    profile = rank_profile(
-        q.tensor,
-        ranks,
-        restarts=args.restarts,
-        center=args.center,
-        refine=not args.no_refine,
-        random_state=args.seed,
-        progress=not args.no_progress,
-    )
+    try:
+        profile = rank_profile(
+            q.tensor,
+            ranks,
+            restarts=args.restarts,
+            center=args.center,
+            refine=not args.no_refine,
+            random_state=args.seed,
+            progress=not args.no_progress,
+        )
+    except ValueError as error:  # a tensor it refuses, such as a run's non-finite Q
+        raise UsageError(str(error).strip().splitlines()[0]) from None
     seconds = time.perf_counter() - start
     rows = with_energy_about_mean(profile.rows, q.tensor)
     write_csv(out / "rank_profile.csv", {key: [row[key] for row in rows] for key in rows[0]})
@@ -300,9 +371,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         lines = run(args)
-    except UsageError as error:
+    except (UsageError, RunDirError) as error:  # RunDirError: a link planted while it ran
         print(f"{parser.prog}: error: {error}", file=sys.stderr)
         return 2
+    except OSError as error:
+        print(f"{parser.prog}: error: cannot write to --out {args.out}: {error}", file=sys.stderr)
+        return 1
     print("\n".join(lines))
     print(f"wrote {Path(args.out) / 'rank_profile.csv'}, spectral.csv, rank_profile.png/.pdf")
     return 0

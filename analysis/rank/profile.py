@@ -45,6 +45,7 @@ sup-norm errors do not (NaN), since no method visits 10^12 entries.
 from __future__ import annotations
 
 import csv
+import io
 import math
 import numbers
 import warnings
@@ -572,7 +573,8 @@ def plot_rank_profile(
         Output of :func:`rank_profile`.
     path_stem : str or Path
         Output path without suffix; ``.png`` and ``.pdf`` are appended (so a
-        stem may contain dots). Missing parent folders are created.
+        stem may contain dots). Missing parent folders are created; each file is
+        replaced atomically, never written through a link.
     title : str, optional
         Figure title.
 
@@ -581,11 +583,18 @@ def plot_rank_profile(
     tuple of Path
         The PNG and the PDF paths.
 
+    Raises
+    ------
+    rl.runs.rundir.RunDirError
+        If a file at one of the paths is a symbolic link or not a regular file.
+
     References
     ----------
     TEQL paper, Assumption 1 (B_R).
     """
     from matplotlib.figure import Figure  # no pyplot: no global state, Agg canvas
+
+    from rl.runs.rundir import atomic_write_bytes
 
     ranks = profile.column("rank")
     params = profile.column("n_params")
@@ -618,6 +627,8 @@ def plot_rank_profile(
     stem = Path(path_stem)
     stem.parent.mkdir(parents=True, exist_ok=True)
     png, pdf = Path(f"{stem}.png"), Path(f"{stem}.pdf")
-    figure.savefig(png, dpi=120)
-    figure.savefig(pdf)
+    for path in (png, pdf):
+        image = io.BytesIO()
+        figure.savefig(image, dpi=120, format=path.suffix[1:])
+        atomic_write_bytes(path, image.getvalue())  # never through a link, permissions by umask
     return png, pdf

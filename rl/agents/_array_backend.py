@@ -40,7 +40,7 @@ def check_backend(backend: object, device: object, engine: str = "auto") -> None
     ------
     ValueError
         For an unknown backend or device string, a backend whose package is not
-        installed, a CUDA device where the backend sees none, a device other than
+        installed or fails to import, a CUDA device where the backend sees none, a device other than
         the CPU for NumPy, or the compiled or reference engine with another backend.
     """
     if backend not in SUPPORTED_BACKENDS:
@@ -70,6 +70,14 @@ def check_backend(backend: object, device: object, engine: str = "auto") -> None
             f"The 'backend' parameter {backend!r} needs {label}, which is not installed here: "
             f"pip install 'teql[{extra}]' (docs/tutorials/backends.md)."
         )
+    try:
+        importlib.import_module(module)
+    except Exception as error:  # an installed build that cannot load (a missing library, ...)
+        reason = " ".join(str(error).split()) or type(error).__name__
+        raise ValueError(
+            f"The 'backend' parameter {backend!r} needs {label}, which is installed here but "
+            f"fails to import ({reason}); reinstall it: pip install 'teql[{extra}]'."
+        ) from None
     if device != "cpu":
         _check_cuda(str(backend), device)
 

@@ -233,24 +233,49 @@ def _networks(agent: str, released: bool) -> dict[str, dict[str, Any]]:
 _CUR = {p: {"anchors": v["anchors"]} for p, v in PAPER_CUR.items()}
 _CUR_GRID = {p: {"state_bins": v["state_bins"]} for p, v in PAPER_CUR.items()}
 
-#: The reading a run uses when none is named: the paper's text (but see `default_reading`).
+#: The reading a run uses when none is named, for every agent but those of `AGENT_DEFAULTS`.
 DEFAULT_READING = "paper"
 
-#: The reading of TEQL on a problem without a column in the paper's table (issue 28).
-TEQL_DEFAULT_ELSEWHERE = "stable"
+#: Agents whose reading when none is named is another one: TEQL's ``stable`` reading, which
+#: learns the paper's problems and the others, where the paper reading does not
+#: (`NOT_LEARNING`; docs/agents.md, "The paper reading on CartPole").
+AGENT_DEFAULTS: Mapping[str, str] = MappingProxyType({"teql": "stable"})
+
+#: Readings measured not to learn a problem: (agent, reading) -> problem -> the measurement:
+#: greedy return over episodes 901-1,000, mean ± std over seeds 0-7, against the stable
+#: reading's (docs/agents.md, "The paper reading on CartPole", and its table at the paper's scale).
+NOT_LEARNING: Mapping[tuple[str, str], Mapping[str, str]] = MappingProxyType({
+    ("teql", "paper"): MappingProxyType({
+        "cartpole": "greedy return -39 ± 31 after 1,000 episodes, near a random policy's -62; "
+                    "stable 82 ± 9",
+        "pendulum": "greedy return 11 ± 7 after 1,000 episodes; stable 81 ± 13",
+    }),
+})  # fmt: skip
 
 
-def default_reading(agent: str, problem: str) -> str:
-    """Return the reading a run of ``agent`` on ``problem`` uses when none is named.
+def default_reading(agent: str) -> str:
+    """Return the reading a run of ``agent`` uses when none is named.
 
-    The paper's text (`DEFAULT_READING`) wherever the paper gives settings; TEQL on
-    any other problem (inventory, the low-rank MDP, a user's) gets its ``stable``
-    reading, the one that learns there: the paper reading's plain gradient step
-    fails FrozenLake and Blackjack (docs/agents.md, "Where tabular Q-learning learns").
+    TEQL's ``stable`` reading (`AGENT_DEFAULTS`), the one that learns: the paper
+    reading does not learn CartPole or Pendulum (`NOT_LEARNING`) and its plain
+    gradient step fails FrozenLake and Blackjack (docs/agents.md, "Where tabular
+    Q-learning learns"); the paper's text (`DEFAULT_READING`) for every other agent.
     """
-    if agent == "teql" and problem not in PAPER_TABLE:
-        return TEQL_DEFAULT_ELSEWHERE
-    return DEFAULT_READING
+    return AGENT_DEFAULTS.get(agent, DEFAULT_READING)
+
+
+def not_learning(agent: str, name: str, problem: str) -> str | None:
+    """Return one line saying that reading ``name`` of ``agent`` does not learn ``problem``.
+
+    None unless `NOT_LEARNING` records it (``problem`` is a short name).
+    """
+    measured = NOT_LEARNING.get((agent, name), {}).get(problem)
+    if measured is None:
+        return None
+    return (
+        f"Note: reading {name!r} of {agent} is known not to learn {problem} ({measured}); "
+        f"--reading {default_reading(agent)} learns it."
+    )
 
 
 #: The stable reading's steps on the paper's problems (CartPole, Pendulum, Highway) and on

@@ -25,9 +25,11 @@ name           env id                        state dims ; action dims        ste
 ``planted``    ``rl/PlantedRankMDP-v0``      (4, 4, 4) ; (3, 3) by default   100    no
 =============  ============================  ==============================  =====  ======
 
-``highway`` takes ``env_kwargs={"engine": "twin"}`` for its compiled twin
-(`rl.envs.highway_twin`, id ``rl/HighwayTwin-v0``, vectorized); the default
-``"reference"`` is highway-env itself.
+``highway`` runs on its compiled twin (`rl.envs.highway_twin`, id
+``rl/HighwayTwin-v0``, vectorized) wherever it covers the configuration (the
+paper's; any ``normalization``), on highway-env itself otherwise (other
+``env_kwargs``, such as a ``config``); ``env_kwargs={"engine": "reference"}`` or
+``{"engine": "twin"}`` chooses, and `rl.problems.bundled.describe_simulator` says which.
 
 The continuous problems use the paper's grids (`rl.problems.discretize.PRESETS`). The
 ``index_rule`` option changes how observations are binned; actions always

@@ -131,14 +131,30 @@ def _physics_problem(entry: BundledEnv, env_kwargs: dict, options: dict[str, Any
     return _grid_problem(entry, env_kwargs, options, float(module.REWARD_BOUND))
 
 
+def _uncovered_by_twin(env_kwargs: dict) -> list[str]:
+    """Return the Highway options the twin does not cover (it is the paper's configuration)."""
+    return sorted(set(env_kwargs) - {"engine", "normalization"})
+
+
 def _highway_problem(entry: BundledEnv, env_kwargs: dict, options: dict[str, Any]) -> Problem:
-    """Build Highway without the simulator: the grid and the configuration's reward bound."""
+    """Build Highway without the simulator: the grid and the configuration's reward bound.
+
+    Without an ``engine`` option the compiled twin runs wherever it covers the
+    configuration, highway-env otherwise; the choice is recorded in the problem's
+    ``chosen_options`` (so a run's ``config.json`` names it) and `describe_simulator`
+    says which.
+    """
     if env_kwargs.get("normalization", "paper") not in highway.NORMALIZATIONS:
         raise ValueError(
             f"The 'normalization' option must be one of {highway.NORMALIZATIONS}. "
             f"Got {env_kwargs['normalization']!r} instead."
         )
-    engine = env_kwargs.get("engine", "reference")
+    uncovered = _uncovered_by_twin(env_kwargs)
+    engine = env_kwargs.get("engine")
+    chosen = {}
+    if engine is None:
+        engine = "reference" if uncovered else "twin"
+        chosen = {"env_kwargs": {**env_kwargs, "engine": engine}}
     if engine not in HIGHWAY_ENGINES:
         raise ValueError(
             f"The 'engine' option of 'highway' must be one of {HIGHWAY_ENGINES}. "
@@ -146,17 +162,43 @@ def _highway_problem(entry: BundledEnv, env_kwargs: dict, options: dict[str, Any
         )
     if engine == "reference":
         env_kwargs = {key: value for key, value in env_kwargs.items() if key != "engine"}
-    elif uncovered := sorted(set(env_kwargs) - {"engine", "normalization"}):
+    elif uncovered:
         raise ValueError(
             "The Highway twin (engine 'twin') covers the paper's configuration only; use "
             f"engine 'reference' (highway-env) for the options {uncovered}."
         )
+    else:
+        env_kwargs = {**env_kwargs, "engine": "twin"}
     problem = _grid_problem(
         entry, env_kwargs, options, highway.reward_bound(env_kwargs.get("config"))
     )
+    problem = dataclasses.replace(problem, chosen_options=chosen)
     if engine == "twin":
         return dataclasses.replace(problem, env_id=HIGHWAY_TWIN_ID, vectorized=True)
     return problem
+
+
+def describe_simulator(problem: Problem) -> str | None:
+    """Return one line saying which simulator runs ``problem`` where there is a choice.
+
+    Highway runs on its compiled twin (`rl.envs.highway_twin`) or on highway-env;
+    every other problem has one simulator (None).
+    """
+    if problem.name != "highway":
+        return None
+    if problem.env_id == HIGHWAY_TWIN_ID:
+        return (
+            "Highway runs on its compiled twin of highway-env (equal to it on the paper's "
+            'configuration); --env-option \'env_kwargs={"engine": "reference"}\' runs '
+            "highway-env itself."
+        )
+    uncovered = _uncovered_by_twin(problem.env_kwargs)
+    why = (
+        f"the compiled twin does not cover the options {uncovered}"
+        if uncovered
+        else ("engine 'reference' was asked for")
+    )
+    return f"Highway runs on highway-env ({why})."
 
 
 def _exact_problem(entry: BundledEnv, env_kwargs: dict, options: dict[str, Any]) -> Problem:
@@ -234,7 +276,8 @@ _BY_ID = {entry.env_id: entry for entry in ENVIRONMENTS.values()}
 
 
 #: Highway's simulators (``env_kwargs={"engine": ...}``): highway-env itself, or the
-#: compiled twin of `rl.envs.highway_twin` (the paper's configuration only).
+#: compiled twin of `rl.envs.highway_twin` (the paper's configuration only, where it is
+#: the default).
 HIGHWAY_ENGINES = ("reference", "twin")
 HIGHWAY_TWIN_ID = "rl/HighwayTwin-v0"
 

@@ -73,14 +73,15 @@ class TrainConfig:
     backend: str | None = None
     """Array backend of a CP-tensor agent (teql, tlr): ``numpy``, ``pytorch`` or ``jax``
     (the agent's ``backend``; None keeps the agent's, NumPy). Resolved into the agent's
-    config by `resolve_settings`, below ``agent_params``."""
+    config by `resolve_settings`; an ``agent_params`` backend that differs is refused."""
     device: str | None = None
     """Device of the agent: ``cpu``, ``cuda`` or ``cuda:N`` (the agent's ``device``; None
     keeps the agent's, the CPU); for teql and tlr it needs backend pytorch or jax."""
     reading: str | None = None
     """Which settings the agent starts from (`rl.agents.readings.READINGS`): ``paper`` (the
-    paper's text and tables; the default) or ``released`` (the authors' released code);
-    an alias such as ``teql-released`` implies its reading."""
+    paper's text and tables), ``released`` (the authors' released code) or, for TEQL,
+    ``stable``; None takes `rl.agents.readings.default_reading` (TEQL ``stable``, every
+    other agent ``paper``); an alias such as ``teql-released`` implies its reading."""
 
     def __post_init__(self) -> None:
         for name in ("env", "agent", "out"):
@@ -118,8 +119,7 @@ class TrainConfig:
                 f"The 'reading' parameter {reading!r} conflicts with agent {self.agent!r}, "
                 f"which means reading {implied!r}."
             )
-        # issue 28: TEQL defaults to its stable reading where the paper gives no settings.
-        reading = reading or implied or readings.default_reading(agent, problem_name(self.env))
+        reading = reading or implied or readings.default_reading(agent)
         if agent in AGENTS:  # an unknown agent is reported when it is looked up
             try:
                 readings.reading(agent, reading)
@@ -324,9 +324,11 @@ def recorded_run_config(values: Mapping[str, Any]) -> dict[str, Any]:
     its dataclass default, which keeps the behaviour of the code that wrote the run (a
     field is added with the default that does), not the value a reading chooses now.
     Values that are not a recorded run's (an unknown agent, agent parameters that are
-    not a table) are returned as they are, for `TrainConfig` to refuse.
+    not a table) are returned as they are, for `TrainConfig` to refuse. Likewise a
+    Highway run recorded without a simulator (``env_kwargs["engine"]``) ran on
+    highway-env, the default of the code that wrote it, and continues there.
     """
-    values = dict(values)
+    values = _recorded_simulator(dict(values))
     params = values.get("agent_params")
     if not isinstance(params, Mapping) or not isinstance(values.get("agent"), str):
         return values
@@ -341,6 +343,18 @@ def recorded_run_config(values: Mapping[str, Any]) -> dict[str, Any]:
     }
     values["agent_params"] = {**to_jsonable(defaults), **params}
     return values
+
+
+def _recorded_simulator(values: dict[str, Any]) -> dict[str, Any]:
+    """Return ``values`` with ``engine 'reference'`` where a Highway run records no engine."""
+    options = values.get("env_options", {})
+    if not isinstance(values.get("env"), str) or problem_name(values["env"]) != "highway":
+        return values
+    if not isinstance(options, Mapping) or not isinstance(options.get("env_kwargs", {}), Mapping):
+        return values
+    env_kwargs = dict(options.get("env_kwargs", {}))
+    env_kwargs.setdefault("engine", "reference")
+    return {**values, "env_options": {**options, "env_kwargs": env_kwargs}}
 
 
 def problem_name(env: str) -> str:
@@ -440,7 +454,8 @@ def _placement(config: TrainConfig, fields: set[str]) -> dict[str, str]:
     Raises
     ------
     ConfigError
-        If one is set and the agent has no such parameter.
+        If one is set and the agent has no such parameter, or ``agent_params``
+        sets it to another value.
     """
     placement = {}
     for key in ("backend", "device"):
@@ -451,6 +466,12 @@ def _placement(config: TrainConfig, fields: set[str]) -> dict[str, str]:
             raise ConfigError(
                 f"The '{key}' parameter does not apply to agent {config.agent!r}; "
                 "the CP-tensor agents (teql, tlr) take backend and device."
+            )
+        if config.agent_params.get(key, value) != value:
+            raise ConfigError(
+                f"The '{key}' parameter is set twice, to {value!r} (--{key} or the config's "
+                f"'{key}') and to {config.agent_params[key]!r} (--set {key}=... or the config's "
+                f"agent_params); give it once, with --{key}."
             )
         placement[key] = value
     return placement

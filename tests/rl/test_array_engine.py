@@ -157,8 +157,11 @@ def test_train_config_resolves_backend_and_device():
     config = TrainConfig(env="cartpole", agent="tlr", out="x", backend="pytorch")
     agent = resolve_settings(config, build_problem=False).agent
     assert (agent.backend, agent.device) == ("pytorch", "cpu")
-    overridden = dataclasses.replace(config, agent_params={"backend": "numpy"})
-    assert resolve_settings(overridden, build_problem=False).agent.backend == "numpy"
+    twice = dataclasses.replace(config, agent_params={"backend": "numpy"})
+    with pytest.raises(ConfigError, match="'backend' parameter is set twice"):
+        resolve_settings(twice, build_problem=False)
+    agreeing = dataclasses.replace(config, agent_params={"backend": "pytorch"})
+    assert resolve_settings(agreeing, build_problem=False).agent.backend == "pytorch"
     with pytest.raises(ConfigError, match="does not apply to agent 'dqn'"):
         resolve_settings(dataclasses.replace(config, agent="dqn"), build_problem=False)
 

@@ -378,6 +378,7 @@ def teql_run(tmp_path_factory):
         out=str(out),
         env="cartpole",
         agent="teql",
+        reading="paper",
         episodes=4,
         seeds=2,
         checkpoint_every=1,

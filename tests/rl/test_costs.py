@@ -113,7 +113,8 @@ def test_highway_env_adds_its_step_to_the_twins_estimate() -> None:
 
 
 def test_the_plan_orders_tasks_by_their_readings_costs() -> None:
-    args = build_parser().parse_args(["comparison", "--env", "cartpole", "--seeds", "100"])
+    argv = ["comparison", "--env", "cartpole", "--seeds", "100", "--reading", "paper"]
+    args = build_parser().parse_args(argv)
     plan = make_plan(args)
     costs = {planned.line.key: planned.cost for planned in plan.tasks}
     assert costs["dqn"] == MEASURED_WALLS[("cartpole", "paper", "dqn")][0]

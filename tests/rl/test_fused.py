@@ -12,8 +12,8 @@ from tests.rl.agent_drivers import assert_tree_equal
 
 TWIN = "highway twin"  # the Highway problem on its compiled twin (rl.envs.highway_twin)
 CASES = {
-    "teql paper I_max=1": ("teql", "cartpole", {"max_inner": 1}),
-    "teql paper I_max=5": ("teql", "cartpole", {"max_inner": 5}),
+    "teql paper I_max=1": ("teql", "cartpole", {"reading": "paper", "max_inner": 1}),
+    "teql paper I_max=5": ("teql", "cartpole", {"reading": "paper", "max_inner": 5}),
     "released": ("teql-released", "cartpole", {}),
     "released bounded, bin actions": (
         "teql-released",
@@ -25,7 +25,7 @@ CASES = {
     "tlr cartpole": ("tlr", "cartpole", {}),
     "tlr pendulum": ("tlr", "pendulum", {}),
     "released pendulum": ("teql-released", "pendulum", {}),
-    "teql highway twin": ("teql", TWIN, {}),
+    "teql highway twin": ("teql", TWIN, {"reading": "paper"}),
 }
 SLOW_CASES = {
     "released highway twin": ("teql-released", TWIN, {}),
@@ -159,7 +159,7 @@ def test_applies_only_where_every_part_is_compiled():
 
 
 def test_divergence_gives_the_step_by_step_error():
-    params = {"bounded": False, "alpha0": 5.0, "max_inner": 10, "tol": 0.0}
+    params = {"reading": "paper", "bounded": False, "alpha0": 5.0, "max_inner": 10, "tol": 0.0}
     messages = []
     for fused in (True, False):
         runner = _runner("teql", "cartpole", params, fused=fused)

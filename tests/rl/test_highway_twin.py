@@ -228,6 +228,7 @@ def test_training_through_the_runner_is_the_same_with_either_engine(tmp_path):
         config = TrainConfig(
             env="highway",
             agent="teql",
+            reading="paper",
             out=str(tmp_path / engine),
             seeds=2,
             episodes=6,
@@ -254,7 +255,8 @@ def test_equality_command_plays_a_trained_runs_policy(tmp_path, capsys):
 
     run_dir = tmp_path / "teql"
     twin = 'env_kwargs={"engine": "twin"}'
-    args = ["--env", "highway", "--env-option", twin, "--agent", "teql", "--seeds", "1",
+    args = ["--env", "highway", "--env-option", twin, "--agent", "teql", "--reading", "paper",
+            "--seeds", "1",
             "--episodes", "2", "--no-progress", "--no-plot", "--out", str(run_dir)]  # fmt: skip
     assert train.main(args) == 0
     out = tmp_path / "equality.csv"
@@ -267,7 +269,8 @@ def test_equality_command_plays_a_trained_runs_policy(tmp_path, capsys):
     assert highway_equality.main(["--run", str(run_dir), "--out", str(tmp_path / "x.csv")]) == 2
     assert "--run DIR goes with --policy run" in capsys.readouterr().err
     cartpole = tmp_path / "cartpole"
-    assert train.main(["--env", "cartpole", "--agent", "teql", "--seeds", "1", "--episodes", "1",
+    assert train.main(["--env", "cartpole", "--agent", "teql", "--reading", "paper",
+                       "--seeds", "1", "--episodes", "1",
                        "--no-progress", "--no-plot", "--out", str(cartpole)]) == 0  # fmt: skip
     capsys.readouterr()
     argv = ["--policy", "run", "--run", str(cartpole), "--out", str(tmp_path / "y.csv")]

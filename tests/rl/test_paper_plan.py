@@ -113,7 +113,12 @@ def test_a_task_stopped_part_way_costs_what_is_left_after_its_checkpoint(
 
     part = tmp_path / "released" / "comparison-cartpole"
     config = TrainConfig(
-        out=str(part / "cartpole" / "teql"), env="cartpole", agent="teql", episodes=4, seeds=1
+        out=str(part / "cartpole" / "teql"),
+        env="cartpole",
+        agent="teql",
+        reading="paper",
+        episodes=4,
+        seeds=1,
     )
     train(dataclasses.replace(config, checkpoint_every=1), stop_after_episode=1)
     (part / "cartpole" / "tlr").mkdir()

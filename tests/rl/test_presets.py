@@ -108,7 +108,7 @@ def test_budgets_and_widths_come_from_the_formulas():
 
 def test_precedence_defaults_reading_file_set(tmp_path):
     # defaults: TEQLConfig.max_inner = 10; reading released on cartpole: 5
-    base = TrainConfig(env="cartpole", agent="teql", out="o")
+    base = TrainConfig(env="cartpole", agent="teql", out="o", reading="paper")
     assert _agent_config(base).max_inner == 10
     released = TrainConfig(env="cartpole", agent="teql", out="o", reading="released")
     assert _agent_config(released).max_inner == 5

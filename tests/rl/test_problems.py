@@ -14,7 +14,8 @@ NAMES = [n for n in ENVIRONMENTS if n != "highway" or HAS_HIGHWAY]
 
 @pytest.mark.parametrize("name", NAMES)
 def test_encode_decode_shapes_and_env_round_trip(name):
-    problem = make_problem(name)
+    options = {"env_kwargs": {"engine": "reference"}} if name == "highway" else {}  # highway-env
+    problem = make_problem(name, **options)
     entry = ENVIRONMENTS[name]
     assert isinstance(problem, Problem) and make_problem(entry.env_id).shape == problem.shape
     assert problem.env_id == entry.env_id and problem.reward_bound > 0
@@ -85,7 +86,7 @@ def test_bad_options(name, options, match):
 
 def test_highway_problem_without_building_the_env():
     problem = make_problem("highway", normalization="informative")
-    assert problem.env_kwargs == {"normalization": "informative"}
+    assert problem.env_kwargs == {"normalization": "informative", "engine": "twin"}
     assert problem.state_dims == (20,) * 9 and problem.action_dims == (5,)
     assert problem.decode(np.array([[4], [0]])).tolist() == [4, 0]
     assert problem.reward_bound == 1.0

@@ -219,7 +219,10 @@ def test_a_shortened_run_is_a_prefix_of_the_longer_one(tmp_path):
 
 
 def test_scale_sets_episodes_windows_and_one_task_per_line():
-    plan = _plan("comparison", "--episodes-scale", "0.1", "--seeds", "10", "--deep-seeds", "4")
+    plan = _plan(
+        "comparison", "--episodes-scale", "0.1", "--seeds", "10", "--deep-seeds", "4",
+        "--reading", "paper",
+    )  # fmt: skip
     assert plan.episodes == {"pendulum": 4000, "cartpole": 1000}
     assert plan.windows == {"pendulum": 400, "cartpole": 100}
     names = [p.task.name for p in plan.tasks]
