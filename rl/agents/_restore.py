@@ -1,6 +1,6 @@
 """Checks of a saved agent state before an agent restores it.
 
-A checkpoint is input (docs/training.md, "Run directories from elsewhere"): its SHA-256
+A checkpoint is input (docs/run-directories.md, "Run directories from elsewhere"): its SHA-256
 detects damage, not tampering, so every value an agent restores is checked
 against what the agent's own configuration makes it hold. The agents'
 ``load_state_dict`` methods call these helpers before changing anything; a

@@ -238,12 +238,13 @@ DEFAULT_READING = "paper"
 
 #: Agents whose reading when none is named is another one: TEQL's ``stable`` reading, which
 #: learns the paper's problems and the others, where the paper reading does not
-#: (`NOT_LEARNING`; docs/agents.md, "The paper reading on CartPole").
+#: (`NOT_LEARNING`; docs/readings.md, "The paper reading on CartPole").
 AGENT_DEFAULTS: Mapping[str, str] = MappingProxyType({"teql": "stable"})
 
 #: Readings measured not to learn a problem: (agent, reading) -> problem -> the measurement:
 #: greedy return over episodes 901-1,000, mean ± std over seeds 0-7, against the stable
-#: reading's (docs/agents.md, "The paper reading on CartPole", and its table at the paper's scale).
+#: reading's (docs/readings.md, "The paper reading on CartPole", and its table at the
+#: paper's scale).
 NOT_LEARNING: Mapping[tuple[str, str], Mapping[str, str]] = MappingProxyType({
     ("teql", "paper"): MappingProxyType({
         "cartpole": "greedy return -39 ± 31 after 1,000 episodes, near a random policy's -62; "
@@ -258,8 +259,8 @@ def default_reading(agent: str) -> str:
 
     TEQL's ``stable`` reading (`AGENT_DEFAULTS`), the one that learns: the paper
     reading does not learn CartPole or Pendulum (`NOT_LEARNING`) and its plain
-    gradient step fails FrozenLake and Blackjack (docs/agents.md, "Where tabular
-    Q-learning learns"); the paper's text (`DEFAULT_READING`) for every other agent.
+    gradient step fails FrozenLake and Blackjack (docs/discrete-problems.md); the
+    paper's text (`DEFAULT_READING`) for every other agent.
     """
     return AGENT_DEFAULTS.get(agent, DEFAULT_READING)
 
@@ -286,16 +287,16 @@ AGENT_STEPS: Mapping[str, Any] = MappingProxyType({
 })  # fmt: skip
 
 #: The stable reading's steps where the paper gives no settings and the state is one mode
-#: (issue 28; docs/agents.md, "Where tabular Q-learning learns"): the step of mode n's row
+#: (docs/discrete-problems.md): the step of mode n's row
 #: is rho_n eta_0 / (1 + kappa N_t(s, a)), rho_n = min(1, |A| / |S|)^2 on the action
 #: modes, from orthogonal initial joint action rows.
 TABULAR_LIKE_STEPS: Mapping[str, Any] = MappingProxyType({
     "step_count": "entry", "kappa": 0.05, "footprint_power": 2.0, "init_actions": "identity",
 })  # fmt: skip
 
-#: TLR's settings on a problem without a column in the paper's table (issue 28): tabular
+#: TLR's settings on a problem without a column in the paper's table: tabular
 #: Q-learning's discount and epsilon schedule, so that the two differ only in the form of Q
-#: and its update (docs/agents.md, "Defaults on problems without a paper setting"). The
+#: and its update (docs/discrete-problems.md, "Defaults on problems without a paper setting"). The
 #: paper's problems override every key with the released runs' settings.
 TLR_ELSEWHERE: Mapping[str, Any] = MappingProxyType({"gamma": DEFAULT_GAMMA, **EPSILON_SCHEDULE})
 
@@ -304,7 +305,7 @@ READINGS: dict[str, dict[str, Reading]] = {
     "teql": {
         "paper": _teql_paper(),
         "released": _teql_released(),
-        # docs/agents.md, "The stable reading": the paper's loss, EUGE and Algorithm 1 with
+        # docs/readings.md, "The stable reading": the paper's loss, EUGE and Algorithm 1 with
         # the count after the visit, normalized-LMS row steps (alpha0 is the step eta_0 in
         # (0, 2)), one inner step, and the factor bound from V_max always on.
         "stable": Reading(

@@ -15,7 +15,7 @@ Resources. `check_writable` writes, flushes and removes a probe file before any
 training, so a read-only directory or a full disk fails at once with a clear
 message rather than after hours of training.
 
-Run files are data from wherever the directory came from (docs/training.md, "Run
+Run files are data from wherever the directory came from (docs/run-directories.md, "Run
 directories from elsewhere"). Every file the project writes or reads in a run
 directory goes through the helpers here: `open_run_file` opens without
 following a symbolic link (``O_NOFOLLOW``) and only regular files (a FIFO or a
