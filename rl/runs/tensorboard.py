@@ -1,0 +1,469 @@
+"""Stream a training run to TensorBoard: the rows of ``metrics.csv``, diagnostics, hparams.
+
+A run logs into one directory, ``DIR/{name}_{n}`` (stable-baselines3's
+convention, `run_log_dir`), with one TensorBoard run per seed,
+``seed_{s}/events.out.tfevents.*``, so that seeds compare as runs. Every
+training episode e adds, at step e of each seed's run, the numbers of that
+seed's row of ``metrics.csv`` (``rollout/return``, ``rollout/length``,
+``eval/greedy_return`` after an evaluation; float32 in the event file) and the
+agent's diagnostics (`agent_diagnostics`, as
+``train/NAME``). Each seed's run starts with the run's hyperparameters (the
+effective configuration, dotted keys such as ``agent_params.alpha0``, and the
+seed) as a session of the hparams plugin, grouped by the run's name, so runs
+compare in TensorBoard's HParams view. A resumed run writes a new event file
+into the same directories, starting with a restart at the first step it
+replays: TensorBoard then drops the earlier file's steps from there on, so the
+scalars stay those of ``metrics.csv``.
+
+`agent_diagnostics` gathers what an agent already exposes, without touching
+its step: ``metrics()`` where the agent has one (DQN: the last TD ``loss`` and
+``epsilon``; discrete SAC: its last losses and ``alpha``), ``epsilon_`` of the
+epsilon-greedy agents, and for the tensor agents (TEQL, TLR) the step size of
+the next update, the Frobenius norm of every CP factor and, for TEQL, the mean
+Delta Q over the visited entries of its visit table (the error term of EUGE).
+They are the agent's state after the stretch of lockstep steps that ended an
+episode: one episode at a time on the step-by-step loop (where a fast replica
+may already be a few steps into its next one), every stretch of episodes up to
+a checkpoint on the compiled fused loop (`rl.loop.fused`), so there they are
+logged every ``checkpoint_every`` episodes.
+
+The events are the `tensorboard` package's protocol buffers. Writing them
+costs a few microseconds per seed and episode: all seeds' events of an
+episode have the same layout, so one serialized event is the template that
+every seed's values are patched into, and their checksums are computed in
+one compiled call (the package's own CRC-32C is pure Python, tens of
+microseconds an event, which at B = 100 would be a large share of a training
+episode's time). Records are kept
+in memory and appended to the files at every checkpoint, on close, and at
+least every `FLUSH_SECONDS` while the run goes on.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import os
+import re
+import socket
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from rl.agents.base import Agent
+from rl.agents.tensor_agent import TensorAgent
+from rl.agents.visits import DenseVisits, VisitTable
+from rl.jit import kernel
+from rl.runs.config import ConfigError
+from rl.runs.rundir import RunWriteError, make_run_dir, open_run_file
+from tensorq.schedule import StepSchedule
+from tensorq.validation import as_numpy
+
+INSTALL_HINT = 'pip install "teql[tensorboard]"'
+"""How to get the `tensorboard` package, named in the error when it is missing."""
+
+RETURN_TAG = "rollout/return"
+LENGTH_TAG = "rollout/length"
+GREEDY_TAG = "eval/greedy_return"
+DIAGNOSTIC_PREFIX = "train/"
+"""Tags of the rows of ``metrics.csv`` (``return``, ``length``, ``greedy_return``) and of the
+agent's diagnostics (``train/NAME``)."""
+
+FLUSH_SECONDS = 5.0
+"""At most this long between two appends to the event files while a run goes on."""
+
+_FILE_VERSION = "brain.Event:2"
+_MASK_DELTA = 0xA282EAD8  # TFRecord's masked CRC: rotate right by 15 bits, then add this
+_file_numbers = itertools.count()
+
+
+def _protos() -> Any:
+    """Import the `tensorboard` modules used here, or raise a one-line `ConfigError`."""
+    try:
+        from tensorboard.compat.proto import event_pb2, summary_pb2
+        from tensorboard.plugins.hparams import summary_v2 as hparams_summary
+    except ImportError:
+        raise ConfigError(
+            f"Writing TensorBoard logs needs the tensorboard package: {INSTALL_HINT}"
+        ) from None
+    return event_pb2, summary_pb2, hparams_summary
+
+
+def run_log_dir(root: str | os.PathLike, name: str, *, resume: bool = False) -> Path:
+    """Return the log directory ``root/{name}_{n}`` of a run (stable-baselines3's convention).
+
+    ``n`` is one more than the largest number of a directory ``root/{name}_N``
+    (1 if none), or that largest one itself when the run is resumed (a new
+    directory if none), as stable-baselines3 does with and without
+    ``reset_num_timesteps``.
+
+    Parameters
+    ----------
+    root : path-like
+        The directory given as ``--tensorboard`` or ``tensorboard_log``.
+    name : str
+        The run's name (``tb_log_name``): the run directory's name on the command line.
+    resume : bool
+        Whether the run continues one logged before.
+    """
+    root = Path(root)
+    pattern = re.compile(re.escape(Path(name).name) + r"_(\d+)")
+    parent = root / Path(name).parent
+    numbers = [0]
+    if parent.is_dir():
+        numbers += [
+            int(match.group(1))
+            for entry in parent.iterdir()
+            if (match := pattern.fullmatch(entry.name)) and entry.is_dir()
+        ]
+    latest = max(numbers)
+    return root / f"{name}_{latest if resume and latest else latest + 1}"
+
+
+def tensorboard_dir(
+    root: str | os.PathLike | None, name: str, *, resume: bool = False
+) -> Path | None:
+    """Return `run_log_dir` of ``root`` for the run ``name``, or None without a ``root``."""
+    return None if root is None else run_log_dir(root, name, resume=resume)
+
+
+def hparams_of(effective: Mapping[str, Any]) -> dict[str, bool | int | float | str]:
+    """Return the hyperparameters of a run for the hparams plugin: flat, no ``out`` and no None.
+
+    Tables become dotted keys (``agent_params.alpha0``, ``env_options.state_bins``,
+    as in a sweep's grid file); lists are written as their text.
+    """
+    flat: dict[str, bool | int | float | str] = {}
+
+    def add(prefix: str, value: Any) -> None:
+        if isinstance(value, Mapping):
+            for key, item in value.items():
+                add(f"{prefix}.{key}" if prefix else str(key), item)
+        elif isinstance(value, (bool, int, float, str)):
+            flat[prefix] = value
+        elif isinstance(value, (list, tuple)):
+            flat[prefix] = str(list(value))
+
+    add("", {key: value for key, value in effective.items() if key != "out"})
+    return flat
+
+
+@functools.cache
+def _crc_table() -> NDArray[np.int64]:
+    """Return the byte table of CRC-32C (Castagnoli, reflected polynomial 0x82F63B78)."""
+    table = np.arange(256, dtype=np.int64)
+    for _ in range(8):
+        table = np.where(table & 1, (table >> 1) ^ 0x82F63B78, table >> 1)
+    return table
+
+
+@kernel
+def _crc32c_rows(rows: NDArray[np.uint8], table: NDArray[np.int64]) -> NDArray[np.int64]:
+    """CRC-32C of every row of ``rows`` (n, length), as int64."""
+    out = np.empty(rows.shape[0], dtype=np.int64)
+    for i in range(rows.shape[0]):
+        crc = 0xFFFFFFFF
+        for j in range(rows.shape[1]):
+            crc = table[(crc ^ rows[i, j]) & 0xFF] ^ (crc >> 8)
+        out[i] = crc ^ 0xFFFFFFFF
+    return out
+
+
+def masked_crc32c(rows: NDArray[np.uint8]) -> NDArray[np.uint32]:
+    """Return the masked CRC-32C (TFRecord framing) of every row of ``rows`` (n, length)."""
+    crc = _crc32c_rows(np.ascontiguousarray(rows, dtype=np.uint8), _crc_table())
+    rotated = ((crc >> 15) | (crc << 17)) & 0xFFFFFFFF
+    return ((rotated + _MASK_DELTA) & 0xFFFFFFFF).astype(np.uint32)
+
+
+def frame_records(records: NDArray[np.uint8]) -> NDArray[np.uint8]:
+    """Frame rows of equal length as TFRecords: length, its masked CRC, data, its masked CRC.
+
+    Parameters
+    ----------
+    records : ndarray of uint8, shape (n, length)
+        One serialized event per row.
+
+    Returns
+    -------
+    ndarray of uint8, shape (n, length + 16)
+        Each row is one record as an event file holds it.
+    """
+    count, length = records.shape
+    header = np.frombuffer(np.uint64(length).astype("<u8").tobytes(), dtype=np.uint8)
+    framed = np.empty((count, length + 16), dtype=np.uint8)
+    framed[:, :8] = header
+    framed[:, 8:12] = masked_crc32c(header[None, :]).astype("<u4").view(np.uint8)
+    framed[:, 12 : 12 + length] = records
+    framed[:, 12 + length :] = masked_crc32c(records).astype("<u4").view(np.uint8).reshape(-1, 4)
+    return framed
+
+
+def agent_diagnostics(agent: Agent) -> dict[str, NDArray[np.float64]]:
+    """Return the agent's diagnostics, name -> values of shape (B,).
+
+    Parameters
+    ----------
+    agent : rl.agents.base.Agent
+        A B-replica agent, between two lockstep steps.
+
+    Returns
+    -------
+    dict of str to ndarray of float64, shape (B,)
+        In a fixed order for a given agent: ``metrics()``'s entries, then
+        ``epsilon``, ``step_size`` (tensor agents whose alpha_t counts the
+        agent's steps), ``delta_q_mean`` (TEQL) and ``factor_norm_n`` for every
+        mode n (tensor agents).
+
+    References
+    ----------
+    Algorithm 1 (alpha_t = alpha_0 / (1 + kappa t)), eq. (decomp_error) (Delta Q)
+    and eq. (euge) of the TEQL paper.
+    """
+    values: dict[str, NDArray[np.float64]] = {}
+    metrics = getattr(agent, "metrics", None)
+    if callable(metrics):
+        values.update(metrics())
+    if isinstance(agent, TensorAgent):
+        agent.engine_.sync()  # the array engine's host copies; nothing to do on the others
+    epsilon = getattr(agent, "epsilon_", None)
+    if epsilon is not None and "epsilon" not in values:
+        values["epsilon"] = np.asarray(epsilon, dtype=np.float64)
+    if isinstance(agent, TensorAgent):
+        rule = agent.step_rule()
+        if rule.step_count == "agent":  # per entry, alpha_t has no single value per replica
+            schedule = StepSchedule(rule.alpha0, rule.kappa)
+            values["step_size"] = np.asarray(schedule(agent.steps_ + 1), dtype=np.float64)
+        if agent.visits_ is not None:
+            values["delta_q_mean"] = visited_delta_mean(agent.visits_)
+        for mode, factor in enumerate(agent.q_.factors):
+            array = np.asarray(as_numpy(factor), dtype=np.float64)
+            values[f"factor_norm_{mode}"] = np.sqrt(np.einsum("bdr,bdr->b", array, array))
+    return {name: np.asarray(value, dtype=np.float64) for name, value in values.items()}
+
+
+def visited_delta_mean(visits: VisitTable) -> NDArray[np.float64]:
+    """Mean Delta Q(s, a) over each replica's visited entries (N(s, a) > 0), shape (B,).
+
+    Delta Q as the table stores it (signed under the released reading); NaN for
+    a replica that has visited nothing.
+    """
+    arrays = visits.arrays()
+    replicas = visits.replicas
+    if isinstance(visits, DenseVisits):
+        counts = arrays.counts.reshape(replicas, -1)
+        delta = arrays.delta.reshape(replicas, -1)
+        visited = counts > 0
+        sums = np.where(visited, delta, 0.0).sum(axis=1)
+        entries = visited.sum(axis=1)
+    else:
+        used = int(arrays.used[0])
+        visited = arrays.counts[:used] > 0
+        owner = arrays.row_keys[:used] // visits.n_states
+        row_sums = np.where(visited, arrays.delta[:used], 0.0).sum(axis=1)
+        sums = np.bincount(owner, weights=row_sums, minlength=replicas)
+        entries = np.bincount(owner, weights=visited.sum(axis=1), minlength=replicas)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(entries > 0, sums / np.maximum(entries, 1), np.nan)
+
+
+class TensorBoardWriter:
+    """Event files of one run, one TensorBoard run per seed (see the module's docstring).
+
+    Parameters
+    ----------
+    log_dir : path-like
+        The run's log directory (`run_log_dir`); created if missing.
+    seeds : sequence of int
+        The seed of every replica, in replica order.
+    effective : mapping
+        The run's effective configuration (`rl.runs.config.effective_config`),
+        logged as hyperparameters (`hparams_of`).
+    resume_after : int, optional
+        For a resumed run: the episode of the checkpoint it continues from. The
+        new files then start with a restart at step ``resume_after + 1`` instead
+        of the hyperparameters (the first files hold them).
+
+    Raises
+    ------
+    rl.runs.config.ConfigError
+        If the `tensorboard` package is not installed.
+    rl.runs.rundir.RunDirError
+        If a directory cannot be created, or a seed's directory is a symbolic link.
+    """
+
+    def __init__(
+        self,
+        log_dir: str | os.PathLike,
+        seeds: Sequence[int],
+        effective: Mapping[str, Any],
+        *,
+        resume_after: int | None = None,
+    ) -> None:
+        self._event_pb2, self._summary_pb2, hparams_summary = _protos()
+        self.log_dir = Path(log_dir)
+        self.seeds = [int(seed) for seed in seeds]
+        name = (
+            f"events.out.tfevents.{int(time.time()):010d}.{socket.gethostname()}."
+            f"{os.getpid()}.{next(_file_numbers)}"
+        )
+        self.paths = [self.log_dir / f"seed_{seed}" / name for seed in self.seeds]
+        for path in self.paths:
+            make_run_dir(path.parent)
+            if path.parent.is_symlink():
+                raise RunWriteError(f"Refusing to write through the symbolic link {path.parent}.")
+        self._created = False
+        self._pending: list[NDArray[np.uint8]] = []  # framed rows (B, length), one per episode
+        self._templates: dict[tuple[str, ...], tuple[Any, NDArray[np.int64]]] = {}
+        self._last_flush = time.monotonic()
+        self._agent_steps: int | None = None
+        self._diagnostics: dict[str, NDArray[np.float64]] = {}
+        self._diagnostics_episode = 0
+        event = self._event_pb2.Event
+        now = time.time()
+        first = event(wall_time=now, file_version=_FILE_VERSION).SerializeToString()
+        opening = []
+        for seed in self.seeds:
+            if resume_after is None:
+                hparams = {**hparams_of(effective), "seed": seed}
+                summary = hparams_summary.hparams_pb(
+                    hparams, trial_id=self.log_dir.name, start_time_secs=now
+                )
+                second = event(wall_time=now, step=0, summary=summary)
+            else:
+                restart = self._event_pb2.SessionLog(status=self._event_pb2.SessionLog.START)
+                second = event(wall_time=now, step=resume_after + 1, session_log=restart)
+            opening.append([first, second.SerializeToString()])
+        self._opening: list[bytes] | None = [
+            b"".join(
+                frame_records(np.frombuffer(record, dtype=np.uint8)[None, :])[0].tobytes()
+                for record in records
+            )
+            for records in opening
+        ]
+        self.flush()
+
+    def write(
+        self,
+        episode: int,
+        returns: NDArray[np.float64],
+        lengths: NDArray[np.int64],
+        greedy_returns: NDArray[np.float64],
+        *,
+        agent_steps: int,
+        diagnostics: Callable[[], Mapping[str, NDArray[np.float64]]],
+    ) -> None:
+        """Add training episode ``episode`` of every seed: its ``metrics.csv`` row and diagnostics.
+
+        Parameters
+        ----------
+        episode : int
+            The step of the events.
+        returns, lengths, greedy_returns : ndarray, shape (B,)
+            As in ``metrics.csv``; ``eval/greedy_return`` is left out of an
+            episode without an evaluation (all NaN).
+        agent_steps : int
+            Agent-steps the runner has played so far (`rl.loop.runner.Runner.agent_steps`).
+        diagnostics : callable
+            Returns the agent's diagnostics now, name -> values of shape (B,),
+            written as ``train/NAME``. It is called only when the agent has
+            stepped since the last episode (the compiled runner plays whole
+            stretches of episodes in one call), and its values are written at
+            the last episode that came in before the agent stepped again: the
+            state right after the stretch that ended with that episode.
+        """
+        if agent_steps != self._agent_steps:
+            self._write_diagnostics()
+            self._diagnostics = dict(diagnostics())
+            self._agent_steps = agent_steps
+        self._diagnostics_episode = int(episode)
+        columns = [returns, lengths]
+        tags = [RETURN_TAG, LENGTH_TAG]
+        if not np.all(np.isnan(greedy_returns)):
+            columns.append(greedy_returns)
+            tags.append(GREEDY_TAG)
+        self._add(episode, tags, columns)
+        if time.monotonic() - self._last_flush > FLUSH_SECONDS:
+            self.flush()
+
+    def _write_diagnostics(self) -> None:
+        """Add the diagnostics waiting for their episode, if any."""
+        if self._diagnostics:
+            tags = [DIAGNOSTIC_PREFIX + name for name in self._diagnostics]
+            self._add(self._diagnostics_episode, tags, list(self._diagnostics.values()))
+        self._diagnostics = {}
+
+    def _add(self, step: int, tags: Sequence[str], columns: Sequence[NDArray]) -> None:
+        """Add one event per seed at ``step``: ``columns[k][i]`` as ``tags[k]`` for seed i."""
+        summary, offsets = self._template(tuple(tags))
+        event = self._event_pb2.Event(wall_time=time.time(), step=int(step), summary=summary)
+        template = np.frombuffer(event.SerializeToString(), dtype=np.uint8)
+        values = np.stack(columns, axis=1).astype("<f4")  # (B, K)
+        records = np.tile(template, (len(self.seeds), 1))
+        at = (template.size - offsets)[:, None] + np.arange(4)  # (K, 4) byte positions
+        records[:, at.ravel()] = values.view(np.uint8).reshape(len(self.seeds), -1)
+        self._pending.append(frame_records(records))
+
+    def _template(self, tags: tuple[str, ...]) -> tuple[Any, NDArray[np.int64]]:
+        """Return a Summary of ``tags`` and, per tag, its float's distance from the message end.
+
+        The summary is an event's last field and each value's float its last
+        four bytes, so these distances hold in every event that ends with it;
+        they are checked here once per set of tags.
+        """
+        if tags not in self._templates:
+            summary_pb2 = self._summary_pb2
+            values = [summary_pb2.Summary.Value(tag=tag, simple_value=0.0) for tag in tags]
+            summary = summary_pb2.Summary(value=values)
+            sizes = [summary_pb2.Summary(value=[value]).ByteSize() for value in values]
+            ends = np.cumsum(sizes)
+            offsets = (ends[-1] - ends + 4).astype(np.int64)
+            probe = summary_pb2.Summary()
+            probe.CopyFrom(summary)
+            for k, value in enumerate(probe.value):
+                value.simple_value = float(k + 1)
+            data = probe.SerializeToString()
+            found = [np.frombuffer(data[len(data) - o :][:4], "<f4")[0] for o in offsets]
+            if found != [float(k + 1) for k in range(len(tags))]:
+                raise RuntimeError("Unexpected layout of a serialized TensorBoard summary.")
+            self._templates[tags] = (summary, offsets)
+        return self._templates[tags]
+
+    def flush(self) -> None:
+        """Append the records kept in memory to every seed's event file.
+
+        The diagnostics waiting for their episode are added first: every
+        replica is then at the end of its last episode (a checkpoint) or the run ends.
+
+        Raises
+        ------
+        rl.runs.rundir.RunWriteError
+            Naming the file and the OS error (a full disk, say).
+        """
+        self._write_diagnostics()
+        flags = os.O_WRONLY | os.O_APPEND | (os.O_CREAT | os.O_EXCL if not self._created else 0)
+        pending, self._pending = self._pending, []
+        for i, path in enumerate(self.paths):
+            data = b"".join(rows[i].tobytes() for rows in pending)
+            if self._opening is not None:
+                data = self._opening[i] + data
+            if not data:
+                continue
+            try:
+                descriptor = open_run_file(path, flags)
+                with os.fdopen(descriptor, "ab") as handle:
+                    handle.write(data)
+            except OSError as error:
+                reason = error.strerror or " ".join(str(error).split())
+                raise RunWriteError(
+                    f"Cannot write the TensorBoard events {path}: {reason}."
+                ) from None
+        self._created, self._opening = True, None
+        self._last_flush = time.monotonic()
+
+    def close(self) -> None:
+        """Append what is kept in memory (`flush`)."""
+        self.flush()
