@@ -106,6 +106,10 @@ class Learner:
     verbose : int, default 1
         1 prints, at construction, how an estimated reward bound was obtained
         (`rl.problems.Problem.describe_reward_bound`); 0 prints nothing.
+    tensorboard_log : path-like, optional
+        Also log training to TensorBoard, as stable-baselines3 does: the first
+        `learn` writes into ``tensorboard_log/{tb_log_name}_{n}`` (the next free
+        n), later ones continue there (`rl.runs.tensorboard`).
 
     Raises
     ------
@@ -124,6 +128,12 @@ class Learner:
     agent: ClassVar[str] = ""
     """Registered agent name of the learner (`rl.agents.registry.AGENTS`)."""
 
+    tensorboard_log: str | os.PathLike | None = None
+    """Where `learn` logs to TensorBoard (None: nowhere); may be set after `load`."""
+
+    _tensorboard_dir: Path | None = None
+    """The run's TensorBoard directory, chosen by the first `learn` that logs."""
+
     def __init__(
         self,
         env: str,
@@ -139,6 +149,7 @@ class Learner:
         out: str | os.PathLike | None = None,
         overwrite: bool = False,
         verbose: int = 1,
+        tensorboard_log: str | os.PathLike | None = None,
     ) -> None:
         from rl.runs.training import build
 
@@ -166,6 +177,7 @@ class Learner:
         self._effective = effective
         self._overwrite = overwrite
         self._started = False  # whether run_dir holds this learner's run (learn resumes it)
+        self.tensorboard_log = tensorboard_log
         full = build_dataclass(TrainConfig, effective, "the learner's config")
         self._model = LoadedRun(run_dir, full, runner.problem, runner.agent, 0)
         if verbose and runner.problem.reward_bound_source in ("estimated", "reward_range"):
@@ -225,6 +237,7 @@ class Learner:
         *,
         callback: Callback | Callable[..., Any] | Sequence[Any] | None = None,
         progress_bar: bool = False,
+        tb_log_name: str | None = None,
     ) -> Learner:
         """Train every replica ``episodes`` more episodes; return the learner.
 
@@ -242,6 +255,10 @@ class Learner:
             episodes in progress.
         progress_bar : bool, default False
             Show a tqdm bar of episodes.
+        tb_log_name : str, optional
+            With ``tensorboard_log``: the name of the run's log directory
+            ``{tb_log_name}_{n}`` (default: the learner's class name, ``"TEQL"``),
+            taken by the first `learn` that logs.
 
         Returns
         -------
@@ -277,7 +294,7 @@ class Learner:
             chosen.on_training_start(self)
             result = run(
                 runner, config, effective, resume=resume, overwrite=self._overwrite,
-                progress=progress,
+                progress=progress, tensorboard=self._log_dir(tb_log_name),
             )  # fmt: skip
         except (ConfigError, CheckpointError, RunDirError):  # refused before training
             close_bar()
@@ -302,6 +319,15 @@ class Learner:
         )
         chosen.on_training_end(self)
         return self
+
+    def _log_dir(self, tb_log_name: str | None) -> Path | None:
+        """Return the TensorBoard directory of this learner's run (the first call picks it)."""
+        from rl.runs.tensorboard import tensorboard_dir
+
+        if self._tensorboard_dir is None:
+            name = type(self).__name__ if tb_log_name is None else tb_log_name
+            self._tensorboard_dir = tensorboard_dir(self.tensorboard_log, name)
+        return self._tensorboard_dir
 
     def _has_checkpoint(self) -> bool:
         return (self.run_dir / CHECKPOINT_FILE).is_file()

@@ -284,8 +284,8 @@ class TensorBoardWriter:
         logged as hyperparameters (`hparams_of`).
     resume_after : int, optional
         For a resumed run: the episode of the checkpoint it continues from. The
-        new files then start with a restart at step ``resume_after + 1`` instead
-        of the hyperparameters (the first files hold them).
+        new files then start with a restart at step ``resume_after + 1``. The
+        hyperparameters open the first event file of each seed's directory.
 
     Raises
     ------
@@ -326,17 +326,19 @@ class TensorBoardWriter:
         now = time.time()
         first = event(wall_time=now, file_version=_FILE_VERSION).SerializeToString()
         opening = []
-        for seed in self.seeds:
-            if resume_after is None:
+        for seed, path in zip(self.seeds, self.paths, strict=True):
+            records = [first]
+            if not any(path.parent.glob("events.out.tfevents.*")):
                 hparams = {**hparams_of(effective), "seed": seed}
                 summary = hparams_summary.hparams_pb(
                     hparams, trial_id=self.log_dir.name, start_time_secs=now
                 )
-                second = event(wall_time=now, step=0, summary=summary)
-            else:
+                records.append(event(wall_time=now, step=0, summary=summary).SerializeToString())
+            if resume_after is not None:
                 restart = self._event_pb2.SessionLog(status=self._event_pb2.SessionLog.START)
-                second = event(wall_time=now, step=resume_after + 1, session_log=restart)
-            opening.append([first, second.SerializeToString()])
+                restarted = event(wall_time=now, step=resume_after + 1, session_log=restart)
+                records.append(restarted.SerializeToString())
+            opening.append(records)
         self._opening: list[bytes] | None = [
             b"".join(
                 frame_records(np.frombuffer(record, dtype=np.uint8)[None, :])[0].tobytes()
