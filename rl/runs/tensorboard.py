@@ -179,6 +179,14 @@ def masked_crc32c(rows: NDArray[np.uint8]) -> NDArray[np.uint32]:
     return ((rotated + _MASK_DELTA) & 0xFFFFFFFF).astype(np.uint32)
 
 
+@functools.cache
+def _record_header(length: int) -> NDArray[np.uint8]:
+    """Return the 12 bytes that open a TFRecord of ``length`` bytes: length, its masked CRC."""
+    header = np.frombuffer(np.uint64(length).astype("<u8").tobytes(), dtype=np.uint8)
+    crc = masked_crc32c(header[None, :]).astype("<u4").view(np.uint8)
+    return np.concatenate([header, crc])
+
+
 def frame_records(records: NDArray[np.uint8]) -> NDArray[np.uint8]:
     """Frame rows of equal length as TFRecords: length, its masked CRC, data, its masked CRC.
 
@@ -193,13 +201,17 @@ def frame_records(records: NDArray[np.uint8]) -> NDArray[np.uint8]:
         Each row is one record as an event file holds it.
     """
     count, length = records.shape
-    header = np.frombuffer(np.uint64(length).astype("<u8").tobytes(), dtype=np.uint8)
     framed = np.empty((count, length + 16), dtype=np.uint8)
-    framed[:, :8] = header
-    framed[:, 8:12] = masked_crc32c(header[None, :]).astype("<u4").view(np.uint8)
-    framed[:, 12 : 12 + length] = records
-    framed[:, 12 + length :] = masked_crc32c(records).astype("<u4").view(np.uint8).reshape(-1, 4)
+    framed[:, :12] = _record_header(length)
+    framed[:, 12:-4] = records
+    _close_records(framed)
     return framed
+
+
+def _close_records(framed: NDArray[np.uint8]) -> None:
+    """Write the masked CRC of every row's data (``framed[:, 12:-4]``) into its last 4 bytes."""
+    crc = masked_crc32c(framed[:, 12:-4]).astype("<u4")
+    framed[:, -4:] = crc.view(np.uint8).reshape(-1, 4)
 
 
 def agent_diagnostics(agent: Agent) -> dict[str, NDArray[np.float64]]:
@@ -400,21 +412,25 @@ class TensorBoardWriter:
 
     def _add(self, step: int, tags: Sequence[str], columns: Sequence[NDArray]) -> None:
         """Add one event per seed at ``step``: ``columns[k][i]`` as ``tags[k]`` for seed i."""
-        summary, offsets = self._template(tuple(tags))
+        summary, positions = self._template(tuple(tags))
         event = self._event_pb2.Event(wall_time=time.time(), step=int(step), summary=summary)
         template = np.frombuffer(event.SerializeToString(), dtype=np.uint8)
+        framed = np.empty((len(self.seeds), template.size + 16), dtype=np.uint8)
+        framed[:, :12] = _record_header(template.size)
+        framed[:, 12:-4] = template
         values = np.stack(columns, axis=1).astype("<f4")  # (B, K)
-        records = np.tile(template, (len(self.seeds), 1))
-        at = (template.size - offsets)[:, None] + np.arange(4)  # (K, 4) byte positions
-        records[:, at.ravel()] = values.view(np.uint8).reshape(len(self.seeds), -1)
-        self._pending.append(frame_records(records))
+        framed[:, positions] = values.view(np.uint8).reshape(len(self.seeds), -1)
+        _close_records(framed)
+        self._pending.append(framed)
 
     def _template(self, tags: tuple[str, ...]) -> tuple[Any, NDArray[np.int64]]:
-        """Return a Summary of ``tags`` and, per tag, its float's distance from the message end.
+        """Return a Summary of ``tags`` and the positions of its floats' bytes in a record.
 
         The summary is an event's last field and each value's float its last
-        four bytes, so these distances hold in every event that ends with it;
-        they are checked here once per set of tags.
+        four bytes, so the floats' distances from the end of the event hold in
+        every event that ends with it; they are checked here once per set of
+        tags. The positions count from the end of a framed record (negative),
+        whose last four bytes are its checksum.
         """
         if tags not in self._templates:
             summary_pb2 = self._summary_pb2
@@ -431,7 +447,8 @@ class TensorBoardWriter:
             found = [np.frombuffer(data[len(data) - o :][:4], "<f4")[0] for o in offsets]
             if found != [float(k + 1) for k in range(len(tags))]:
                 raise RuntimeError("Unexpected layout of a serialized TensorBoard summary.")
-            self._templates[tags] = (summary, offsets)
+            positions = (-4 - offsets)[:, None] + np.arange(4)  # (K, 4)
+            self._templates[tags] = (summary, positions.ravel())
         return self._templates[tags]
 
     def flush(self) -> None:
@@ -447,9 +464,10 @@ class TensorBoardWriter:
         """
         self._write_diagnostics()
         flags = os.O_WRONLY | os.O_APPEND | (os.O_CREAT | os.O_EXCL if not self._created else 0)
-        pending, self._pending = self._pending, []
+        pending = np.concatenate(self._pending, axis=1) if self._pending else None
+        self._pending = []
         for i, path in enumerate(self.paths):
-            data = b"".join(rows[i].tobytes() for rows in pending)
+            data = b"" if pending is None else pending[i].tobytes()
             if self._opening is not None:
                 data = self._opening[i] + data
             if not data:
