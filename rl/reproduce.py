@@ -92,6 +92,7 @@ from rl.experiments.report import (
 from rl.experiments.summary import Settings, write_summary
 from rl.runs.config import ConfigError
 from rl.runs.rundir import open_run_file
+from rl.runs.tensorboard import require_tensorboard
 from rl.validation import check_counts, check_directories
 
 READING_CHOICES = ("paper", "released", "stable")
@@ -400,6 +401,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="copy a configuration that DIR (an earlier --out) holds finished instead of "
         "training it (repeatable)",
     )
+    parser.add_argument(
+        "--tensorboard",
+        metavar="DIR",
+        help="also log every run that trains to TensorBoard in DIR/ENV/LINE_N",
+    )
     return parser
 
 
@@ -451,6 +457,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         plan = make_plan(args)
+        if args.tensorboard:
+            require_tensorboard()
         if args.backend == "ray":
             require_ray()
     except (ValueError, ConfigError, ExecutorError) as error:
@@ -475,6 +483,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     on_done=progress,
                     progress=False,
                     plot=False,
+                    tensorboard=args.tensorboard,
                 )
         except (ConfigError, ExecutorError) as error:
             print(f"error: {error}", file=sys.stderr)

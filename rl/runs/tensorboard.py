@@ -80,8 +80,19 @@ _MASK_DELTA = 0xA282EAD8  # TFRecord's masked CRC: rotate right by 15 bits, then
 _file_numbers = itertools.count()
 
 
-def _protos() -> Any:
-    """Import the `tensorboard` modules used here, or raise a one-line `ConfigError`."""
+def require_tensorboard() -> Any:
+    """Import and return the `tensorboard` modules used here, or raise a one-line `ConfigError`.
+
+    Returns
+    -------
+    tuple of modules
+        ``event_pb2``, ``summary_pb2`` and the hparams plugin's ``summary_v2``.
+
+    Raises
+    ------
+    rl.runs.config.ConfigError
+        Naming ``pip install "teql[tensorboard]"``.
+    """
     try:
         from tensorboard.compat.proto import event_pb2, summary_pb2
         from tensorboard.plugins.hparams import summary_v2 as hparams_summary
@@ -315,7 +326,7 @@ class TensorBoardWriter:
         *,
         resume_after: int | None = None,
     ) -> None:
-        self._event_pb2, self._summary_pb2, hparams_summary = _protos()
+        self._event_pb2, self._summary_pb2, hparams_summary = require_tensorboard()
         self.log_dir = Path(log_dir)
         self.seeds = [int(seed) for seed in seeds]
         name = (

@@ -13,6 +13,7 @@ from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import (  # noqa: E402
 from tensorboard.plugins.hparams import metadata as hparams_metadata  # noqa: E402
 
 import rl  # noqa: E402
+from rl import sweep as sweep_cli  # noqa: E402
 from rl import train as train_cli  # noqa: E402
 from rl.runs import tensorboard as board  # noqa: E402
 from rl.runs import training  # noqa: E402
@@ -181,3 +182,19 @@ def test_without_tensorboard_the_command_says_what_to_install(tmp_path, monkeypa
         '"teql[tensorboard]"'
     )
     assert not (tmp_path / "logs").exists()
+
+
+def test_a_sweep_logs_every_configuration_under_its_name(tmp_path, capsys):
+    grid = tmp_path / "grid.toml"
+    grid.write_text(
+        '[base]\nenv = "cartpole"\nagent = "tlr"\nepisodes = 6\nseeds = 2\neval_every = 3\n'
+        'out = "ignored"\n\n[grid]\n"agent_params.alpha" = [0.01, 0.02]\n'
+    )
+    out, logs = tmp_path / "sweep", tmp_path / "logs"
+    command = [str(grid), "--out", str(out), "--workers", "2", "--no-progress", "--no-plot"]
+    assert sweep_cli.main([*command, "--tensorboard", str(logs)]) == 0
+    names = sorted(p.name for p in out.iterdir() if p.is_dir())
+    assert len(names) == 2
+    assert sorted(p.name for p in logs.iterdir()) == [f"{name}_1" for name in names]
+    for name in names:
+        _assert_events_equal_metrics(logs / f"{name}_1", out / name / "metrics.csv", [0, 1])
