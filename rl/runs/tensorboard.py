@@ -41,10 +41,11 @@ least every `FLUSH_SECONDS` while the run goes on.
 from __future__ import annotations
 
 import functools
-import itertools
 import os
 import re
+import secrets
 import socket
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -76,8 +77,8 @@ FLUSH_SECONDS = 5.0
 """At most this long between two appends to the event files while a run goes on."""
 
 _FILE_VERSION = "brain.Event:2"
+_WRITER_MODULE = "tensorboard.summary.writer.event_file_writer"
 _MASK_DELTA = 0xA282EAD8  # TFRecord's masked CRC: rotate right by 15 bits, then add this
-_file_numbers = itertools.count()
 
 
 def require_tensorboard() -> Any:
@@ -101,6 +102,39 @@ def require_tensorboard() -> Any:
             f"Writing TensorBoard logs needs the tensorboard package: {INSTALL_HINT}"
         ) from None
     return event_pb2, summary_pb2, hparams_summary
+
+
+def _new_event_file(event_pb2: Any, directory: Path) -> Path:
+    """Create an event file in ``directory``, named and opened as the package does; its path.
+
+    The file starts with the record of the event file format's version. Where
+    another library has replaced the package's `EventFileWriter` to learn of
+    new event files (W&B's ``sync_tensorboard`` does), the file is created
+    through that writer, so that it follows the directory. The name holds the
+    time in nanoseconds (TensorBoard reads the files of a directory in the
+    order of their names) and a random suffix, so that no link can wait for it.
+    """
+    suffix = f".{secrets.token_hex(8)}"
+    files = sys.modules.get(_WRITER_MODULE)  # a library that hooks it has imported it
+    try:
+        if files is not None and files.EventFileWriter.__module__ != _WRITER_MODULE:
+            files.EventFileWriter(str(directory), filename_suffix=suffix).close()
+            (path,) = directory.glob(f"events.out.tfevents.*{suffix}")
+            if path.is_symlink() or not path.is_file():
+                raise RunWriteError(f"Refusing the event file {path}: not a regular file.")
+            return path
+        now = time.time_ns()  # TensorBoard reads a directory's files in the order of their names
+        name = f"events.out.tfevents.{now // 10**9:010d}.{socket.gethostname()}.{now:020d}{suffix}"
+        path = directory / name
+        version = event_pb2.Event(wall_time=time.time(), file_version=_FILE_VERSION)
+        record = np.frombuffer(version.SerializeToString(), dtype=np.uint8)[None, :]
+        descriptor = open_run_file(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(frame_records(record).tobytes())
+    except OSError as error:
+        reason = error.strerror or " ".join(str(error).split())
+        raise RunWriteError(f"Cannot create an event file in {directory}: {reason}.") from None
+    return path
 
 
 def run_log_dir(root: str | os.PathLike, name: str, *, resume: bool = False) -> Path:
@@ -329,16 +363,13 @@ class TensorBoardWriter:
         self._event_pb2, self._summary_pb2, hparams_summary = require_tensorboard()
         self.log_dir = Path(log_dir)
         self.seeds = [int(seed) for seed in seeds]
-        name = (
-            f"events.out.tfevents.{int(time.time()):010d}.{socket.gethostname()}."
-            f"{os.getpid()}.{next(_file_numbers)}"
-        )
-        self.paths = [self.log_dir / f"seed_{seed}" / name for seed in self.seeds]
-        for path in self.paths:
-            make_run_dir(path.parent)
-            if path.parent.is_symlink():
-                raise RunWriteError(f"Refusing to write through the symbolic link {path.parent}.")
-        self._created = False
+        directories = [self.log_dir / f"seed_{seed}" for seed in self.seeds]
+        for directory in directories:
+            make_run_dir(directory)
+            if directory.is_symlink():
+                raise RunWriteError(f"Refusing to write through the symbolic link {directory}.")
+        fresh = [not any(directory.glob("events.out.tfevents.*")) for directory in directories]
+        self.paths = [_new_event_file(self._event_pb2, directory) for directory in directories]
         self._pending: list[NDArray[np.uint8]] = []  # framed rows (B, length), one per episode
         self._templates: dict[tuple[str, ...], tuple[Any, NDArray[np.int64]]] = {}
         self._last_flush = time.monotonic()
@@ -347,11 +378,10 @@ class TensorBoardWriter:
         self._diagnostics_episode = 0
         event = self._event_pb2.Event
         now = time.time()
-        first = event(wall_time=now, file_version=_FILE_VERSION).SerializeToString()
         opening = []
-        for seed, path in zip(self.seeds, self.paths, strict=True):
-            records = [first]
-            if not any(path.parent.glob("events.out.tfevents.*")):
+        for seed, first in zip(self.seeds, fresh, strict=True):
+            records = []
+            if first:
                 hparams = {**hparams_of(effective), "seed": seed}
                 summary = hparams_summary.hparams_pb(
                     hparams, trial_id=self.log_dir.name, start_time_secs=now
@@ -474,7 +504,7 @@ class TensorBoardWriter:
             Naming the file and the OS error (a full disk, say).
         """
         self._write_diagnostics()
-        flags = os.O_WRONLY | os.O_APPEND | (os.O_CREAT | os.O_EXCL if not self._created else 0)
+        flags = os.O_WRONLY | os.O_APPEND
         pending = np.concatenate(self._pending, axis=1) if self._pending else None
         self._pending = []
         for i, path in enumerate(self.paths):
@@ -492,7 +522,7 @@ class TensorBoardWriter:
                 raise RunWriteError(
                     f"Cannot write the TensorBoard events {path}: {reason}."
                 ) from None
-        self._created, self._opening = True, None
+        self._opening = None
         self._last_flush = time.monotonic()
 
     def close(self) -> None:

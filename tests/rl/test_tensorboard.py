@@ -198,3 +198,24 @@ def test_a_sweep_logs_every_configuration_under_its_name(tmp_path, capsys):
     assert sorted(p.name for p in logs.iterdir()) == [f"{name}_1" for name in names]
     for name in names:
         _assert_events_equal_metrics(logs / f"{name}_1", out / name / "metrics.csv", [0, 1])
+
+
+def test_a_hooked_event_file_writer_learns_of_every_seed_directory(tmp_path, monkeypatch):
+    from tensorboard.summary.writer import event_file_writer as files
+
+    seen = []
+
+    class Hooked(files.EventFileWriter):  # as W&B's sync_tensorboard replaces it
+        def __init__(self, logdir, *args, **kwargs):
+            seen.append(logdir)
+            super().__init__(logdir, *args, **kwargs)
+
+    monkeypatch.setattr(files, "EventFileWriter", Hooked)
+    writer = board.TensorBoardWriter(tmp_path / "run_1", [5, 6], {"env": "cartpole"})
+    returns, lengths, no_greedy = np.array([1.5, -2.0]), np.array([3, 4]), np.full(2, np.nan)
+    writer.write(1, returns, lengths, no_greedy, agent_steps=7, diagnostics=dict)
+    writer.close()
+    assert seen == [str(tmp_path / "run_1" / "seed_5"), str(tmp_path / "run_1" / "seed_6")]
+    _, scalars = _scalars(tmp_path / "run_1" / "seed_6")
+    assert scalars["rollout/return"] == ([1], [-2.0])
+    assert scalars["rollout/length"] == ([1], [4.0])
