@@ -72,13 +72,13 @@ def main(argv: list[str] | None = None) -> None:
         f"CartPole, B = {args.seeds}, {args.episodes} episodes, median of {args.repeat} "
         "alternated runs:"
     )
-    print(f"{'agent':8s} {'with s':>8s} {'without s':>10s} {'ratio':>7s} {'events MiB':>11s}")
+    print(f"{'agent':8s} {'with s':>8s} {'without s':>10s} {'ratio':>7s} {'events KiB':>11s}")
     with tempfile.TemporaryDirectory(prefix="bench-tensorboard-") as directory:
         for agent in args.agents:
             with_writer, without, size = measure(agent, args, Path(directory))
             print(
-                f"{agent:8s} {with_writer:8.2f} {without:10.2f} {with_writer / without:7.3f} "
-                f"{size / 2**20:11.2f}"
+                f"{agent:8s} {with_writer:8.3f} {without:10.3f} {with_writer / without:7.3f} "
+                f"{size / 2**10:11.1f}"
             )
 
 

@@ -59,7 +59,7 @@ from rl.agents.tensor_agent import TensorAgent
 from rl.agents.visits import DenseVisits, VisitTable
 from rl.jit import kernel
 from rl.runs.config import ConfigError
-from rl.runs.rundir import RunWriteError, make_run_dir, open_run_file
+from rl.runs.rundir import RunWriteError, make_run_dir, open_run_file, refuse_link
 from tensorq.schedule import StepSchedule
 from tensorq.validation import as_numpy
 
@@ -116,12 +116,11 @@ def _new_event_file(event_pb2: Any, directory: Path) -> Path:
     """
     suffix = f".{secrets.token_hex(8)}"
     files = sys.modules.get(_WRITER_MODULE)  # a library that hooks it has imported it
+    hooked = files is not None and files.EventFileWriter.__module__ != _WRITER_MODULE
     try:
-        if files is not None and files.EventFileWriter.__module__ != _WRITER_MODULE:
+        if hooked:
             files.EventFileWriter(str(directory), filename_suffix=suffix).close()
             (path,) = directory.glob(f"events.out.tfevents.*{suffix}")
-            if path.is_symlink() or not path.is_file():
-                raise RunWriteError(f"Refusing the event file {path}: not a regular file.")
             return path
         now = time.time_ns()  # TensorBoard reads a directory's files in the order of their names
         name = f"events.out.tfevents.{now // 10**9:010d}.{socket.gethostname()}.{now:020d}{suffix}"
@@ -350,6 +349,8 @@ class TensorBoardWriter:
         If the `tensorboard` package is not installed.
     rl.runs.rundir.RunDirError
         If a directory cannot be created, or a seed's directory is a symbolic link.
+    rl.runs.rundir.RunWriteError
+        If an event file cannot be created.
     """
 
     def __init__(
@@ -365,9 +366,8 @@ class TensorBoardWriter:
         self.seeds = [int(seed) for seed in seeds]
         directories = [self.log_dir / f"seed_{seed}" for seed in self.seeds]
         for directory in directories:
+            refuse_link(directory)
             make_run_dir(directory)
-            if directory.is_symlink():
-                raise RunWriteError(f"Refusing to write through the symbolic link {directory}.")
         fresh = [not any(directory.glob("events.out.tfevents.*")) for directory in directories]
         self.paths = [_new_event_file(self._event_pb2, directory) for directory in directories]
         self._pending: list[NDArray[np.uint8]] = []  # framed rows (B, length), one per episode

@@ -19,6 +19,7 @@ from rl.runs import tensorboard as board  # noqa: E402
 from rl.runs import training  # noqa: E402
 from rl.runs.config import ConfigError  # noqa: E402
 from rl.runs.metrics import read_metrics  # noqa: E402
+from rl.runs.rundir import RunDirError  # noqa: E402
 
 TEQL_RUN = ["--env", "cartpole", "--agent", "teql", "--reading", "stable", "--seeds", "3"]
 
@@ -163,7 +164,7 @@ def test_a_seed_directory_that_is_a_link_is_refused(tmp_path):
     (tmp_path / "elsewhere").mkdir()
     (tmp_path / "run_1").mkdir()
     os.symlink(tmp_path / "elsewhere", tmp_path / "run_1" / "seed_0")
-    with pytest.raises(OSError, match="symbolic link"):
+    with pytest.raises(RunDirError, match="seed_0: it is a symbolic link"):
         board.TensorBoardWriter(tmp_path / "run_1", [0], {"env": "cartpole"})
     assert not list((tmp_path / "elsewhere").iterdir())
 
