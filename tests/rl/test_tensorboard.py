@@ -220,3 +220,17 @@ def test_a_hooked_event_file_writer_learns_of_every_seed_directory(tmp_path, mon
     _, scalars = _scalars(tmp_path / "run_1" / "seed_6")
     assert scalars["rollout/return"] == ([1], [-2.0])
     assert scalars["rollout/length"] == ([1], [4.0])
+
+
+@pytest.mark.parametrize("engine", ["compiled", "array"])
+def test_logging_leaves_the_run_bitwise_as_it_is(tmp_path, engine):
+    """Reading the diagnostics (a sync of the array engine's host copies) changes no result."""
+    common = ["--episodes", 8, "--eval-every", 4, "--checkpoint-every", 5]
+    common += ["--set", f'engine="{engine}"']
+    assert _train(*common, "--out", tmp_path / "plain") == 0
+    assert _train(*common, "--out", tmp_path / "logged", "--tensorboard", tmp_path / "logs") == 0
+    plain, logged = (read_metrics(tmp_path / name / "metrics.csv") for name in ("plain", "logged"))
+    for column in ("seed", "episode", "return", "length", "greedy_return"):
+        np.testing.assert_array_equal(plain[column], logged[column], err_msg=column)
+    _, scalars = _scalars(tmp_path / "logs" / "logged_1" / "seed_2")
+    assert len(scalars["train/delta_q_mean"][0]) >= 2
