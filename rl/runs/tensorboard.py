@@ -305,25 +305,42 @@ def visited_delta_mean(visits: VisitTable) -> NDArray[np.float64]:
     """Mean Delta Q(s, a) over each replica's visited entries (N(s, a) > 0), shape (B,).
 
     Delta Q as the table stores it (signed under the released reading); NaN for
-    a replica that has visited nothing.
+    a replica that has visited nothing. One compiled pass over the table's rows.
     """
     arrays = visits.arrays()
-    replicas = visits.replicas
-    if isinstance(visits, DenseVisits):
-        counts = arrays.counts.reshape(replicas, -1)
-        delta = arrays.delta.reshape(replicas, -1)
-        visited = counts > 0
-        sums = np.where(visited, delta, 0.0).sum(axis=1)
-        entries = visited.sum(axis=1)
-    else:
-        used = int(arrays.used[0])
-        visited = arrays.counts[:used] > 0
-        owner = arrays.row_keys[:used] // visits.n_states
-        row_sums = np.where(visited, arrays.delta[:used], 0.0).sum(axis=1)
-        sums = np.bincount(owner, weights=row_sums, minlength=replicas)
-        entries = np.bincount(owner, weights=visited.sum(axis=1), minlength=replicas)
+    dense = isinstance(visits, DenseVisits)
+    rows = len(arrays.counts) if dense else int(arrays.used[0])
+    sums, entries = _visited_delta_sums(
+        arrays.counts, arrays.delta, arrays.row_keys, rows, dense, visits.n_states, visits.replicas
+    )
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(entries > 0, sums / np.maximum(entries, 1), np.nan)
+
+
+@kernel
+def _visited_delta_sums(
+    counts: NDArray[np.int64],
+    delta: NDArray[np.float64],
+    row_keys: NDArray[np.int64],
+    rows: int,
+    dense: bool,
+    n_states: int,
+    replicas: int,
+) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+    """Per replica, the sum of Delta Q over visited entries and their number.
+
+    A row's key is ``replica * n_states + state``: its index in a dense table,
+    ``row_keys[row]`` in a sparse one.
+    """
+    sums = np.zeros(replicas)
+    entries = np.zeros(replicas, dtype=np.int64)
+    for row in range(rows):
+        owner = (row if dense else row_keys[row]) // n_states
+        for action in range(counts.shape[1]):
+            if counts[row, action] > 0:
+                sums[owner] += delta[row, action]
+                entries[owner] += 1
+    return sums, entries
 
 
 class TensorBoardWriter:

@@ -234,3 +234,24 @@ def test_logging_leaves_the_run_bitwise_as_it_is(tmp_path, engine):
         np.testing.assert_array_equal(plain[column], logged[column], err_msg=column)
     _, scalars = _scalars(tmp_path / "logs" / "logged_1" / "seed_2")
     assert len(scalars["train/delta_q_mean"][0]) >= 2
+
+
+@pytest.mark.parametrize("storage", ["dense", "sparse"])
+def test_mean_delta_q_is_over_each_replicas_visited_entries(storage):
+    from rl.agents.visits import make_visit_table
+
+    visits = make_visit_table(3, 7, 2, storage, compiled=False)
+    rng = np.random.default_rng(1)
+    expected = [[], [], []]
+    active = np.array([True, True, False])  # replica 2 visits nothing
+    for _ in range(12):
+        states, actions = rng.integers(0, 7, size=3), rng.integers(0, 2, size=3)
+        values = rng.normal(size=3)
+        visits.increment(states, actions, active)
+        visits.set_delta(states, actions, values, active)
+        for i in (0, 1):
+            expected[i] = [e for e in expected[i] if e[0] != (states[i], actions[i])]
+            expected[i].append(((states[i], actions[i]), values[i]))
+    means = board.visited_delta_mean(visits)
+    np.testing.assert_allclose(means[:2], [np.mean([v for _, v in e]) for e in expected[:2]])
+    assert np.isnan(means[2])
