@@ -104,10 +104,11 @@ def require_tensorboard() -> Any:
     return event_pb2, summary_pb2, hparams_summary
 
 
-def _new_event_file(event_pb2: Any, directory: Path) -> Path:
+def _new_event_file(event_pb2: Any, directory: Path, opening: bytes) -> Path:
     """Create an event file in ``directory``, named and opened as the package does; its path.
 
-    The file starts with the record of the event file format's version. Where
+    The file starts with the record of the event file format's version, then
+    ``opening`` (framed records). Where
     another library has replaced the package's `EventFileWriter` to learn of
     new event files (W&B's ``sync_tensorboard`` does), the file is created
     through that writer, so that it follows the directory. The name holds the
@@ -121,6 +122,8 @@ def _new_event_file(event_pb2: Any, directory: Path) -> Path:
         if hooked:
             files.EventFileWriter(str(directory), filename_suffix=suffix).close()
             (path,) = directory.glob(f"events.out.tfevents.*{suffix}")
+            with os.fdopen(open_run_file(path, os.O_WRONLY | os.O_APPEND), "ab") as handle:
+                handle.write(opening)
             return path
         now = time.time_ns()  # TensorBoard reads a directory's files in the order of their names
         name = f"events.out.tfevents.{now // 10**9:010d}.{socket.gethostname()}.{now:020d}{suffix}"
@@ -129,7 +132,7 @@ def _new_event_file(event_pb2: Any, directory: Path) -> Path:
         record = np.frombuffer(version.SerializeToString(), dtype=np.uint8)[None, :]
         descriptor = open_run_file(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
         with os.fdopen(descriptor, "wb") as handle:
-            handle.write(frame_records(record).tobytes())
+            handle.write(frame_records(record).tobytes() + opening)
     except OSError as error:
         reason = error.strerror or " ".join(str(error).split())
         raise RunWriteError(f"Cannot create an event file in {directory}: {reason}.") from None
@@ -386,7 +389,6 @@ class TensorBoardWriter:
             refuse_link(directory)
             make_run_dir(directory)
         fresh = [not any(directory.glob("events.out.tfevents.*")) for directory in directories]
-        self.paths = [_new_event_file(self._event_pb2, directory) for directory in directories]
         self._pending: list[NDArray[np.uint8]] = []  # framed rows (B, length), one per episode
         self._templates: dict[tuple[str, ...], tuple[Any, NDArray[np.int64]]] = {}
         self._last_flush = time.monotonic()
@@ -396,10 +398,11 @@ class TensorBoardWriter:
         event = self._event_pb2.Event
         now = time.time()
         opening = []
+        logged = hparams_of(effective)
         for seed, first in zip(self.seeds, fresh, strict=True):
             records = []
             if first:
-                hparams = {**hparams_of(effective), "seed": seed}
+                hparams = {**logged, "seed": seed}
                 summary = hparams_summary.hparams_pb(
                     hparams, trial_id=self.log_dir.name, start_time_secs=now
                 )
@@ -409,14 +412,17 @@ class TensorBoardWriter:
                 restarted = event(wall_time=now, step=resume_after + 1, session_log=restart)
                 records.append(restarted.SerializeToString())
             opening.append(records)
-        self._opening: list[bytes] | None = [
-            b"".join(
-                frame_records(np.frombuffer(record, dtype=np.uint8)[None, :])[0].tobytes()
-                for record in records
+        self.paths = [
+            _new_event_file(
+                self._event_pb2,
+                directory,
+                b"".join(
+                    frame_records(np.frombuffer(record, dtype=np.uint8)[None, :])[0].tobytes()
+                    for record in records
+                ),
             )
-            for records in opening
+            for directory, records in zip(directories, opening, strict=True)
         ]
-        self.flush()
 
     def write(
         self,
@@ -521,26 +527,21 @@ class TensorBoardWriter:
             Naming the file and the OS error (a full disk, say).
         """
         self._write_diagnostics()
-        flags = os.O_WRONLY | os.O_APPEND
-        pending = np.concatenate(self._pending, axis=1) if self._pending else None
+        self._last_flush = time.monotonic()
+        if not self._pending:
+            return
+        pending = np.concatenate(self._pending, axis=1)  # row i: seed i's records in order
         self._pending = []
-        for i, path in enumerate(self.paths):
-            data = b"" if pending is None else pending[i].tobytes()
-            if self._opening is not None:
-                data = self._opening[i] + data
-            if not data:
-                continue
+        for path, data in zip(self.paths, pending, strict=True):
             try:
-                descriptor = open_run_file(path, flags)
+                descriptor = open_run_file(path, os.O_WRONLY | os.O_APPEND)
                 with os.fdopen(descriptor, "ab") as handle:
-                    handle.write(data)
+                    handle.write(data.tobytes())
             except OSError as error:
                 reason = error.strerror or " ".join(str(error).split())
                 raise RunWriteError(
                     f"Cannot write the TensorBoard events {path}: {reason}."
                 ) from None
-        self._opening = None
-        self._last_flush = time.monotonic()
 
     def close(self) -> None:
         """Append what is kept in memory (`flush`)."""
