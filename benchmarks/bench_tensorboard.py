@@ -1,13 +1,14 @@
 """What streaming a run to TensorBoard costs: the same training with and without the writer.
 
 Run with ``python -m benchmarks tensorboard``. Each agent trains ``--seeds``
-replicas for ``--episodes`` episodes on CartPole (the stable reading, its
+replicas for ``--episodes`` episodes on CartPole (TEQL in the stable reading;
 checkpoints every ``--checkpoint-every`` episodes) through `rl.runs.training.run`,
 ``--repeat`` times with ``tensorboard=`` a fresh directory and as often
-without, alternated so that a change of the machine's load hits both alike.
-It prints the median wall seconds of each and their ratio (with / without),
-which should stay under 1.05 at B = 100, and the bytes of event files a run
-writes. A warm-up run of each kind goes first (compilation, imports).
+without, in pairs alternated ABBA, so that a drift of the machine's load hits
+both alike. It prints the median wall seconds of each, the median of the pairs'
+ratios (with / without), which should stay under 1.05 at B = 100, and the
+bytes of event files a run writes. A warm-up run of each kind goes first
+(compilation, imports).
 """
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ def timed_run(config: TrainConfig, tensorboard: Path | None) -> float:
         runner.close()
 
 
-def measure(agent: str, args: argparse.Namespace, work: Path) -> tuple[float, float, int]:
-    """Return (median seconds with the writer, without it, event bytes of one run)."""
+def measure(agent: str, args: argparse.Namespace, work: Path) -> tuple[float, float, float, int]:
+    """Return the median seconds with the writer and without, the median ratio, event bytes."""
     config = TrainConfig(
         env="cartpole",
         agent=agent,
@@ -51,10 +52,16 @@ def measure(agent: str, args: argparse.Namespace, work: Path) -> tuple[float, fl
     with_writer, without = [], []
     for repeat in range(args.repeat):
         log_dir = work / f"{agent}_{repeat + 1}"
-        with_writer.append(timed_run(config, log_dir))
-        without.append(timed_run(config, None))
+        if repeat % 2:  # ABBA: a drift of the machine's load cancels out of each pair of pairs
+            without.append(timed_run(config, None))
+            with_writer.append(timed_run(config, log_dir))
+        else:
+            with_writer.append(timed_run(config, log_dir))
+            without.append(timed_run(config, None))
     size = sum(path.stat().st_size for path in log_dir.rglob("*") if path.is_file())
-    return statistics.median(with_writer), statistics.median(without), size
+    ratios = [a / b for a, b in zip(with_writer, without, strict=True)]
+    median = statistics.median
+    return median(with_writer), median(without), median(ratios), size
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -75,10 +82,9 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{'agent':8s} {'with s':>8s} {'without s':>10s} {'ratio':>7s} {'events KiB':>11s}")
     with tempfile.TemporaryDirectory(prefix="bench-tensorboard-") as directory:
         for agent in args.agents:
-            with_writer, without, size = measure(agent, args, Path(directory))
+            with_writer, without, ratio, size = measure(agent, args, Path(directory))
             print(
-                f"{agent:8s} {with_writer:8.3f} {without:10.3f} {with_writer / without:7.3f} "
-                f"{size / 2**10:11.1f}"
+                f"{agent:8s} {with_writer:8.3f} {without:10.3f} {ratio:7.3f} {size / 2**10:11.1f}"
             )
 
 
