@@ -32,6 +32,7 @@ MODULES = {
     "highway": "bench_highway",
     "backends": "bench_backends",
     "metrics": "bench_metrics",
+    "tensorboard": "bench_tensorboard",
 }
 QUICK = {
     "tensorq": ["--number", "20", "--replicas", "4"],
@@ -58,6 +59,7 @@ QUICK = {
     "highway": ["--batches", "1", "2", "--reference-steps", "2", "--seconds", "0.01"],
     "backends": ["--replicas", "1", "4", "--seconds", "0.2", "--engines", "compiled", "pytorch"],
     "metrics": ["--seeds", "3", "--episodes", "40", "--repeat", "1"],
+    "tensorboard": ["--seeds", "3", "--episodes", "6", "--checkpoint-every", "3", "--repeat", "1"],
 }
 WRITES_JSON = ("step", "backends")
 

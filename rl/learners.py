@@ -139,6 +139,10 @@ class Learner:
     verbose : int, default 1
         1 prints, at construction, how an estimated reward bound was obtained
         (`rl.problems.Problem.describe_reward_bound`); 0 prints nothing.
+    tensorboard_log : path-like, optional
+        Also log training to TensorBoard, as stable-baselines3 does: the first
+        `learn` writes into ``tensorboard_log/{tb_log_name}_{n}`` (the next free
+        n), later ones continue there (`rl.runs.tensorboard`).
 
     Raises
     ------
@@ -163,6 +167,12 @@ class Learner:
     agent: ClassVar[str] = ""
     """Registered agent name of the learner (`rl.agents.registry.AGENTS`)."""
 
+    tensorboard_log: str | os.PathLike | None = None
+    """Where `learn` logs to TensorBoard (None: nowhere); may be set after `load`."""
+
+    _tensorboard_dir: Path | None = None
+    """The run's TensorBoard directory, chosen by the first `learn` that logs."""
+
     def __init__(
         self,
         env: EnvSource,
@@ -178,6 +188,7 @@ class Learner:
         out: str | os.PathLike | None = None,
         overwrite: bool = False,
         verbose: int = 1,
+        tensorboard_log: str | os.PathLike | None = None,
     ) -> None:
         from rl.runs.training import build
 
@@ -209,6 +220,7 @@ class Learner:
         self._overwrite = overwrite
         self._started = False  # whether run_dir holds this learner's run (learn resumes it)
         self._learning = False  # whether a learn is running (a callback is calling back)
+        self.tensorboard_log = tensorboard_log
         full = build_dataclass(TrainConfig, effective, "the learner's config")
         self._model = LoadedRun(run_dir, full, runner.problem, runner.agent, 0)
         self._reset_counters()
@@ -318,8 +330,9 @@ class Learner:
             Count `num_timesteps` from 0 in this call, as stable-baselines3 does
             (training continues either way); False counts on.
         tb_log_name : str, optional
-            Name of the TensorBoard run (stable-baselines3's); default the
-            learner's class name.
+            With ``tensorboard_log``: the name of the run's log directory
+            ``{tb_log_name}_{n}`` (stable-baselines3's; default the learner's
+            class name, ``"TEQL"``), taken by the first `learn` that logs.
 
         Returns
         -------
@@ -410,7 +423,7 @@ class Learner:
         try:
             result = run(
                 runner, config, effective, resume=resume, overwrite=self._overwrite,
-                progress=progress,
+                progress=progress, tensorboard=self._log_dir(),
             )  # fmt: skip
         except BaseException as error:
             runner.close()
@@ -513,6 +526,14 @@ class Learner:
         cap, observations raw (the learner discretizes them itself).
         """
         return self.problem.make_env()
+
+    def _log_dir(self) -> Path | None:
+        """Return the TensorBoard directory of this learner's run (the first call picks it)."""
+        from rl.runs.tensorboard import tensorboard_dir
+
+        if self._tensorboard_dir is None:
+            self._tensorboard_dir = tensorboard_dir(self.tensorboard_log, self._tb_log_name)
+        return self._tensorboard_dir
 
     def _refuse_inside_learn(self, method: str) -> None:
         """Raise RunDirError if ``learn`` is running (``method`` is called from a callback)."""

@@ -96,6 +96,7 @@ from rl.experiments.report import (
 from rl.experiments.summary import Settings, write_summary
 from rl.runs.config import ConfigError
 from rl.runs.rundir import RunDirError, os_error_line, refuse_linked_path
+from rl.runs.tensorboard import require_tensorboard
 from rl.validation import check_counts, check_directories
 from tensorq.version import add_version_option
 
@@ -413,6 +414,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="copy a configuration that DIR (an earlier --out) holds finished instead of "
         "training it (repeatable)",
     )
+    parser.add_argument(
+        "--tensorboard",
+        metavar="DIR",
+        help="also log every run that trains to TensorBoard in DIR/ENV/LINE_N",
+    )
     return add_version_option(parser)
 
 
@@ -452,6 +458,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         plan = make_plan(args)
+        if args.tensorboard:
+            require_tensorboard()
         if args.backend == "ray":
             require_ray()
     except (ValueError, ConfigError, ExecutorError) as error:
@@ -476,6 +484,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     on_done=progress,
                     progress=False,
                     plot=False,
+                    tensorboard=args.tensorboard,
                 )
         except (ConfigError, ExecutorError, RunDirError) as error:
             print(f"error: {error}", file=sys.stderr)

@@ -66,6 +66,7 @@ from rl.experiments.executor import (
 )
 from rl.runs.config import ConfigError, TrainConfig, build_dataclass, load_config_file
 from rl.runs.rundir import RunDirError, os_error_line
+from rl.runs.tensorboard import require_tensorboard
 from rl.runs.training import build
 from tensorq.version import add_version_option
 
@@ -344,6 +345,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.add_argument("--no-plot", action="store_true", help="do not draw learning curves")
+    parser.add_argument(
+        "--tensorboard",
+        metavar="DIR",
+        help="also log every run to TensorBoard in DIR/NAME_N (NAME: the run directory's name)",
+    )
     return add_version_option(parser)
 
 
@@ -374,6 +380,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.address:
             raise ExecutorError("--address needs --backend ray.")
         configs = load_sweep(args.grid_file, out, progress=not args.no_progress)
+        if args.tensorboard:
+            require_tensorboard()
     except (ConfigError, ExecutorError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -393,6 +401,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 on_start=_say_reruns,
                 progress=not args.no_progress,
                 plot=not args.no_plot,
+                tensorboard=args.tensorboard,
             )
     except (ConfigError, ExecutorError, RunDirError) as error:
         print(f"error: {error}", file=sys.stderr)

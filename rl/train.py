@@ -42,6 +42,7 @@ from rl.runs.config import (
     recorded_run_config,
 )
 from rl.runs.rundir import RunDirError, check_run_files
+from rl.runs.tensorboard import tensorboard_dir
 from rl.runs.training import (
     CHECKPOINT_FILE,
     CONFIG_FILE,
@@ -185,6 +186,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.add_argument("--no-plot", action="store_true", help="do not draw the learning curve")
+    parser.add_argument(
+        "--tensorboard",
+        metavar="DIR",
+        help="also log to TensorBoard in DIR/NAME_N/seed_S (NAME: the run directory's name; "
+        "a resumed run continues the latest NAME_N); needs the tensorboard extra",
+    )
     return add_version_option(parser)
 
 
@@ -400,6 +407,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             overwrite=args.overwrite,
             progress=update,
             handle_signals=True,
+            tensorboard=tensorboard_dir(
+                args.tensorboard, Path(config.out).name, resume=bool(args.resume)
+            ),
         )
     except (ConfigError, CheckpointError, RunDirError, FileNotFoundError) as error:
         if args.debug:

@@ -49,3 +49,13 @@ def test_metrics_benchmark_reads_the_same_table_both_ways(capsys):
     assert main(["metrics", "--quick"]) == 0
     out = capsys.readouterr().out
     assert "metrics.csv of 120 rows" in out and "same table: True" in out
+
+
+def test_tensorboard_benchmark_times_both_kinds_of_run(capsys):
+    pytest.importorskip("tensorboard")
+    assert main(["tensorboard", "--quick", "--agents", "tlr"]) == 0
+    out = capsys.readouterr().out
+    assert "B = 3, 6 episodes" in out
+    (row,) = [line.split() for line in out.splitlines() if line.startswith("tlr")]
+    with_writer, without, ratio, size = map(float, row[1:])
+    assert with_writer > 0 and without > 0 and ratio > 0 and size > 0

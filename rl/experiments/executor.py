@@ -469,6 +469,7 @@ def run_tasks(
     on_done: Callable[[TaskResult], None] | None = None,
     progress: bool = False,
     plot: bool = True,
+    tensorboard: str | os.PathLike | None = None,
 ) -> list[TaskResult]:
     """Run independent training configurations; record each one as it finishes.
 
@@ -509,6 +510,10 @@ def run_tasks(
         Show a progress bar on stderr: configurations done and failed, time left.
     plot : bool
         Draw every run's ``learning_curve.png``.
+    tensorboard : path-like, optional
+        Also log every run that trains to TensorBoard, in
+        ``tensorboard/{name}_{n}`` (`rl.runs.tensorboard`; on a Ray cluster the
+        directory must be one that the workers share).
 
     Returns
     -------
@@ -561,6 +566,7 @@ def run_tasks(
             on_done,
             progress,
             plot,
+            None if tensorboard is None else str(tensorboard),
         )
 
 
@@ -578,6 +584,7 @@ def _drive(
     on_done: Callable[[TaskResult], None] | None,
     progress: bool,
     plot: bool,
+    tensorboard: str | None,
 ) -> list[TaskResult]:
     done_before = finished(out) if resume else {}
     done_elsewhere = [(source, finished(source)) for source in reuse]
@@ -611,10 +618,12 @@ def _drive(
             )
             results[position] = copied
             continue
-        jobs.append((position, dataclasses.replace(task.config, out=str(run_dir)), str(run_dir)))
+        board = None if tensorboard is None else (tensorboard, task.name)
+        config = dataclasses.replace(task.config, out=str(run_dir))
+        jobs.append((position, config, str(run_dir), board))
     record.write()
     if on_start is not None:
-        on_start([tasks[position].name for position, _, _ in jobs], reruns)
+        on_start([tasks[job[0]].name for job in jobs], reruns)
     if not jobs:
         return list(results)
     outcomes = (

@@ -29,10 +29,15 @@ from typing import Any, NamedTuple
 from rl.runs.checkpoint import CheckpointError
 from rl.runs.config import ConfigError, TrainConfig
 from rl.runs.rundir import LOCK_FILE, RunDirError
+from rl.runs.tensorboard import run_log_dir
 from rl.runs.training import FIGURE_FILE, build, has_checkpoint, resumable_checkpoint, run
 
 RAY_INSTALL_HINT = 'Ray is not installed; install the extra with: pip install -e ".[ray]"'
 """The one line shown when ``backend="ray"`` is asked for without Ray."""
+
+
+Job = tuple[int, TrainConfig, str, "tuple[str, str] | None"]
+"""A task as the driver hands it out: position, config, run directory, TensorBoard target."""
 
 
 class ExecutorError(ValueError):
@@ -66,11 +71,17 @@ def _one_thread() -> Iterator[None]:
 
 
 def _train_into(
-    config: TrainConfig, work_dir: str, shown_out: str, plot: bool, resume: bool
+    config: TrainConfig,
+    work_dir: str,
+    shown_out: str,
+    plot: bool,
+    resume: bool,
+    tensorboard: tuple[str, str] | None = None,
 ) -> float:
     """Train ``config`` into ``work_dir``; return the run's wall time over all its segments.
 
-    ``config.json`` says ``shown_out`` is the run's home.
+    ``config.json`` says ``shown_out`` is the run's home. ``tensorboard`` is
+    (directory, run name): log there too (`rl.runs.tensorboard.run_log_dir`).
 
     With ``resume``, a checkpoint in ``work_dir`` of the same configuration is
     continued (a killed task keeps its trained episodes); one that cannot be
@@ -93,7 +104,10 @@ def _train_into(
                 print(f"{shown_out}: continuing from episode {episode}", file=sys.stderr)
                 go_on = True
         try:
-            wall = run(runner, config, effective, resume=go_on, overwrite=not go_on).wall_time
+            log_dir = None if tensorboard is None else run_log_dir(*tensorboard, resume=go_on)
+            wall = run(
+                runner, config, effective, resume=go_on, overwrite=not go_on, tensorboard=log_dir
+            ).wall_time
         finally:
             runner.close()
     if plot:
@@ -119,6 +133,7 @@ def execute_task(
     plot: bool = True,
     resume: bool = False,
     start_files: dict[str, tuple[bytes, int]] | None = None,
+    tensorboard: tuple[str, str] | None = None,
 ) -> Outcome:
     """Train one configuration and report how it went; never raises (the worker side).
 
@@ -138,6 +153,8 @@ def execute_task(
     start_files : dict, optional
         With ``collect``: the run files the driver holds (`_read_run_files`),
         written into the temporary directory first, so that ``resume`` finds them.
+    tensorboard : (str, str), optional
+        Also log to TensorBoard: the directory and the run's name (`_train_into`).
     """
     start = time.perf_counter()
     try:
@@ -150,10 +167,10 @@ def execute_task(
                     path.parent.mkdir(parents=True, exist_ok=True)
                     path.write_bytes(content)
                     path.chmod(mode)
-                wall = _train_into(config, str(work_dir), run_dir, plot, resume)
+                wall = _train_into(config, str(work_dir), run_dir, plot, resume, tensorboard)
                 files = _read_run_files(work_dir)
         else:
-            wall = _train_into(config, run_dir, run_dir, plot, resume)
+            wall = _train_into(config, run_dir, run_dir, plot, resume, tensorboard)
             files = None
     except Exception as error:  # recorded by the driver; the other tasks go on
         return Outcome(
@@ -237,11 +254,12 @@ def end_with_parent() -> Callable[[], None] | None:
 
 
 def local_outcomes(
-    jobs: Sequence[tuple[int, TrainConfig, str]], workers: int, plot: bool, resume: bool
+    jobs: Sequence[Job], workers: int, plot: bool, resume: bool
 ) -> Iterator[tuple[int, Outcome]]:
     """Yield (position, outcome) as the local pool's tasks finish.
 
-    ``jobs`` are (position, config, run directory as the driver names it);
+    ``jobs`` are (position, config, run directory as the driver names it,
+    TensorBoard directory and run name or None);
     ``resume`` continues the checkpoints found there (`execute_task`).
     Closing the generator early (the driver interrupted) terminates the
     running tasks; if the driver dies, the workers end with it
@@ -259,8 +277,8 @@ def local_outcomes(
     completed = False
     try:
         pending = {
-            pool.submit(execute_task, config, run_dir, False, plot, resume): position
-            for position, config, run_dir in jobs
+            pool.submit(execute_task, config, run_dir, False, plot, resume, None, board): position
+            for position, config, run_dir, board in jobs
         }
         for future in futures.as_completed(pending):
             position = pending[future]
@@ -313,7 +331,7 @@ def _ray_session(address: str | None, workers: int | None) -> Iterator[Any]:
 
 
 def ray_outcomes(
-    jobs: Sequence[tuple[int, TrainConfig, str]],
+    jobs: Sequence[Job],
     address: str | None,
     workers: int | None,
     plot: bool,
@@ -332,8 +350,8 @@ def ray_outcomes(
     with _ray_session(address, workers) as ray:
         remote = ray.remote(num_cpus=1)(execute_task)
         pending = {
-            remote.remote(config, run_dir, True, plot, resume, files(run_dir)): position
-            for position, config, run_dir in jobs
+            remote.remote(config, run_dir, True, plot, resume, files(run_dir), board): position
+            for position, config, run_dir, board in jobs
         }
         try:
             while pending:

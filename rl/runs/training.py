@@ -34,13 +34,6 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
-from rl.runs.config import (
-    ConfigError,
-    TrainConfig,
-    effective_config,
-    recorded_run_config,
-    resolve_settings,
-)
 from rl.loop.runner import Runner
 from rl.runs.checkpoint import (
     CHECKPOINT_NAME,
@@ -51,6 +44,13 @@ from rl.runs.checkpoint import (
     load_checkpoint,
     restore_agent,
     save_checkpoint,
+)
+from rl.runs.config import (
+    ConfigError,
+    TrainConfig,
+    effective_config,
+    recorded_run_config,
+    resolve_settings,
 )
 from rl.runs.metrics import MetricsWriter
 from rl.runs.rundir import (
@@ -64,6 +64,7 @@ from rl.runs.rundir import (
     refuse_if_locked,
     remove_stale_temporaries,
 )
+from rl.runs.tensorboard import TensorBoardWriter, agent_diagnostics
 from rl.seeding import spawn_replicas
 from rl.validation import (
     REPLICA_OVERHEAD_BYTES,
@@ -291,6 +292,7 @@ def run(
     progress: Callable[[EpisodeLog], bool | None] | None = None,
     stop_after_episode: int | None = None,
     handle_signals: bool = False,
+    tensorboard: str | os.PathLike | None = None,
 ) -> RunResult:
     """Train ``runner`` up to ``config.episodes``, writing metrics, config and checkpoints.
 
@@ -328,6 +330,10 @@ def run(
         no checkpoint is written, the last one stays and a resumed run replays
         them (``dropped=True``). A second signal raises KeyboardInterrupt at
         once (the last periodic checkpoint stays valid).
+    tensorboard : path-like, optional
+        Also write every row of ``metrics.csv`` and the agent's diagnostics as
+        TensorBoard events into this directory, one subdirectory per seed
+        (`rl.runs.tensorboard`; `rl.runs.tensorboard.run_log_dir` names it).
 
     Returns
     -------
@@ -347,6 +353,12 @@ def run(
             start, wall_base = checkpoint.episode, checkpoint.wall_time
             metrics_bytes = checkpoint.metrics_bytes
             remove_stale_temporaries(run_dir, RUN_FILES)
+        board = None
+        if tensorboard is not None:
+            resume_after = start if resume else None
+            board = TensorBoardWriter(
+                tensorboard, runner.seeds, effective, resume_after=resume_after
+            )
         atomic_write_text(run_dir / CONFIG_FILE, config_text(effective))
         writer = MetricsWriter(run_dir / METRICS_FILE, truncate_to=metrics_bytes)
     except BaseException:
@@ -372,6 +384,8 @@ def run(
             metrics_bytes = writer.flush()
         except OSError as error:
             raise failed(run_dir / METRICS_FILE, doing, error) from error
+        if board is not None:
+            board.flush()
         try:
             save_checkpoint(
                 run_dir / CHECKPOINT_FILE,
@@ -412,6 +426,12 @@ def run(
                     except OSError as error:
                         doing = f"rows of episode {episode}"
                         raise failed(run_dir / METRICS_FILE, doing, error) from error
+                    if board is not None:
+                        board.write(
+                            *result,
+                            agent_steps=runner.agent_steps,
+                            diagnostics=lambda: agent_diagnostics(runner.agent),
+                        )
                     if progress is not None and not stopped:
                         if progress(EpisodeLog(*result, now)) is False:
                             stopped = interrupted = True
@@ -424,7 +444,11 @@ def run(
                 checkpoint_at(episode)
     finally:
         with lock:  # released even if closing the metrics fails
-            writer.close()
+            try:
+                writer.close()
+            finally:
+                if board is not None:
+                    board.close()
     if dropped:
         last = start if kept is None else kept
         return RunResult(run_dir, last, True, wall(), int(runner.agent.n_params), dropped=True)

@@ -1,0 +1,257 @@
+import os
+import sys
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tensorboard")
+
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402
+from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import (  # noqa: E402
+    masked_crc32c as tensorboard_crc,
+)
+from tensorboard.plugins.hparams import metadata as hparams_metadata  # noqa: E402
+
+import rl  # noqa: E402
+from rl import sweep as sweep_cli  # noqa: E402
+from rl import train as train_cli  # noqa: E402
+from rl.runs import tensorboard as board  # noqa: E402
+from rl.runs import training  # noqa: E402
+from rl.runs.config import ConfigError  # noqa: E402
+from rl.runs.metrics import read_metrics  # noqa: E402
+from rl.runs.rundir import RunDirError  # noqa: E402
+
+TEQL_RUN = ["--env", "cartpole", "--agent", "teql", "--reading", "stable", "--seeds", "3"]
+
+
+def _train(*args):
+    return train_cli.main([*TEQL_RUN, "--no-progress", "--no-plot", *map(str, args)])
+
+
+def _scalars(seed_dir):
+    events = EventAccumulator(str(seed_dir), size_guidance={"scalars": 0})
+    events.Reload()
+    return events, {
+        tag: ([s.step for s in events.Scalars(tag)], [s.value for s in events.Scalars(tag)])
+        for tag in events.Tags()["scalars"]
+    }
+
+
+def _assert_events_equal_metrics(log_dir, metrics_csv, seeds):
+    table = read_metrics(metrics_csv)
+    for seed in seeds:
+        _, scalars = _scalars(log_dir / f"seed_{seed}")
+        rows = table["seed"] == seed
+        episodes = table["episode"][rows].tolist()
+        for tag, column in (("rollout/return", "return"), ("rollout/length", "length")):
+            steps, values = scalars[tag]
+            assert steps == episodes, tag
+            np.testing.assert_array_equal(values, table[column][rows].astype(np.float32))
+        greedy = table["greedy_return"][rows]
+        evaluated = ~np.isnan(greedy)
+        steps, values = scalars.get("eval/greedy_return", ([], []))
+        assert steps == np.asarray(episodes)[evaluated].tolist()
+        np.testing.assert_array_equal(values, greedy[evaluated].astype(np.float32))
+
+
+def test_event_files_hold_the_rows_of_metrics_csv_and_the_hparams(tmp_path):
+    out, logs = tmp_path / "teql-run", tmp_path / "logs"
+    args = ("--episodes", 25, "--eval-every", 5, "--checkpoint-every", 10)
+    assert _train(*args, "--out", out, "--tensorboard", logs) == 0
+    log_dir = logs / "teql-run_1"
+    assert sorted(p.name for p in log_dir.iterdir()) == ["seed_0", "seed_1", "seed_2"]
+    _assert_events_equal_metrics(log_dir, out / "metrics.csv", [0, 1, 2])
+    events, scalars = _scalars(log_dir / "seed_1")
+    # the fused loop plays up to each checkpoint in one call: its state is logged there
+    for name in ("step_size", "delta_q_mean", "factor_norm_0", "factor_norm_4"):
+        steps, values = scalars[f"train/{name}"]
+        assert steps == [10, 20, 25] and np.all(np.isfinite(values)), name
+    assert scalars["train/step_size"][1][0] > scalars["train/step_size"][1][-1] > 0
+    content = events.PluginTagToContent(hparams_metadata.PLUGIN_NAME)
+    start = hparams_metadata.parse_session_start_info_plugin_data(
+        content[hparams_metadata.SESSION_START_INFO_TAG]
+    )
+    assert start.group_name == "teql-run_1"
+    assert start.hparams["seed"].number_value == 1
+    assert start.hparams["agent_params.alpha0"].number_value == 0.5
+    assert start.hparams["reading"].string_value == "stable"
+    assert "out" not in start.hparams
+
+
+def test_a_resumed_run_drops_the_replayed_steps_and_equals_metrics_csv(tmp_path):
+    out, logs = tmp_path / "run", tmp_path / "logs"
+    flags = [*TEQL_RUN, "--episodes", "30", "--checkpoint-every", "10", "--out", str(out)]
+    config = train_cli.config_from_args(train_cli.build_parser().parse_args(flags))
+    runner, effective = training.build(config)
+
+    def crash(log):
+        if log.episode == 25:
+            raise RuntimeError("stop here")
+
+    log_dir = board.run_log_dir(logs, "run")
+    with pytest.raises(RuntimeError):
+        training.run(runner, config, effective, progress=crash, tensorboard=log_dir)
+    runner.close()
+    _, before = _scalars(log_dir / "seed_0")
+    assert before["rollout/return"][0][-1] == 25  # beyond the checkpoint of episode 20
+    assert _train("--resume", out, "--tensorboard", logs) == 0
+    assert sorted(p.name for p in logs.iterdir()) == ["run_1"]
+    assert len(list((log_dir / "seed_0").iterdir())) == 2
+    _assert_events_equal_metrics(log_dir, out / "metrics.csv", [0, 1, 2])
+
+
+def test_learners_log_as_stable_baselines3_names_the_directories(tmp_path):
+    logs = tmp_path / "logs"
+    options = {"seeds": 2, "checkpoint_every": 4, "eval_every": 3, "verbose": 0}
+    options["tensorboard_log"] = logs
+    model = rl.TEQL("cartpole", reading="stable", **options)
+    model.learn(episodes=4).learn(episodes=4)
+    rl.TEQL("cartpole", reading="stable", **options).learn(episodes=2, tb_log_name="short")
+    rl.TEQL("cartpole", reading="stable", **options).learn(episodes=2)
+    assert sorted(p.name for p in logs.iterdir()) == ["TEQL_1", "TEQL_2", "short_1"]
+    _assert_events_equal_metrics(logs / "TEQL_1", model.run_dir / "metrics.csv", [0, 1])
+
+
+def test_dqn_logs_its_loss_and_epsilon(tmp_path):
+    pytest.importorskip("torch")
+    logs = tmp_path / "logs"
+    model = rl.DQN("cartpole", seeds=2, verbose=0, tensorboard_log=logs)
+    model.learn(episodes=3)
+    _, scalars = _scalars(logs / "DQN_1" / "seed_1")
+    assert scalars["train/epsilon"][0] == [1, 2, 3]
+    assert np.all(np.diff(scalars["train/epsilon"][1]) < 0)  # decays with every step
+    assert "train/loss" in scalars
+
+
+def test_run_log_dirs_count_up_and_a_resume_takes_the_latest(tmp_path):
+    assert board.run_log_dir(tmp_path, "PPO") == tmp_path / "PPO_1"
+    for name in ("PPO_1", "PPO_3", "PPO_x", "PPO_10a", "PPOX_7"):
+        (tmp_path / name).mkdir()
+    assert board.run_log_dir(tmp_path, "PPO") == tmp_path / "PPO_4"
+    assert board.run_log_dir(tmp_path, "PPO", resume=True) == tmp_path / "PPO_3"
+    assert board.run_log_dir(tmp_path, "A2C", resume=True) == tmp_path / "A2C_1"
+    assert board.tensorboard_dir(None, "PPO") is None
+
+
+def test_hparams_are_flat_and_of_the_plugins_types():
+    effective = {
+        "env": "cartpole",
+        "out": "runs/x",
+        "seeds": 4,
+        "backend": None,
+        "env_options": {"state_bins": [6, 6], "low": -1.5},
+        "agent_params": {"bounded": True, "alpha0": 0.5},
+    }
+    assert board.hparams_of(effective) == {
+        "env": "cartpole",
+        "seeds": 4,
+        "env_options.state_bins": "[6, 6]",
+        "env_options.low": -1.5,
+        "agent_params.bounded": True,
+        "agent_params.alpha0": 0.5,
+    }
+
+
+def test_checksums_are_tensorboards(tmp_path):
+    rows = np.random.default_rng(0).integers(0, 256, size=(6, 53), dtype=np.uint8)
+    assert board.masked_crc32c(rows).tolist() == [tensorboard_crc(r.tobytes()) for r in rows]
+    framed = board.frame_records(rows)
+    assert framed.shape == (6, 69)
+    assert framed[2, 12:65].tobytes() == rows[2].tobytes()
+
+
+def test_a_seed_directory_that_is_a_link_is_refused(tmp_path):
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "run_1").mkdir()
+    os.symlink(tmp_path / "elsewhere", tmp_path / "run_1" / "seed_0")
+    with pytest.raises(RunDirError, match="seed_0: it is a symbolic link"):
+        board.TensorBoardWriter(tmp_path / "run_1", [0], {"env": "cartpole"})
+    assert not list((tmp_path / "elsewhere").iterdir())
+
+
+def test_without_tensorboard_the_command_says_what_to_install(tmp_path, monkeypatch, capsys):
+    for name in [name for name in sys.modules if name.split(".")[0] == "tensorboard"]:
+        monkeypatch.setitem(sys.modules, name, None)
+    monkeypatch.setitem(sys.modules, "tensorboard", None)
+    with pytest.raises(ConfigError, match=r'pip install "teql\[tensorboard\]"'):
+        board.TensorBoardWriter(tmp_path / "x_1", [0], {})
+    code = _train("--episodes", 2, "--out", tmp_path / "run", "--tensorboard", tmp_path / "logs")
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        "error: Writing TensorBoard logs needs the tensorboard package: pip install "
+        '"teql[tensorboard]"'
+    )
+    assert not (tmp_path / "logs").exists()
+
+
+def test_a_sweep_logs_every_configuration_under_its_name(tmp_path, capsys):
+    grid = tmp_path / "grid.toml"
+    grid.write_text(
+        '[base]\nenv = "cartpole"\nagent = "tlr"\nepisodes = 6\nseeds = 2\neval_every = 3\n'
+        'out = "ignored"\n\n[grid]\n"agent_params.alpha" = [0.01, 0.02]\n'
+    )
+    out, logs = tmp_path / "sweep", tmp_path / "logs"
+    command = [str(grid), "--out", str(out), "--workers", "2", "--no-progress", "--no-plot"]
+    assert sweep_cli.main([*command, "--tensorboard", str(logs)]) == 0
+    names = sorted(p.name for p in out.iterdir() if p.is_dir())
+    assert len(names) == 2
+    assert sorted(p.name for p in logs.iterdir()) == [f"{name}_1" for name in names]
+    for name in names:
+        _assert_events_equal_metrics(logs / f"{name}_1", out / name / "metrics.csv", [0, 1])
+
+
+def test_a_hooked_event_file_writer_learns_of_every_seed_directory(tmp_path, monkeypatch):
+    from tensorboard.summary.writer import event_file_writer as files
+
+    seen = []
+
+    class Hooked(files.EventFileWriter):  # as W&B's sync_tensorboard replaces it
+        def __init__(self, logdir, *args, **kwargs):
+            seen.append(logdir)
+            super().__init__(logdir, *args, **kwargs)
+
+    monkeypatch.setattr(files, "EventFileWriter", Hooked)
+    writer = board.TensorBoardWriter(tmp_path / "run_1", [5, 6], {"env": "cartpole"})
+    returns, lengths, no_greedy = np.array([1.5, -2.0]), np.array([3, 4]), np.full(2, np.nan)
+    writer.write(1, returns, lengths, no_greedy, agent_steps=7, diagnostics=dict)
+    writer.close()
+    assert seen == [str(tmp_path / "run_1" / "seed_5"), str(tmp_path / "run_1" / "seed_6")]
+    _, scalars = _scalars(tmp_path / "run_1" / "seed_6")
+    assert scalars["rollout/return"] == ([1], [-2.0])
+    assert scalars["rollout/length"] == ([1], [4.0])
+
+
+@pytest.mark.parametrize("engine", ["compiled", "array"])
+def test_logging_leaves_the_run_bitwise_as_it_is(tmp_path, engine):
+    """Reading the diagnostics (a sync of the array engine's host copies) changes no result."""
+    common = ["--episodes", 8, "--eval-every", 4, "--checkpoint-every", 5]
+    common += ["--set", f'engine="{engine}"']
+    assert _train(*common, "--out", tmp_path / "plain") == 0
+    assert _train(*common, "--out", tmp_path / "logged", "--tensorboard", tmp_path / "logs") == 0
+    plain, logged = (read_metrics(tmp_path / name / "metrics.csv") for name in ("plain", "logged"))
+    for column in ("seed", "episode", "return", "length", "greedy_return"):
+        np.testing.assert_array_equal(plain[column], logged[column], err_msg=column)
+    _, scalars = _scalars(tmp_path / "logs" / "logged_1" / "seed_2")
+    assert len(scalars["train/delta_q_mean"][0]) >= 2
+
+
+@pytest.mark.parametrize("storage", ["dense", "sparse"])
+def test_mean_delta_q_is_over_each_replicas_visited_entries(storage):
+    from rl.agents.visits import make_visit_table
+
+    visits = make_visit_table(3, 7, 2, storage, compiled=False)
+    rng = np.random.default_rng(1)
+    expected = [[], [], []]
+    active = np.array([True, True, False])  # replica 2 visits nothing
+    for _ in range(12):
+        states, actions = rng.integers(0, 7, size=3), rng.integers(0, 2, size=3)
+        values = rng.normal(size=3)
+        visits.increment(states, actions, active)
+        visits.set_delta(states, actions, values, active)
+        for i in (0, 1):
+            expected[i] = [e for e in expected[i] if e[0] != (states[i], actions[i])]
+            expected[i].append(((states[i], actions[i]), values[i]))
+    means = board.visited_delta_mean(visits)
+    np.testing.assert_allclose(means[:2], [np.mean([v for _, v in e]) for e in expected[:2]])
+    assert np.isnan(means[2])
