@@ -78,12 +78,14 @@ from rl.experiments.parts import (
     read_parts,
 )
 from rl.experiments.workers import cpu_workers
+from rl.runs.config import ConfigError
 from rl.runs.rundir import (
     RunLock,
     atomic_write_text,
     make_run_dir,
     os_error_line,
 )
+from rl.runs.tensorboard import require_tensorboard
 from rl.validation import check_counts, check_directories
 from tensorq.version import add_version_option
 
@@ -169,6 +171,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="with --plan: a task that an index.csv under DIR records done costs its measured "
         "wall time (repeatable)",
+    )
+    parser.add_argument(
+        "--tensorboard",
+        metavar="DIR",
+        help="also log every run that trains to TensorBoard, in DIR/READING/NAME-ENV/",
     )
     return add_version_option(parser)
 
@@ -313,6 +320,8 @@ def parts(
                 continue
             part = f"{reading}/{name}-{env}"
             argv = [name, "--env", env, "--reading", reading, "--out", str(out / part), *common]
+            if args.tensorboard:
+                argv += ["--tensorboard", str(Path(args.tensorboard) / part)]
             if keys:
                 argv += ["--agents", ",".join(keys)]
             episodes = experiment(name).episodes(env, settings.scale)
@@ -416,13 +425,15 @@ def main(argv: Sequence[str], plan: Callable[[Sequence[str]], list[tuple[str, fl
         out = Path(args.out) if args.out else default_out(settings)
         if args.measured and not args.plan:
             raise ValueError("--measured needs --plan.")
+        if args.tensorboard and not args.plan:
+            require_tensorboard()
         if args.plan:
             return _print_plan(args, settings, out, plan)
         if args.report_only and not (out / MANIFEST).is_file():
             raise ValueError(f"{out} holds no {MANIFEST}; nothing to report.")
         make_run_dir(out)
         lock = RunLock.acquire(out)
-    except (ValueError, ExecutorError) as error:
+    except (ValueError, ConfigError, ExecutorError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     except OSError as error:

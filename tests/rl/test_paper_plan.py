@@ -241,3 +241,17 @@ def test_bad_measured_is_one_line(
     assert main(["paper", "--scale", "paper", *extra]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_tensorboard_gives_each_training_part_a_log_directory_of_its_own(tmp_path: Path) -> None:
+    args = whole.build_parser().parse_args(
+        ["--episodes-scale", "0.01", "--seeds", "2", "--tensorboard", str(tmp_path / "tb")]
+    )
+    settings = whole.settings_from(args)
+    found = whole.parts(settings, args, tmp_path / "out", lambda argv: [])
+    training = [part for part in found if part.training]
+    assert training
+    for part in training:
+        argv = list(part.argv)
+        assert argv[argv.index("--tensorboard") + 1] == str(tmp_path / "tb" / part.name)
+    assert all("--tensorboard" not in part.argv for part in found if not part.training)
