@@ -30,6 +30,7 @@ MODULES = {
     "highway": "bench_highway",
     "backends": "bench_backends",
     "metrics": "bench_metrics",
+    "against": "bench_against",
 }
 QUICK = {
     "tensorq": ["--number", "20", "--replicas", "4"],
@@ -56,8 +57,19 @@ QUICK = {
     "highway": ["--batches", "1", "2", "--reference-steps", "2", "--seconds", "0.01"],
     "backends": ["--replicas", "1", "4", "--seconds", "0.2", "--engines", "compiled", "pytorch"],
     "metrics": ["--seeds", "3", "--episodes", "40", "--repeat", "1"],
+    "against": [
+        "HEAD",
+        "--agents",
+        "teql-released",
+        "--replicas",
+        "2",
+        "--episodes",
+        "1",
+        "--repeat",
+        "1",
+    ],
 }
-WRITES_JSON = ("step", "backends")
+WRITES_JSON = ("step", "backends", "against")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -49,3 +49,10 @@ def test_metrics_benchmark_reads_the_same_table_both_ways(capsys):
     assert main(["metrics", "--quick"]) == 0
     out = capsys.readouterr().out
     assert "metrics.csv of 120 rows" in out and "same table: True" in out
+
+
+def test_against_names_a_revision_it_cannot_check_out(capsys):
+    with pytest.raises(SystemExit) as refused:
+        main(["against", "--rev", "no-such-revision"])
+    assert refused.value.code == 2
+    assert "cannot check out 'no-such-revision'" in capsys.readouterr().err
