@@ -3,7 +3,7 @@
 ``python -m benchmarks against --rev REV`` checks REV out into a temporary ``git
 worktree`` and times, for TEQL (the paper's update with I_max = 1, and the
 released reading) and TLR on CartPole through the fused runner, microseconds
-per agent-step in both trees: each row in its own subprocess whose
+per agent-step (CPU time of the process) in both trees: each row in its own subprocess whose
 ``PYTHONPATH`` is that tree, the two trees alternated ``--repeat`` times, each
 against the plain-loop yardstick (`benchmarks.plain_loop`) measured in the same
 process. It prints per row the best time of each tree, its ratio to the

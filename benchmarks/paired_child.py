@@ -76,10 +76,10 @@ def main() -> None:
         played = runner.agent_steps
         if counter is not None:
             counter.counting_on()
-        start = time.perf_counter()
+        start = time.process_time()
         for _ in runner.episodes(1, 1 + args.episodes):
             pass
-        seconds = time.perf_counter() - start
+        seconds = time.process_time() - start
         if counter is not None:
             counter.counting_off()
     steps = runner.agent_steps - played
