@@ -3,13 +3,14 @@
 ``python -m benchmarks against --rev REV`` checks REV out into a temporary ``git
 worktree`` and times, for TEQL (the paper's update with I_max = 1, and the
 released reading) and TLR on CartPole through the fused runner, microseconds
-per agent-step (CPU time of the process) in both trees: each row in its own subprocess whose
-``PYTHONPATH`` is that tree, the two trees alternated ``--repeat`` times, each
-against the plain-loop yardstick (`benchmarks.plain_loop`) measured in the same
-process. It prints per row the best time of each tree, its ratio to the
-yardstick, and new / old of those ratios (below 1: the working tree is slower).
+per agent-step (CPU time of the process) in both trees: each row in its own
+subprocess whose ``PYTHONPATH`` is that tree, the two trees alternated
+``--repeat`` times, each against the plain-loop yardstick
+(`benchmarks.plain_loop`, on the same clock) measured in the same process. It
+prints per row the best time of each tree, its ratio to the yardstick, and
+new / old of those ratios (below 1: the working tree is slower).
 
-On a loaded machine wall-clock times are noisy; ``--instructions`` also counts
+On a loaded machine times are noisy; ``--instructions`` also counts
 the instructions of the same fixed episodes in both trees under Callgrind
 (``valgrind`` and a C compiler with ``valgrind/callgrind.h`` needed), which load
 does not change: new / old of instructions per agent-step is the steadier

@@ -201,11 +201,11 @@ def action_values(factors, offsets, dims, n_state, b, state, weights, out):
 
 
 @njit(cache=True)
-def _n_actions(settings):
+def _n_actions(dims, n_state):
     """Return |A|, the product of the action modes."""
     n_actions = 1
-    for n in range(settings.n_state, settings.dims.shape[0]):
-        n_actions *= settings.dims[n]
+    for n in range(n_state, dims.shape[0]):
+        n_actions *= dims[n]
     return n_actions
 
 
@@ -247,7 +247,7 @@ def act(agent, generators, settings, table, states, active, greedy, actions):
         settings.high,
     )
     c, unit = settings.c, settings.bonus_unit
-    n_actions = _n_actions(settings)
+    n_actions = _n_actions(dims, n_state)
     weights = np.empty(factors.shape[2])
     values = np.empty(n_actions)
     scores = np.empty(n_actions)
@@ -295,47 +295,34 @@ def act_entry(agent, generators, settings, table, states, active, greedy, action
 
 
 @njit(cache=True)
-def td_targets(agent, settings, batch):
-    """Write TD targets r + gamma max_a' Q(s', a') (r at termination) to ``agent.targets``.
+def td_targets(factors, offsets, dims, n_state, gamma, rewards, next_states, terminated, active,
+               out):  # fmt: skip
+    """Write TD targets r + gamma max_a' Q(s', a') (r at termination) to ``out`` (B,).
 
-    Active replicas only. Returns the first active replica whose target is
-    not finite, or -1.
+    ``factors`` is `AgentArrays.factors`, ``offsets`` to ``gamma`` the `Settings`
+    fields and ``rewards`` to ``active`` the `rl.agents.base.Transitions` fields
+    of those names (passed one by one, see `action_values`). Active replicas
+    only. Returns the first active replica whose target is not finite, or -1.
     """
-    factors, offsets, dims, n_state = (
-        agent.factors,
-        settings.offsets,
-        settings.dims,
-        settings.n_state,
-    )
     weights = np.empty(factors.shape[2])
-    values = np.empty(_n_actions(settings))
-    rewards, active, out = batch.rewards, batch.active, agent.targets
+    values = np.empty(_n_actions(dims, n_state))
     for b in range(rewards.shape[0]):
         if not active[b]:
             continue
         bootstrap = 0.0
-        if not batch.terminated[b]:
-            action_values(factors, offsets, dims, n_state, b, batch.next_states[b], weights, values)
+        if not terminated[b]:
+            action_values(factors, offsets, dims, n_state, b, next_states[b], weights, values)
             bootstrap = values[0]
             for a in range(values.shape[0]):
                 if np.isnan(values[a]) or values[a] > bootstrap:
                     bootstrap = values[a]
                     if np.isnan(bootstrap):
                         break
-        out[b] = rewards[b] + settings.gamma * bootstrap
+        out[b] = rewards[b] + gamma * bootstrap
     for b in range(rewards.shape[0]):
         if active[b] and not np.isfinite(out[b]):
             return b
     return -1
-
-
-@njit(cache=True)
-def _entry_index(batch, b, n_state, index):
-    """Write replica ``b``'s (state, action) index vector into ``index``."""
-    for n in range(n_state):
-        index[n] = batch.states[b, n]
-    for n in range(n_state, index.shape[0]):
-        index[n] = batch.actions[b, n - n_state]
 
 
 @njit(cache=True)
@@ -350,24 +337,36 @@ def observe(agent, settings, rule, table, batch):
     step, epsilon = max(epsilon * decay, epsilon_min). Returns -1, or the first
     active replica whose target is not finite (then nothing has changed).
     """
-    bad = td_targets(agent, settings, batch)
-    if bad >= 0:
-        return bad
     factors, offsets, dims, n_state = (
         agent.factors,
         settings.offsets,
         settings.dims,
         settings.n_state,
     )
+    states, actions, terminated, active = (
+        batch.states,
+        batch.actions,
+        batch.terminated,
+        batch.active,
+    )
+    bad = td_targets(
+        factors, offsets, dims, n_state, settings.gamma, batch.rewards, batch.next_states,
+        terminated, active, agent.targets,
+    )  # fmt: skip
+    if bad >= 0:
+        return bad
     n_modes, rank = dims.shape[0], factors.shape[2]
     rows = np.empty((n_modes, rank))
     scratch = np.empty((2 * n_modes + 2, rank))  # see tensorq._compiled
     index = np.empty(n_modes, dtype=np.int64)
     count_before = settings.count_before_update
-    for b in range(batch.states.shape[0]):
-        if not batch.active[b]:
+    for b in range(states.shape[0]):
+        if not active[b]:
             continue
-        _entry_index(batch, b, n_state, index)
+        for n in range(n_state):  # the entry's index vector (state, action)
+            index[n] = states[b, n]
+        for n in range(n_state, n_modes):
+            index[n] = actions[b, n - n_state]
         key = b * settings.n_states + _ravel(index, dims, 0, n_state)
         action = _ravel(index[n_state:], dims, n_state, n_modes)
         count = 0
@@ -396,7 +395,7 @@ def observe(agent, settings, rule, table, batch):
             if not count_before:
                 table.counts[row, action] += 1
         agent.steps[b] += 1
-        if not batch.terminated[b]:
+        if not terminated[b]:
             decayed = agent.epsilon[b] * settings.epsilon_decay
             agent.epsilon[b] = max(decayed, settings.epsilon_min)
         agent.before[b] = before

@@ -140,24 +140,23 @@ def _reset_slot(b, episode, k, env, states):
 
 
 @njit(cache=True)
-def _why_stop(work, slots, table, taken, budget, n_events):
-    """Set the step's masks; return why `run_steps` must return before it (-1: go on)."""
-    replicas = work.states.shape[0]
+def _why_stop(running, ints, greedy, training, room, taken, budget):
+    """Set the step's masks; return why `run_steps` must return before it (-1: go on).
+
+    ``room`` is `GROW`, `EVENTS_FULL` or -1 (room for the step's events and
+    visits). Arrays come one by one, not in their named tuples: each array of
+    a tuple passed to a function costs a reference-count update per call.
+    """
     any_running = False
-    for b in range(replicas):
-        running = slots.running[b]
-        work.greedy[b] = running and slots.ints[b, EVAL_INDEX] >= 0
-        work.training[b] = running and slots.ints[b, EVAL_INDEX] < 0
-        any_running = any_running or running
+    for b in range(running.shape[0]):
+        greedy[b] = running[b] and ints[b, EVAL_INDEX] >= 0
+        training[b] = running[b] and ints[b, EVAL_INDEX] < 0
+        any_running = any_running or running[b]
     if not any_running:
         return DONE
     if taken >= budget:
         return BUDGET
-    if n_events + replicas > slots.event_ints.shape[0]:
-        return EVENTS_FULL
-    if table.keys.shape[0] > 0 and table.used[0] + replicas > table.row_keys.shape[0]:
-        return GROW
-    return -1
+    return room
 
 
 @njit(cache=True)
@@ -173,13 +172,20 @@ def run_steps(agent, generators, settings, rule, table, env, slots, work, stop, 
     replicas = work.states.shape[0]
     states, actions, rewards, running = work.states, work.actions, work.rewards, slots.running
     draws = Draws(agent.drawn_mask, agent.drawn)
+    event_rows, used, row_capacity = slots.event_ints.shape[0], table.used, table.row_keys.shape[0]
+    hashed = table.keys.shape[0] > 0  # a dense table never needs room
     taken, n_events = 0, 0
     for b in range(replicas):
         if slots.needs_reset[b]:
             _reset_slot(b, slots.ints[b, EPISODE], slots.ints[b, EVAL_INDEX], env, states)
             slots.needs_reset[b] = False
     while True:
-        status = _why_stop(work, slots, table, taken, budget, n_events)
+        room = -1
+        if n_events + replicas > event_rows:
+            room = EVENTS_FULL
+        elif hashed and used[0] + replicas > row_capacity:
+            room = GROW
+        status = _why_stop(running, slots.ints, work.greedy, work.training, room, taken, budget)
         if status >= 0:
             return status, taken, n_events, -1
         _kernels.act(agent, generators, settings, table, states, running, work.greedy, actions)
