@@ -172,6 +172,7 @@ def run_steps(agent, generators, settings, rule, table, env, slots, work, stop, 
     replicas = work.states.shape[0]
     states, actions, rewards, running = work.states, work.actions, work.rewards, slots.running
     draws = Draws(agent.drawn_mask, agent.drawn)
+    batch = Transitions(states, actions, rewards, work.next_states, work.terminated, work.training)
     event_rows, used, row_capacity = slots.event_ints.shape[0], table.used, table.row_keys.shape[0]
     hashed = table.keys.shape[0] > 0  # a dense table never needs room
     taken, n_events = 0, 0
@@ -201,9 +202,6 @@ def run_steps(agent, generators, settings, rule, table, env, slots, work, stop, 
             work.ended[b] = work.terminated[b] or work.truncated[b]
             taken += running[b]
         if any_training:
-            batch = Transitions(
-                states, actions, rewards, work.next_states, work.terminated, work.training
-            )
             bad = _kernels.observe(agent, settings, rule, table, batch)
             if bad >= 0:
                 return DIVERGED, taken, n_events, bad
