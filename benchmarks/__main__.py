@@ -33,6 +33,7 @@ MODULES = {
     "backends": "bench_backends",
     "metrics": "bench_metrics",
     "tensorboard": "bench_tensorboard",
+    "against": "bench_against",
 }
 QUICK = {
     "tensorq": ["--number", "20", "--replicas", "4"],
@@ -60,8 +61,20 @@ QUICK = {
     "backends": ["--replicas", "1", "4", "--seconds", "0.2", "--engines", "compiled", "pytorch"],
     "metrics": ["--seeds", "3", "--episodes", "40", "--repeat", "1"],
     "tensorboard": ["--seeds", "3", "--episodes", "6", "--checkpoint-every", "3", "--repeat", "1"],
+    "against": [
+        "--rev",
+        "HEAD",
+        "--agents",
+        "teql-released",
+        "--replicas",
+        "2",
+        "--episodes",
+        "1",
+        "--repeat",
+        "1",
+    ],
 }
-WRITES_JSON = ("step", "backends")
+WRITES_JSON = ("step", "backends", "against")
 
 
 def build_parser() -> argparse.ArgumentParser:

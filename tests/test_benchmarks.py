@@ -59,3 +59,10 @@ def test_tensorboard_benchmark_times_both_kinds_of_run(capsys):
     (row,) = [line.split() for line in out.splitlines() if line.startswith("tlr")]
     with_writer, without, ratio, size = map(float, row[1:])
     assert with_writer > 0 and without > 0 and ratio > 0 and size > 0
+
+
+def test_against_names_a_revision_it_cannot_check_out(capsys):
+    with pytest.raises(SystemExit) as refused:
+        main(["against", "--rev", "no-such-revision"])
+    assert refused.value.code == 2
+    assert "cannot check out 'no-such-revision'" in capsys.readouterr().err

@@ -161,13 +161,15 @@ def _ravel(index, dims, first, last):
 
 
 @njit(cache=True)
-def action_values(factors, settings, b, state, weights, out):
+def action_values(factors, offsets, dims, n_state, b, state, weights, out):
     """Q_b(s, a) for every joint action a (C order), written to ``out``.
 
+    ``offsets``, ``dims`` and ``n_state`` are the `Settings` fields of those
+    names, passed one by one: a named tuple of arrays passed to a function called
+    once per replica costs a reference-count update per array and call.
     ``weights`` (R,) receives the product of the state modes' rows; each value
     is then sum_r weights[r] prod_k F_k[b, a_k, r] over the action modes k.
     """
-    offsets, dims, n_state = settings.offsets, settings.dims, settings.n_state
     rank = factors.shape[2]
     n_modes = dims.shape[0]
     for r in range(rank):
@@ -199,40 +201,15 @@ def action_values(factors, settings, b, state, weights, out):
 
 
 @njit(cache=True)
-def _n_actions(settings):
+def _n_actions(dims, n_state):
     """Return |A|, the product of the action modes."""
     n_actions = 1
-    for n in range(settings.n_state, settings.dims.shape[0]):
-        n_actions *= settings.dims[n]
+    for n in range(n_state, dims.shape[0]):
+        n_actions *= dims[n]
     return n_actions
 
 
 # ---------------------------------------------------------------- choosing actions
-
-
-@njit(cache=True)
-def _explore_one(agent, generator, settings, table, b, state, values, scores):
-    """Replica ``b``'s exploratory flat action from its action ``values`` (`act`)."""
-    dims, n_state = settings.dims, settings.n_state
-    epsilon, continuous = agent.epsilon[b], settings.continuous
-    low, high, drawn = settings.low, settings.high, agent.drawn[b]
-    if settings.explore == EPSILON_GREEDY:
-        if continuous:
-            flat, agent.drawn_mask[b] = epsilon_continuous(
-                values, epsilon, generator, dims, n_state, low, high, drawn
-            )
-            return flat
-        return epsilon_greedy(values, epsilon, generator)
-    key = b * settings.n_states + _ravel(state, dims, 0, n_state)
-    euge_scores(values, table, key, settings.c, settings.bonus_unit, scores)
-    if settings.explore == EUGE:
-        return argmax_random_ties(scores, generator)
-    if continuous:
-        flat, agent.drawn_mask[b] = epsilon_continuous(
-            scores, epsilon, generator, dims, n_state, low, high, drawn
-        )
-        return flat
-    return epsilon_greedy(scores, epsilon, generator)
 
 
 @njit(cache=True)
@@ -248,23 +225,58 @@ def act(agent, generators, settings, table, states, active, greedy, actions):
     ``numba.typed.List`` of the replicas' exploration generators
     (`rl.agents._explore_compiled.typed_generators`), kept out of `AgentArrays`:
     a typed list inside a tuple makes every call from Python a thousand times
-    slower.
+    slower. The named tuples' fields are read once, before the loop over the
+    replicas (see `action_values`).
     """
-    dims, n_state = settings.dims, settings.n_state
-    n_actions = _n_actions(settings)
-    weights = np.empty(agent.factors.shape[2])
+    factors, epsilon, drawn, drawn_mask = (
+        agent.factors,
+        agent.epsilon,
+        agent.drawn,
+        agent.drawn_mask,
+    )
+    offsets, dims, n_state, n_states = (
+        settings.offsets,
+        settings.dims,
+        settings.n_state,
+        settings.n_states,
+    )
+    explore, continuous, low, high = (
+        settings.explore,
+        settings.continuous,
+        settings.low,
+        settings.high,
+    )
+    c, unit = settings.c, settings.bonus_unit
+    n_actions = _n_actions(dims, n_state)
+    weights = np.empty(factors.shape[2])
     values = np.empty(n_actions)
     scores = np.empty(n_actions)
     for b in range(states.shape[0]):
-        agent.drawn_mask[b] = False
+        drawn_mask[b] = False
         if not active[b]:
             actions[b, :] = 0
             continue
-        action_values(agent.factors, settings, b, states[b], weights, values)
+        action_values(factors, offsets, dims, n_state, b, states[b], weights, values)
         if greedy[b]:
             flat = first_argmax(values)
+        elif explore == EPSILON_GREEDY:
+            if continuous:
+                flat, drawn_mask[b] = epsilon_continuous(
+                    values, epsilon[b], generators[b], dims, n_state, low, high, drawn[b]
+                )
+            else:
+                flat = epsilon_greedy(values, epsilon[b], generators[b])
         else:
-            flat = _explore_one(agent, generators[b], settings, table, b, states[b], values, scores)
+            key = b * n_states + _ravel(states[b], dims, 0, n_state)
+            euge_scores(values, table, key, c, unit, scores)
+            if explore == EUGE:
+                flat = argmax_random_ties(scores, generators[b])
+            elif continuous:
+                flat, drawn_mask[b] = epsilon_continuous(
+                    scores, epsilon[b], generators[b], dims, n_state, low, high, drawn[b]
+                )
+            else:
+                flat = epsilon_greedy(scores, epsilon[b], generators[b])
         for n in range(dims.shape[0] - 1, n_state - 1, -1):
             actions[b, n - n_state] = flat % dims[n]
             flat //= dims[n]
@@ -283,41 +295,34 @@ def act_entry(agent, generators, settings, table, states, active, greedy, action
 
 
 @njit(cache=True)
-def td_targets(agent, settings, batch):
-    """Write TD targets r + gamma max_a' Q(s', a') (r at termination) to ``agent.targets``.
+def td_targets(factors, offsets, dims, n_state, gamma, rewards, next_states, terminated, active,
+               out):  # fmt: skip
+    """Write TD targets r + gamma max_a' Q(s', a') (r at termination) to ``out`` (B,).
 
-    Active replicas only. Returns the first active replica whose target is
-    not finite, or -1.
+    ``factors`` is `AgentArrays.factors`, ``offsets`` to ``gamma`` the `Settings`
+    fields and ``rewards`` to ``active`` the `rl.agents.base.Transitions` fields
+    of those names (passed one by one, see `action_values`). Active replicas
+    only. Returns the first active replica whose target is not finite, or -1.
     """
-    weights = np.empty(agent.factors.shape[2])
-    values = np.empty(_n_actions(settings))
-    rewards, active, out = batch.rewards, batch.active, agent.targets
+    weights = np.empty(factors.shape[2])
+    values = np.empty(_n_actions(dims, n_state))
     for b in range(rewards.shape[0]):
         if not active[b]:
             continue
         bootstrap = 0.0
-        if not batch.terminated[b]:
-            action_values(agent.factors, settings, b, batch.next_states[b], weights, values)
+        if not terminated[b]:
+            action_values(factors, offsets, dims, n_state, b, next_states[b], weights, values)
             bootstrap = values[0]
             for a in range(values.shape[0]):
                 if np.isnan(values[a]) or values[a] > bootstrap:
                     bootstrap = values[a]
                     if np.isnan(bootstrap):
                         break
-        out[b] = rewards[b] + settings.gamma * bootstrap
+        out[b] = rewards[b] + gamma * bootstrap
     for b in range(rewards.shape[0]):
         if active[b] and not np.isfinite(out[b]):
             return b
     return -1
-
-
-@njit(cache=True)
-def _entry_index(batch, b, n_state, index):
-    """Write replica ``b``'s (state, action) index vector into ``index``."""
-    for n in range(n_state):
-        index[n] = batch.states[b, n]
-    for n in range(n_state, index.shape[0]):
-        index[n] = batch.actions[b, n - n_state]
 
 
 @njit(cache=True)
@@ -332,24 +337,36 @@ def observe(agent, settings, rule, table, batch):
     step, epsilon = max(epsilon * decay, epsilon_min). Returns -1, or the first
     active replica whose target is not finite (then nothing has changed).
     """
-    bad = td_targets(agent, settings, batch)
-    if bad >= 0:
-        return bad
     factors, offsets, dims, n_state = (
         agent.factors,
         settings.offsets,
         settings.dims,
         settings.n_state,
     )
+    states, actions, terminated, active = (
+        batch.states,
+        batch.actions,
+        batch.terminated,
+        batch.active,
+    )
+    bad = td_targets(
+        factors, offsets, dims, n_state, settings.gamma, batch.rewards, batch.next_states,
+        terminated, active, agent.targets,
+    )  # fmt: skip
+    if bad >= 0:
+        return bad
     n_modes, rank = dims.shape[0], factors.shape[2]
     rows = np.empty((n_modes, rank))
     scratch = np.empty((2 * n_modes + 2, rank))  # see tensorq._compiled
     index = np.empty(n_modes, dtype=np.int64)
     count_before = settings.count_before_update
-    for b in range(batch.states.shape[0]):
-        if not batch.active[b]:
+    for b in range(states.shape[0]):
+        if not active[b]:
             continue
-        _entry_index(batch, b, n_state, index)
+        for n in range(n_state):  # the entry's index vector (state, action)
+            index[n] = states[b, n]
+        for n in range(n_state, n_modes):
+            index[n] = actions[b, n - n_state]
         key = b * settings.n_states + _ravel(index, dims, 0, n_state)
         action = _ravel(index[n_state:], dims, n_state, n_modes)
         count = 0
@@ -378,7 +395,7 @@ def observe(agent, settings, rule, table, batch):
             if not count_before:
                 table.counts[row, action] += 1
         agent.steps[b] += 1
-        if not batch.terminated[b]:
+        if not terminated[b]:
             decayed = agent.epsilon[b] * settings.epsilon_decay
             agent.epsilon[b] = max(decayed, settings.epsilon_min)
         agent.before[b] = before

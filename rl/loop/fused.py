@@ -113,6 +113,7 @@ class StepArrays(NamedTuple):
     next_states: NDArray[np.int64]
     rewards: NDArray[np.float64]
     terminated: NDArray[np.bool_]
+    truncated: NDArray[np.bool_]
     ended: NDArray[np.bool_]
     training: NDArray[np.bool_]
     greedy: NDArray[np.bool_]
@@ -139,46 +140,23 @@ def _reset_slot(b, episode, k, env, states):
 
 
 @njit(cache=True)
-def _env_step(b, env, agent, actions, next_states):
-    """Step replica ``b``'s copy; returns (reward, terminated, truncated, all finite)."""
-    obs, grid, bins = env.sim.obs, env.states, env.actions
-    if agent.drawn_mask[b]:
-        a = agent.drawn[b, 0]
-    elif env.discrete_actions:
-        a = float(actions[b, 0])
-    else:
-        a = bin_value(actions[b, 0], bins.low[0], bins.high[0], bins.width[0], bins.last[0],
-                      bins.centre)  # fmt: skip
-    reward, terminated = step_copy(env.sim, b, a)
-    finite = math.isfinite(reward)
-    for j in range(obs.shape[1]):
-        finite = finite and math.isfinite(obs[b, j])
-        next_states[b, j] = bin_index(obs[b, j], grid.low[j], grid.scale[j], grid.last[j],
-                                      grid.centre)  # fmt: skip
-    env.elapsed[b] += 1
-    truncated = env.sim.max_steps >= 0 and env.elapsed[b] >= env.sim.max_steps
-    return reward, terminated, truncated, finite
+def _why_stop(running, ints, greedy, training, room, taken, budget):
+    """Set the step's masks; return why `run_steps` must return before it (-1: go on).
 
-
-@njit(cache=True)
-def _why_stop(work, slots, table, taken, budget, n_events):
-    """Set the step's masks; return why `run_steps` must return before it (-1: go on)."""
-    replicas = work.states.shape[0]
+    ``room`` is `GROW`, `EVENTS_FULL` or -1 (room for the step's events and
+    visits). Arrays come one by one, not in their named tuples: each array of
+    a tuple passed to a function costs a reference-count update per call.
+    """
     any_running = False
-    for b in range(replicas):
-        running = slots.running[b]
-        work.greedy[b] = running and slots.ints[b, EVAL_INDEX] >= 0
-        work.training[b] = running and slots.ints[b, EVAL_INDEX] < 0
-        any_running = any_running or running
+    for b in range(running.shape[0]):
+        greedy[b] = running[b] and ints[b, EVAL_INDEX] >= 0
+        training[b] = running[b] and ints[b, EVAL_INDEX] < 0
+        any_running = any_running or running[b]
     if not any_running:
         return DONE
     if taken >= budget:
         return BUDGET
-    if n_events + replicas > slots.event_ints.shape[0]:
-        return EVENTS_FULL
-    if table.keys.shape[0] > 0 and table.used[0] + replicas > table.row_keys.shape[0]:
-        return GROW
-    return -1
+    return room
 
 
 @njit(cache=True)
@@ -193,34 +171,37 @@ def run_steps(agent, generators, settings, rule, table, env, slots, work, stop, 
     """
     replicas = work.states.shape[0]
     states, actions, rewards, running = work.states, work.actions, work.rewards, slots.running
+    draws = Draws(agent.drawn_mask, agent.drawn)
+    batch = Transitions(states, actions, rewards, work.next_states, work.terminated, work.training)
+    event_rows, used, row_capacity = slots.event_ints.shape[0], table.used, table.row_keys.shape[0]
+    hashed = table.keys.shape[0] > 0  # a dense table never needs room
     taken, n_events = 0, 0
     for b in range(replicas):
         if slots.needs_reset[b]:
             _reset_slot(b, slots.ints[b, EPISODE], slots.ints[b, EVAL_INDEX], env, states)
             slots.needs_reset[b] = False
     while True:
-        status = _why_stop(work, slots, table, taken, budget, n_events)
+        room = -1
+        if n_events + replicas > event_rows:
+            room = EVENTS_FULL
+        elif hashed and used[0] + replicas > row_capacity:
+            room = GROW
+        status = _why_stop(running, slots.ints, work.greedy, work.training, room, taken, budget)
         if status >= 0:
             return status, taken, n_events, -1
         _kernels.act(agent, generators, settings, table, states, running, work.greedy, actions)
+        bad = step_envs(
+            env, draws, actions, running, work.next_states, rewards, work.terminated,
+            work.truncated,
+        )  # fmt: skip
+        if bad >= 0:
+            return NOT_FINITE, taken, n_events, bad
         any_training = False
         for b in range(replicas):
-            work.ended[b] = False
             any_training = any_training or work.training[b]
-            if not running[b]:
-                continue
-            reward, work.terminated[b], truncated, finite = _env_step(
-                b, env, agent, actions, work.next_states
-            )
-            rewards[b] = reward
-            if not finite:
-                return NOT_FINITE, taken, n_events, b
-            work.ended[b] = work.terminated[b] or truncated
-            taken += 1
+            work.ended[b] = work.terminated[b] or work.truncated[b]
+            taken += running[b]
         if any_training:
-            batch = Transitions(
-                states, actions, rewards, work.next_states, work.terminated, work.training
-            )
             bad = _kernels.observe(agent, settings, rule, table, batch)
             if bad >= 0:
                 return DIVERGED, taken, n_events, bad
@@ -275,7 +256,7 @@ def env_arrays(runner: Runner) -> EnvArrays:
 
 
 class Draws(NamedTuple):
-    """An agent's continuous draws (`rl.agents.base.ContinuousActions`) as `_env_step` reads them.
+    """An agent's continuous draws (`rl.agents.base.ContinuousActions`) as `step_envs` reads them.
 
     Attributes
     ----------
@@ -296,14 +277,36 @@ def step_envs(env, draws, actions, running, next_states, rewards, terminated, tr
     ``draws`` is a `Draws`; ``actions`` (B, 1) the agent's action indices. The
     outputs (B, ...) are written for the running copies; the others get reward
     0, both flags False and their ``next_states`` row unchanged. Returns the
-    first replica whose reward or observation is not finite, or -1.
+    first replica whose reward or observation is not finite, or -1 (its reward is
+    written, the copies after it are not stepped).
+
+    The named tuples' fields are read once, before the loop over the copies: a
+    named tuple of arrays passed to a function called once per copy costs a
+    reference-count update per array and call, more than the step of CartPole.
     """
+    sim, obs, elapsed, max_steps = env.sim, env.sim.obs, env.elapsed, env.sim.max_steps
+    grid, bins, discrete = env.states, env.actions, env.discrete_actions
+    low, scale, last, centre = grid.low, grid.scale, grid.last, grid.centre
+    drawn_mask, drawn = draws.drawn_mask, draws.drawn
     for b in range(running.shape[0]):
         rewards[b], terminated[b], truncated[b] = 0.0, False, False
         if not running[b]:
             continue
-        reward, ends, cut, finite = _env_step(b, env, draws, actions, next_states)
-        rewards[b], terminated[b], truncated[b] = reward, ends, cut
+        if drawn_mask[b]:
+            a = drawn[b, 0]
+        elif discrete:
+            a = float(actions[b, 0])
+        else:
+            a = bin_value(actions[b, 0], bins.low[0], bins.high[0], bins.width[0], bins.last[0],
+                          bins.centre)  # fmt: skip
+        reward, terminated[b] = step_copy(sim, b, a)
+        rewards[b] = reward
+        finite = math.isfinite(reward)
+        for j in range(obs.shape[1]):
+            finite = finite and math.isfinite(obs[b, j])
+            next_states[b, j] = bin_index(obs[b, j], low[j], scale[j], last[j], centre)
+        elapsed[b] += 1
+        truncated[b] = max_steps >= 0 and elapsed[b] >= max_steps
         if not finite:
             return b
     return -1
@@ -334,16 +337,17 @@ class FusedLoop:
         """Rows of the event buffer (`run_steps` keeps B free before each lockstep step)."""
         self.env = env_arrays(runner)
         n_state, n_modes = len(runner.problem.state_dims), len(runner.problem.shape)
-        flags = [np.zeros(replicas, dtype=bool) for _ in range(4)]
+        flags = [np.zeros(replicas, dtype=bool) for _ in range(5)]
         self.work = StepArrays(
             states=np.zeros((replicas, n_state), dtype=np.int64),
             actions=np.zeros((replicas, n_modes - n_state), dtype=np.int64),
             next_states=np.zeros((replicas, n_state), dtype=np.int64),
             rewards=np.zeros(replicas),  # read back to name a non-finite reward
             terminated=flags[0],
-            ended=flags[1],
-            training=flags[2],
-            greedy=flags[3],
+            truncated=flags[1],
+            ended=flags[2],
+            training=flags[3],
+            greedy=flags[4],
         )
         self.needs_reset = np.zeros(replicas, dtype=bool)
         self._segment: Segment | None = None
