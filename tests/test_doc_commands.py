@@ -163,8 +163,20 @@ def parse_with_main(module_name: str, argv: list[str]) -> None:
             module.main(argv)
 
 
+def check_readings(args: list[str]) -> None:
+    """Check every ``--reading`` and ``--readings`` value names a reading (parsers take any)."""
+    from rl.agents.readings import READINGS
+
+    known = {name for readings in READINGS.values() for name in readings}
+    for flag, value in zip(args, args[1:], strict=False):
+        if flag in ("--reading", "--readings"):
+            unknown = set(value.split(",")) - known
+            assert not unknown, f"{flag} {value}: no reading {sorted(unknown)}; there are {known}"
+
+
 def check_python_module(module_name: str, args: list[str]) -> None:
     """Parse ``python -m module_name args`` with that command's own parser."""
+    check_readings(args)
     if module_name == "pytest":
         return
     if module_name == "rl.reproduce" and args[:1] == ["paper"]:
