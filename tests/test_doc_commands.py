@@ -48,7 +48,7 @@ FENCE = re.compile(r"^\s*(`{3,}|~{3,})\s*([\w+-]*)")
 SHELL_LANGUAGES = {"bash", "console", "shell", ""}
 STARTS = ("python -m ", ".venv/bin/python -m ", "bin/", "teql-", "bash ")
 INLINE = re.compile(r"`((?:\.venv/bin/)?python -m [^`]+)`")
-SEPARATORS = {"&&", "||", ";", "|"}
+SEPARATORS = {"&&", "||", ";"}
 
 #: Placeholders the pages use on purpose, and the valid value each stands for here.
 PLACEHOLDERS = {
@@ -116,25 +116,39 @@ def page_commands(page: Path) -> Iterator[tuple[int, str, bool]]:
 
 
 def simple_commands(command: str) -> list[list[str]]:
-    """Split a shell line into its simple commands, synopsis brackets and alternatives resolved."""
-    tokens = shlex.split(command, comments=True)
+    """Split a shell line into its simple commands, each synopsis alternative a command."""
     commands: list[list[str]] = [[]]
-    for token in tokens:
+    for token in shlex.split(command, comments=True):
         if token in SEPARATORS:
             commands.append([])
             continue
         if "=" not in token and "," not in token:
             token = token.replace("[", "").replace("]", "")
-        if "|" in token and not token.startswith("{"):
-            token = token.split("|")[0]
         if token and token != "...":
             commands[-1].append(PLACEHOLDERS.get(token, token))
-    # A synopsis's "A | B" alternatives are not a pipe: keep the command with A.
-    kept = [commands[0]]
-    for part in commands[1:]:
-        if part and not part[0].startswith("-"):
-            kept.append(part)
-    return [part for part in kept if part]
+    return [words for part in commands if part for words in alternatives(part)]
+
+
+def alternatives(words: list[str]) -> list[list[str]]:
+    """Every alternative of a synopsis: ``--a X | --b Y``, ``--a X | Y`` and ``--a X|Y``."""
+    if "|" in words:
+        cut = words.index("|")
+        first, rest = words[:cut], words[cut + 1 :]
+        if rest and rest[0].startswith("-"):
+            after = 3 if first[1:2] == ["-m"] else 1  # past "python -m MODULE"
+            flags = next(i for i in range(after, len(first)) if first[i].startswith("-"))
+            second = first[:flags] + rest
+        else:
+            second = first[:-1] + rest
+        return alternatives(first) + alternatives(second)
+    for index, word in enumerate(words):
+        if "|" in word and not word.startswith("{"):
+            return [
+                variant
+                for choice in word.split("|")
+                for variant in alternatives([*words[:index], choice, *words[index + 1 :]])
+            ]
+    return [words]
 
 
 def cases() -> list[pytest.param]:
@@ -220,6 +234,8 @@ def test_command_on_page_parses(argv: list[str], written: str, inline: bool) -> 
                 assert program in scripts, f"no entry point {program} in pyproject.toml"
                 module_name = scripts[program].split(":")[0]
                 check_python_module(module_name, argv[1:])
+            else:
+                pytest.fail(f"{written!r}: {program} is not a command this test knows")
     except SystemExit as stop:
         if stop.code not in (0, None):
             message = errors.getvalue().strip().splitlines()
