@@ -13,9 +13,12 @@ commands must name a file of the repository, ``teql-`` commands an entry point
 of ``pyproject.toml``.
 
 A synopsis (``[--center]``, ``paper|released|stable``, ``A | B``) is parsed
-with its optional parts in and its first alternative, and the placeholders the
-pages use on purpose (`PLACEHOLDERS`) stand for valid values. An inline span
-that only names a command (no arguments) is checked to name one.
+with its optional parts in, once for each alternative, and the placeholders the
+pages use on purpose (`PLACEHOLDERS`) stand for valid values. A ``--reading``
+must name a reading and an ``--agent`` an agent (the parsers take any string).
+A benchmark's own flags are parsed by its module's ``main``, stopped right after
+parsing. An inline span that only names a command (no arguments) is checked to
+name one.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import importlib.util
 import io
 import re
 import shlex
@@ -70,14 +74,21 @@ PLACEHOLDERS = {
     "R": "1.0",
 }
 
-#: ``python -m MODULE`` of a command and the module holding its ``build_parser()``.
-PARSER_MODULES = {
-    "rl.tune": "rl.tune.cli",
-    "analysis.rank": "analysis.rank.cli",
-    "analysis.bounds": "analysis.bounds.cli",
-    "analysis.lowrank_suite": "analysis.lowrank_suite.cli",
-    "analysis.formats": "analysis.formats.cli",
-}
+
+def reference_commands() -> dict[tuple[str, ...], str]:
+    """``python -m`` words of each command of the CLI reference, and its parser's module.
+
+    Read from ``docs/hooks.py`` (``COMMANDS``), which generates the reference.
+    """
+    spec = importlib.util.spec_from_file_location("docs_hooks", ROOT / "docs" / "hooks.py")
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    return {
+        tuple(line.removeprefix("python -m ").split()): module for line, module, _ in hooks.COMMANDS
+    }
+
+
+REFERENCE = reference_commands()
 
 
 class Parsed(Exception):
@@ -177,25 +188,31 @@ def parse_with_main(module_name: str, argv: list[str]) -> None:
             module.main(argv)
 
 
-def check_readings(args: list[str]) -> None:
-    """Check every ``--reading`` and ``--readings`` value names a reading (parsers take any)."""
+def check_names(args: list[str]) -> None:
+    """Check every ``--reading`` and ``--agent`` value names one (the parsers take any string)."""
     from rl.agents.readings import READINGS
 
-    known = {name for readings in READINGS.values() for name in readings}
+    known = {
+        "--reading": {name for readings in READINGS.values() for name in readings},
+        "--agent": {*READINGS, "teql-released"},
+    }
+    known["--readings"] = known["--reading"]
     for flag, value in zip(args, args[1:], strict=False):
-        if flag in ("--reading", "--readings"):
-            unknown = set(value.split(",")) - known
-            assert not unknown, f"{flag} {value}: no reading {sorted(unknown)}; there are {known}"
+        if flag in known:
+            unknown = set(value.split(",")) - known[flag]
+            assert not unknown, f"{flag} {value}: no {sorted(unknown)}; there are {known[flag]}"
 
 
 def check_python_module(module_name: str, args: list[str]) -> None:
     """Parse ``python -m module_name args`` with that command's own parser."""
-    check_readings(args)
+    check_names(args)
     if module_name == "pytest":
         return
-    if module_name == "rl.reproduce" and args[:1] == ["paper"]:
-        module_name, args = "rl.experiments.whole", args[1:]
-    if module_name == "benchmarks":
+    if (module_name, *args[:1]) in REFERENCE:  # a sub-command with a parser of its own
+        module_name, args = REFERENCE[(module_name, *args[:1])], args[1:]
+    else:
+        module_name = REFERENCE.get((module_name,), module_name)
+    if module_name == "benchmarks.__main__":
         from benchmarks.__main__ import MODULES, build_parser
 
         names, extra = build_parser().parse_known_args(args)
@@ -205,7 +222,7 @@ def check_python_module(module_name: str, args: list[str]) -> None:
             assert len(names.names) == 1, f"flags {extra} need exactly one benchmark"
             parse_with_main(f"benchmarks.{MODULES[names.names[0]]}", extra)
         return
-    module = importlib.import_module(PARSER_MODULES.get(module_name, module_name))
+    module = importlib.import_module(module_name)
     if not hasattr(module, "build_parser"):
         parse_with_main(module.__name__, args)
         return
@@ -222,7 +239,7 @@ def test_command_on_page_parses(argv: list[str], written: str, inline: bool) -> 
             if program in ("python", ".venv/bin/python"):
                 assert argv[1] == "-m", f"not a python -m command: {written}"
                 if inline and len(argv) == 3:
-                    importlib.import_module(PARSER_MODULES.get(argv[2], argv[2]))
+                    importlib.import_module(REFERENCE.get((argv[2],), argv[2]))
                     return
                 check_python_module(argv[2], argv[3:])
             elif program == "bash":
