@@ -34,6 +34,11 @@ from rl.runs.documents import DocumentError, parse_json, parse_toml, tomllib
 from rl.seeding import MAX_SEED
 from rl.validation import check_int
 
+MAX_COUNT = 2**62
+"""The largest episode count a configuration takes (``episodes``, ``eval_every``,
+``eval_episodes``, ``checkpoint_every``): the compiled loops count episodes in int64, and
+a sum of two counts must not overflow."""
+
 
 class ConfigError(ValueError):
     """A configuration value is unknown, of the wrong type or impossible."""
@@ -91,10 +96,10 @@ class TrainConfig:
         bounds = {
             "seeds": (1, None),
             "seed": (0, None),
-            "episodes": (1, None),
-            "eval_every": (0, None),
-            "eval_episodes": (1, None),
-            "checkpoint_every": (1, None),
+            "episodes": (1, MAX_COUNT),
+            "eval_every": (0, MAX_COUNT),
+            "eval_episodes": (1, MAX_COUNT),
+            "checkpoint_every": (1, MAX_COUNT),
         }
         for name, (low, high) in bounds.items():
             try:

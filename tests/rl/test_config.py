@@ -375,3 +375,25 @@ def test_huge_sizes_are_config_errors_checked_up_front(values, key):
 def _agent_config(config):
     """The effective agent config of ``config`` (`rl.runs.config.resolve_settings`)."""
     return resolve_settings(config, build_problem=False).agent
+
+
+@pytest.mark.parametrize("name", ["episodes", "eval_every", "eval_episodes", "checkpoint_every"])
+def test_episode_counts_past_the_int64_loops_are_refused(name: str) -> None:
+    TrainConfig(env="cartpole", agent="tlr", out="x", **{name: 2**62})  # the largest
+    with pytest.raises(ConfigError, match=rf"'{name}' parameter must be an int in \[\d, {2**62}\]"):
+        TrainConfig(env="cartpole", agent="tlr", out="x", **{name: 10**23})
+
+
+def test_the_training_command_and_a_learner_refuse_an_endless_budget_in_one_line(
+    tmp_path, capsys
+) -> None:
+    import rl
+    from rl.train import main as train_main
+
+    argv = ["--env", "cartpole", "--agent", "tlr", "--episodes", "1", "--out", str(tmp_path / "r")]
+    assert train_main([*argv, "--eval-every", str(10**23)]) == 2
+    assert "'eval_every' parameter must be an int in" in capsys.readouterr().err
+    model = rl.Tabular("FrozenLake-v1", seeds=1, verbose=0)
+    with pytest.raises(ConfigError, match="'episodes' parameter must be an int in"):
+        model.learn(episodes=10**30)
+    assert model.episodes_done == 0
