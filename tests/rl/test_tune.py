@@ -162,7 +162,10 @@ def test_a_trial_trains_the_drawn_values_and_a_pruned_one_stops_at_its_evaluatio
     more = "[params.max_inner]\ntype = 'categorical'\nchoices = [1, 2]\n"
     more += "[params.alpha0]\ntype = 'float'\nlow = 0.2\nhigh = 1.0\nstep = 0.2\n"
     search = Search(base, tuple(read_space(_space(tmp_path, SPACE + more))), 1, window=10)
-    study = optuna.create_study(pruner=optuna.pruners.ThresholdPruner(lower=1e9))
+    study = optuna.create_study(  # a seeded draw: the test is the same on every run
+        sampler=optuna.samplers.RandomSampler(seed=0),
+        pruner=optuna.pruners.ThresholdPruner(lower=1e9),
+    )
     trial = study.ask()
     with pytest.raises(optuna.TrialPruned):
         run_trial(trial, search, tmp_path / "trial")
