@@ -33,13 +33,18 @@ stderr).
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
 
 import numpy as np
 
-from analysis.rank.cli import OneLineParser, UsageError, check_gamma, prepare_out, write_csv
-from rl.runs.rundir import RunDirError
+from analysis.rank.cli import (
+    OneLineParser,
+    UsageError,
+    check_gamma,
+    prepare_out,
+    run_command,
+    write_csv,
+)
 from tensorq.version import add_version_option
 
 
@@ -276,19 +281,12 @@ def run_report(args: argparse.Namespace) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``python -m analysis.bounds``; return the exit code (0 done, 2 bad input)."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        lines = run_report(args) if args.env is not None else constants_report(args)
-    except (UsageError, RunDirError) as error:  # RunDirError: a link planted while it ran
-        print(f"{parser.prog}: error: {error}", file=sys.stderr)
-        return 2
-    except OSError as error:
-        print(f"{parser.prog}: error: cannot write to --out {args.out}: {error}", file=sys.stderr)
-        return 1
-    print("\n".join(lines))
-    return 0
+    """Run ``python -m analysis.bounds``; return the exit code (`run_command`)."""
+
+    def work(args: argparse.Namespace) -> list[str]:
+        return run_report(args) if args.env is not None else constants_report(args)
+
+    return run_command(build_parser(), argv, work)
 
 
 if __name__ == "__main__":  # pragma: no cover

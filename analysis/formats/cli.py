@@ -20,15 +20,13 @@ Exit codes: 0 done; 2 bad input (one line on stderr).
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from analysis.formats.profile import COLUMNS, format_profile, plot_format_profile
-from analysis.rank.cli import ENVS, OneLineParser, UsageError, load_tensor, parse_ranks
-from rl.runs.rundir import RunDirError
+from analysis.rank.cli import ENVS, OneLineParser, UsageError, load_tensor, parse_ranks, run_command
 from tensorq.version import add_version_option
 
 DEFAULT_RANKS = "1,2,5,10,20"
@@ -114,13 +112,5 @@ def run(args: argparse.Namespace) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; returns the exit code."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        lines = run(args)
-    except (UsageError, RunDirError) as error:
-        print(f"{parser.prog}: error: {error}", file=sys.stderr)
-        return 2
-    print("\n".join(lines))
-    return 0
+    """Entry point; returns the exit code (`analysis.rank.cli.run_command`)."""
+    return run_command(build_parser(), argv, run)

@@ -61,8 +61,8 @@ from analysis.lowrank_suite.report import (
     plot_axis,
 )
 from analysis.lowrank_suite.verdicts import VERDICT_COLUMNS, verdict_rows
-from analysis.rank.cli import OneLineParser, UsageError
-from rl.runs.rundir import RunDirError, RunLock, atomic_write_text, read_run_file, refuse_link
+from analysis.rank.cli import OneLineParser, UsageError, run_command
+from rl.runs.rundir import RunLock, atomic_write_text, read_run_file, refuse_link
 from tensorq.version import add_version_option
 
 SETTINGS_FILE = "suite.json"
@@ -321,13 +321,5 @@ def _run(args: argparse.Namespace) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; returns the exit code."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        lines = run(args)
-    except (UsageError, RunDirError) as error:
-        print(f"{parser.prog}: error: {error}", file=sys.stderr)
-        return 2
-    print("\n".join(lines))
-    return 0
+    """Entry point; returns the exit code (`analysis.rank.cli.run_command`)."""
+    return run_command(build_parser(), argv, run)

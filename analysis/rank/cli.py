@@ -36,7 +36,7 @@ import io
 import math
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -65,6 +65,31 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:  # noqa: D102
         self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def run_command(
+    parser: argparse.ArgumentParser,
+    argv: Sequence[str] | None,
+    work: Callable[[argparse.Namespace], list[str]],
+) -> int:
+    """Parse ``argv``, run ``work`` and print the lines it returns; return the exit code.
+
+    The analysis commands' one way of failing: bad input (`UsageError`) or a
+    run file that is a link (`RunDirError`, also one planted while it ran)
+    prints one line and returns 2; an ``--out`` that cannot be written prints
+    one line and returns 1.
+    """
+    args = parser.parse_args(argv)
+    try:
+        lines = work(args)
+    except (UsageError, RunDirError) as error:
+        print(f"{parser.prog}: error: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:
+        print(f"{parser.prog}: error: cannot write to --out {args.out}: {error}", file=sys.stderr)
+        return 1
+    print("\n".join(lines))
+    return 0
 
 
 def parse_ranks(text: str) -> list[int]:
@@ -366,17 +391,11 @@ def run(args: argparse.Namespace) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``python -m analysis.rank``; return the exit code (0 done, 2 bad input)."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
+    """Run ``python -m analysis.rank``; return the exit code (`run_command`)."""
+
+    def work(args: argparse.Namespace) -> list[str]:
         lines = run(args)
-    except (UsageError, RunDirError) as error:  # RunDirError: a link planted while it ran
-        print(f"{parser.prog}: error: {error}", file=sys.stderr)
-        return 2
-    except OSError as error:
-        print(f"{parser.prog}: error: cannot write to --out {args.out}: {error}", file=sys.stderr)
-        return 1
-    print("\n".join(lines))
-    print(f"wrote {Path(args.out) / 'rank_profile.csv'}, spectral.csv, rank_profile.png/.pdf")
-    return 0
+        out = Path(args.out)
+        return [*lines, f"wrote {out / 'rank_profile.csv'}, spectral.csv, rank_profile.png/.pdf"]
+
+    return run_command(build_parser(), argv, work)
