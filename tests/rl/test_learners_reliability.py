@@ -28,21 +28,13 @@ TOY = "tests.rl.toy_envs:Toy-v0"
 SECRET = b"secret: never copied\n"
 
 
-class TupleToy(toy_envs.Toy):
+class TupleToy(toy_envs.ToyObserved):
     """`toy_envs.Toy` observed as ``(Box(0, 3, (1,)) x, Discrete(4) y)``."""
 
     observation_space = spaces.Tuple((spaces.Box(0.0, 3.0, (1,), np.float32), spaces.Discrete(4)))
 
     def _observe(self, state):
         return np.array([state[0]], dtype=np.float32), int(state[1])
-
-    def reset(self, *, seed=None, options=None):
-        state, info = super().reset(seed=seed)
-        return self._observe(state), info
-
-    def step(self, action):
-        state, *rest = super().step(action)
-        return (self._observe(state), *rest)
 
 
 class ObjectToy(toy_envs.ToyBox):

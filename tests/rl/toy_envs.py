@@ -85,13 +85,11 @@ class ToyBox(gym.Env):
         return self.state.astype(np.float32), -(x**2), bool(abs(x) > 2), False, {}
 
 
-class ToyDict(Toy):
-    """`Toy` with a Dict observation ``{"x": Discrete(4), "y": Box(0, 3, (1,))}``."""
-
-    observation_space = spaces.Dict({"x": spaces.Discrete(SIZE), "y": spaces.Box(0, 3, (1,))})
+class ToyObserved(Toy):
+    """`Toy` whose observation is ``_observe(state)`` of its (x, y) state (subclasses say how)."""
 
     def _observe(self, state):
-        return {"x": int(state[0]), "y": np.array([state[1]], dtype=np.float32)}
+        raise NotImplementedError
 
     def reset(self, *, seed=None, options=None):
         state, info = super().reset(seed=seed)
@@ -100,6 +98,15 @@ class ToyDict(Toy):
     def step(self, action):
         state, *rest = super().step(action)
         return (self._observe(state), *rest)
+
+
+class ToyDict(ToyObserved):
+    """`Toy` with a Dict observation ``{"x": Discrete(4), "y": Box(0, 3, (1,))}``."""
+
+    observation_space = spaces.Dict({"x": spaces.Discrete(SIZE), "y": spaces.Box(0, 3, (1,))})
+
+    def _observe(self, state):
+        return {"x": int(state[0]), "y": np.array([state[1]], dtype=np.float32)}
 
 
 class ToyVideo(Toy):
