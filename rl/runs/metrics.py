@@ -326,8 +326,17 @@ class WindowSummary(NamedTuple):
     greedy: Summary
 
 
+SUMMARY_FRACTION = 0.1
+"""Share of the episodes in a summary's window: "the last 10% of training"."""
+
+
+def window_width(episodes: int, fraction: float = SUMMARY_FRACTION) -> int:
+    """Return the episodes in a window of ``fraction`` of ``episodes``: rounded, at least one."""
+    return max(1, int(round(fraction * episodes)))
+
+
 def milestone_summaries(
-    table: dict[str, NDArray], episodes: int | None = None, fraction: float = 0.1
+    table: dict[str, NDArray], episodes: int | None = None, fraction: float = SUMMARY_FRACTION
 ) -> list[WindowSummary]:
     """Summaries at a quarter, half and the end of training over windows of ``fraction``.
 
@@ -347,7 +356,7 @@ def milestone_summaries(
         One per distinct milestone, in increasing order.
     """
     episodes = int(table["episode"].max()) if episodes is None else episodes
-    width = max(1, int(round(fraction * episodes)))
+    width = window_width(episodes, fraction)
     milestones = sorted({max(1, episodes // 4), max(1, episodes // 2), episodes})
     evaluated = np.unique(table["episode"][~np.isnan(table["greedy_return"])])
     rows = []

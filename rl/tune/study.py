@@ -38,7 +38,7 @@ import numpy as np
 
 from rl.problems import EnvFailure
 from rl.runs.config import ConfigError, TrainConfig, to_jsonable
-from rl.runs.metrics import iqm, read_metrics, window_scores
+from rl.runs.metrics import iqm, read_metrics, window_scores, window_width
 from rl.runs.rundir import lock_holder, open_run_file
 from rl.runs.training import METRICS_FILE, EpisodeLog, build, run
 from rl.tune.space import Param, with_values
@@ -109,7 +109,8 @@ class Search:
         The ``metrics.csv`` column scored (`COLUMNS`).
     window : int, optional
         Episodes of the final window (and of the window at each pruning point);
-        default `default_window` of the episodes.
+        default the last 10% of the episodes (`rl.runs.metrics.window_width`), as
+        ``python -m rl.train``'s summary.
     direction : str
         ``maximize`` or ``minimize``.
     pruner : str
@@ -131,7 +132,7 @@ class Search:
     def __post_init__(self) -> None:
         episodes, every = self.base.episodes, self.base.eval_every
         if self.window is None:
-            object.__setattr__(self, "window", default_window(episodes))
+            object.__setattr__(self, "window", window_width(episodes))
         checks = (
             (self.n_trials >= 1, f"The 'n_trials' parameter must be >= 1. Got {self.n_trials}."),
             (self.column in COLUMNS, f"The objective column must be one of {', '.join(COLUMNS)}."),
@@ -169,11 +170,6 @@ class Search:
             "window": self.window,
             "direction": self.direction,
         }
-
-
-def default_window(episodes: int) -> int:
-    """Return the default final window: the last 10% of the episodes (at least one)."""
-    return max(1, round(0.1 * episodes))
 
 
 def window_iqm(table: dict[str, Any], column: str, first: int, last: int) -> float:
