@@ -19,7 +19,7 @@ docs/discrete-problems.md need:
 
 Run ``python -m analysis.teql_dynamics --env Taxi-v4`` (about a minute per
 1,000 Taxi episodes on one core); ``--set key=value`` (JSON values)
-overrides `rl.agents.teql.TEQLConfig` fields on top of the stable reading,
+overrides `rl.agents.tensor.teql.TEQLConfig` fields on top of the stable reading,
 ``--agent tabular`` (or ``tlr``) trains that agent instead; the factor
 measurements then are left out (TLR, or problems with several state modes).
 """
@@ -37,9 +37,9 @@ import numpy as np
 
 from rl.agents.base import Agent, Transitions
 from rl.agents.readings import reading
-from rl.agents.tabular import TabularQ, TabularQConfig
-from rl.agents.teql import TEQLAgent, TEQLConfig
-from rl.agents.tlr import TLRAgent, TLRConfig
+from rl.agents.tables.tabular import TabularQ, TabularQConfig
+from rl.agents.tensor.teql import TEQLAgent, TEQLConfig
+from rl.agents.tensor.tlr import TLRAgent, TLRConfig
 from rl.problems import Problem, make_problem
 from rl.seeding import spawn_replicas
 from tensorq.version import add_version_option

@@ -3,8 +3,8 @@
 Run with ``python -m benchmarks deep``. Three implementations of each agent:
 ``looped`` (`benchmarks.looped_deep`, the design before batching: one network,
 optimizer and buffer per replica, a Python loop over replicas), ``batched``
-(`rl.agents.dqn`, `rl.agents.sac`: every tensor stacked over the replicas;
-on the CPU they train with the compiled steps of `rl.agents._compiled_steps`)
+(`rl.agents.deep.dqn`, `rl.agents.deep.sac`: every tensor stacked over the replicas;
+on the CPU they train with the compiled steps of `rl.agents.deep._step_compiled`)
 and ``pytorch`` (the same agents training with the stacked PyTorch step
 even on the CPU, as they do on a GPU). The problem
 is CartPole-sized: 4 state components of 10 bins and 10 actions (in = 4,
@@ -59,7 +59,7 @@ def make_problem():  # noqa: ANN201 (rl.problems.Problem, imported lazily)
 def make_agent(agent: str, implementation: str, replicas: int, device: str):  # noqa: ANN201
     """Build one agent with the CartPole preset and warm-up lowered to one mini-batch."""
     from benchmarks.looped_deep import LoopedDiscreteSAC, LoopedDQN
-    from rl.agents import dqn, sac
+    from rl.agents.deep import dqn, sac
     from rl.agents.readings import reading
     from rl.seeding import replica_streams
 

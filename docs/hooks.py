@@ -87,7 +87,11 @@ API_PAGES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
         ("rl", "rl.problems", "rl.loop", "rl.runs", "rl.experiments", "rl.tune"),
         (),
     ),
-    "api/rl-agents.md": ("`rl.agents`: the agents", ("rl.agents",), ()),
+    "api/rl-agents.md": (
+        "`rl.agents`: the agents",
+        ("rl.agents", "rl.agents.tensor", "rl.agents.tables", "rl.agents.deep"),
+        (),
+    ),
     "api/rl-envs.md": ("`rl.envs`: environments", ("rl.envs",), ()),
     "api/analysis.md": (
         "`analysis`: rank, bounds, parameters",

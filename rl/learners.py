@@ -966,7 +966,7 @@ def _copy_checkpointed(source: Path, run_dir: Path, metrics_bytes: int) -> None:
 
 
 class TEQL(Learner):
-    """TEQL (Algorithms 1-3 of the paper) as a learner (`rl.agents.teql`).
+    """TEQL (Algorithms 1-3 of the paper) as a learner (`rl.agents.tensor.teql`).
 
     Readings ``stable`` (the default, `rl.agents.readings.default_reading`), ``paper``
     and ``released``.
@@ -976,7 +976,7 @@ class TEQL(Learner):
 
 
 class TLR(Learner):
-    """Tensor low-rank Q-learning as a learner (`rl.agents.tlr`).
+    """Tensor low-rank Q-learning as a learner (`rl.agents.tensor.tlr`).
 
     The released runs' settings on the paper's problems; elsewhere tabular Q-learning's
     discount and epsilon schedule (`rl.agents.readings.TLR_ELSEWHERE`).
@@ -986,25 +986,25 @@ class TLR(Learner):
 
 
 class LoRaVI(Learner):
-    """Low-rank value iteration as a learner (`rl.agents.lora_vi`)."""
+    """Low-rank value iteration as a learner (`rl.agents.tables.lora_vi`)."""
 
     agent = "lora-vi"
 
 
 class DQN(Learner):
-    """DQN (PyTorch) as a learner (`rl.agents.dqn`)."""
+    """DQN (PyTorch) as a learner (`rl.agents.deep.dqn`)."""
 
     agent = "dqn"
 
 
 class SAC(Learner):
-    """Discrete SAC (PyTorch) as a learner (`rl.agents.sac`)."""
+    """Discrete SAC (PyTorch) as a learner (`rl.agents.deep.sac`)."""
 
     agent = "sac"
 
 
 class Tabular(Learner):
-    """Tabular Q-learning as a learner (`rl.agents.tabular`)."""
+    """Tabular Q-learning as a learner (`rl.agents.tables.tabular`)."""
 
     agent = "tabular"
 

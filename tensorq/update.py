@@ -345,7 +345,7 @@ def bcd_update(
     touched otherwise): this is the hot path. The settings are checked once
     where they enter, by `StepSchedule` (the step sizes), `FactorBound` (the
     bound) and the caller's configuration (``lam``, ``eps``, ``tol``,
-    ``max_inner``, for example `rl.agents.teql.TEQLConfig`); indices, visit
+    ``max_inner``, for example `rl.agents.tensor.teql.TEQLConfig`); indices, visit
     counts and the mask must satisfy the shapes and ranges documented below.
 
     Parameters

@@ -14,7 +14,7 @@ import numpy as np
 def warm_agents() -> None:
     """The compiled tensor-agent step, through the agents' own calls (dense and sparse tables)."""
     from rl.agents.base import Transitions
-    from rl.agents.teql import TEQLAgent, TEQLConfig
+    from rl.agents.tensor.teql import TEQLAgent, TEQLConfig
     from rl.problems import make_problem
     from rl.seeding import spawn_replicas
 

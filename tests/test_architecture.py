@@ -143,8 +143,50 @@ def test_the_checks_see_a_cycle_and_an_upward_import() -> None:
     assert layer("rl.runs.b") > layer("rl.loop.a")
 
 
+#: The wings of ``rl.agents``: each imports the shared modules at the root of
+#: ``rl.agents`` and itself, never another wing, and the root imports no wing
+#: except by name (the registry's module strings and the package's lazy exports).
+WINGS = ("rl.agents.tensor", "rl.agents.deep", "rl.agents.tables")
+
+
+def wing(module: str) -> str | None:
+    return next((w for w in WINGS if module == w or module.startswith(w + ".")), None)
+
+
+def test_no_wing_of_the_agents_imports_another() -> None:
+    crossing = [
+        f"{source} -> {target}"
+        for source, targets in sorted(graph().items())
+        if wing(source)
+        for target in sorted(targets)
+        if wing(target) and wing(target) != wing(source)
+    ]
+    assert crossing == []
+
+
+def test_the_shared_agent_modules_import_no_wing() -> None:
+    shared = [
+        f"{source} -> {target}"
+        for source, targets in sorted(graph().items())
+        if source.startswith("rl.agents") and not wing(source) and source != "rl.agents"
+        for target in sorted(targets)
+        if wing(target)
+    ]
+    assert shared == []
+
+
 @pytest.mark.parametrize(
-    "package,most", [("rl", 9), ("rl.problems", 12), ("rl.loop", 12), ("rl.runs", 12)]
+    "package,most",
+    [
+        ("rl", 9),
+        ("rl.problems", 12),
+        ("rl.loop", 12),
+        ("rl.runs", 12),
+        ("rl.agents", 12),
+        ("rl.agents.tensor", 14),
+        ("rl.agents.deep", 12),
+        ("rl.agents.tables", 12),
+    ],
 )
 def test_packages_stay_small(package: str, most: int) -> None:
     """About eight modules at the root of ``rl``, a dozen at most in a subpackage."""

@@ -278,7 +278,7 @@ def record_bound_run(
     rank : int, default 5
         CP rank R (the low-rank MDP's Q* has CP rank at most 5).
     agent_params : dict, optional
-        Overrides of `rl.agents.teql.TEQLConfig` fields; ``gamma`` defaults to
+        Overrides of `rl.agents.tensor.teql.TEQLConfig` fields; ``gamma`` defaults to
         the problem's and ``bounded`` to True.
     deltas : sequence of float, optional
         Proposition 3 margins (absolute); by default `DEFAULT_DELTAS` times

@@ -1,7 +1,7 @@
 """The looped design of DQN and discrete SAC, kept as the yardstick of `benchmarks.bench_deep`.
 
-This is ``rl.agents._torch_agent`` (with the MLP, Adam and replay buffer of
-``rl.agents._torch_utils``) as it was before the agents were batched over
+This is ``rl.agents.deep._torch_agent`` (with the MLP, Adam and replay buffer of
+``rl.agents.deep._torch_utils``) as it was before the agents were batched over
 replicas: each replica owns its networks, optimizers, replay buffer and two
 numpy streams, and the agent loops over replicas in Python. It is not part of
 the package; it exists so that the benchmark and the learning comparison
@@ -20,9 +20,9 @@ import torch
 from numpy.typing import NDArray
 from torch import nn
 
-from rl.agents import _torch_utils as tu
 from rl.agents._restore import check_values, saved_array, saved_count
 from rl.agents.base import Agent, Transitions
+from rl.agents.deep import _torch_utils as tu
 from rl.problems import Problem
 from rl.seeding import AgentRandom
 from rl.validation import check_memory

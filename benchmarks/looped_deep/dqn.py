@@ -11,10 +11,10 @@ import torch.nn.functional as F
 from numpy.typing import NDArray
 
 from benchmarks.looped_deep import agent as lt
-from rl.agents import _torch_utils as tu
 from rl.agents._restore import saved_count, saved_fraction
 from rl.agents.base import Transitions
-from rl.agents.dqn import DQNConfig
+from rl.agents.deep import _torch_utils as tu
+from rl.agents.deep.dqn import DQNConfig
 from rl.problems import Problem
 from rl.seeding import AgentRandom
 

@@ -12,10 +12,15 @@ import torch.nn.functional as F
 from numpy.typing import NDArray
 
 from benchmarks.looped_deep import agent as lt
-from rl.agents import _torch_utils as tu
 from rl.agents._restore import saved_count
 from rl.agents.base import Transitions
-from rl.agents.sac import DiscreteSACConfig, policy_loss, soft_bellman_targets, temperature_loss
+from rl.agents.deep import _torch_utils as tu
+from rl.agents.deep.sac import (
+    DiscreteSACConfig,
+    policy_loss,
+    soft_bellman_targets,
+    temperature_loss,
+)
 from rl.problems import Problem
 from rl.seeding import AgentRandom
 

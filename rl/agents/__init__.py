@@ -11,13 +11,13 @@ package never imports PyTorch. The learners users train with (`rl.TEQL`,
 from typing import Any
 
 from rl.agents.base import Agent, Transitions
-from rl.agents.lora_vi import LoRaVIAgent
 from rl.agents.random_agent import RandomAgent
-from rl.agents.tabular import TabularQ
-from rl.agents.teql import TEQLAgent
-from rl.agents.tlr import TLRAgent
+from rl.agents.tables.lora_vi import LoRaVIAgent
+from rl.agents.tables.tabular import TabularQ
+from rl.agents.tensor.teql import TEQLAgent
+from rl.agents.tensor.tlr import TLRAgent
 
-_TORCH_AGENTS = {"DQNAgent": "rl.agents.dqn", "DiscreteSAC": "rl.agents.sac"}
+_TORCH_AGENTS = {"DQNAgent": "rl.agents.deep.dqn", "DiscreteSAC": "rl.agents.deep.sac"}
 
 __all__ = [
     "DQNAgent",

@@ -19,7 +19,7 @@ from types import MappingProxyType
 import numpy as np
 from numpy.typing import NDArray
 
-#: Tabular Q-learning's epsilon schedule (`rl.agents.tabular.TabularQConfig`), also TLR's on
+#: Tabular Q-learning's epsilon schedule (`rl.agents.tables.tabular.TabularQConfig`), also TLR's on
 #: a problem without a paper setting (`rl.agents.readings`): epsilon from 1 by a factor
 #: 0.9999 per step (about 0.37 after 10^4 steps) down to a floor of 0.05 (after 30,000).
 EPSILON_SCHEDULE = MappingProxyType(

@@ -1,4 +1,4 @@
-"""Compiled (Numba) twins of the exploration rules of `rl.agents._explore` and `rl.agents.euge`.
+"""Compiled (Numba) twins of the exploration rules of `rl.agents._explore`.
 
 Random draws are those of the references: per active replica, ``random()``
 for the epsilon test, ``integers(0, |A|)`` for a random action, and
@@ -18,12 +18,6 @@ import numpy as np
 from numba import njit
 from numba.typed import List
 from numpy.typing import NDArray
-
-from rl.agents import _visit_layout, _visits_compiled, visits
-from rl.agents._visits_compiled import visit_row
-from rl.jit import drop_stale
-
-drop_stale(__file__, [_visits_compiled.__file__, _visit_layout.__file__, visits.__file__])
 
 
 @njit(cache=True)
@@ -136,26 +130,6 @@ def epsilon_continuous(values, epsilon, generator, dims, n_state, low, high, dra
             flat = flat * dims[n] + np.int64(index)
         return flat, True
     return argmax_random_ties(values, generator), False
-
-
-@njit(cache=True)
-def euge_scores(values, table, key, c, unit, out):
-    """EU(s, a) = Q(s, a) + c (Delta Q(s, a) + u sqrt(log N_total(s) / (N(s, a) + 1))), eq. (euge).
-
-    ``unit`` is u, the reward unit of the count bonus (`rl.agents.euge`).
-    """
-    row = visit_row(table, key, False)
-    if row < 0:  # unvisited: no counts, no errors, no log term
-        for a in range(values.shape[0]):
-            out[a] = values[a] + c * 0.0
-        return
-    counts, delta = table.counts, table.delta
-    total = 0
-    for a in range(values.shape[0]):
-        total += counts[row, a]
-    log_total = np.log(max(total, 1))
-    for a in range(values.shape[0]):
-        out[a] = values[a] + c * (delta[row, a] + unit * np.sqrt(log_total / (counts[row, a] + 1)))
 
 
 def typed_generators(generators: Sequence[np.random.Generator]) -> Any:

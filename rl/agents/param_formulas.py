@@ -4,7 +4,7 @@ The formulas of the TEQL paper's Appendix "Parameter Matching Methodology":
 P_CP = R sum_n d_n (TEQL, TLR), P_DQN = d_in h + h + h d_out + d_out,
 P_SAC = 3 P_network + 1 and P_CUR = K (|S| + |A| - K), and the matcher that
 picks the width (or K) whose count is nearest a budget. `rl.agents.readings` computes
-the paper's budgets and matched widths with them, `rl.agents._torch_utils`
+the paper's budgets and matched widths with them, `rl.agents.deep._torch_utils`
 counts the networks' parameters with them, and `analysis.params` prints the
 appendix's table from them. Pure Python: no NumPy, no PyTorch.
 """

@@ -22,7 +22,7 @@ Adding a reading
 ----------------
 A reading is data: add an entry ``READINGS[agent][name] = Reading(...)`` below
 (for example TEQL's ``stable`` reading, with its ``common`` overrides of
-`rl.agents.teql.TEQLConfig` and any per-problem ones). Nothing else changes:
+`rl.agents.tensor.teql.TEQLConfig` and any per-problem ones). Nothing else changes:
 ``--reading name`` then works for that agent, other agents refuse it with a
 one-line error, and `PRESETS` gains ``{env}-{agent}-{name}`` for every
 environment the agent runs on.

@@ -17,12 +17,12 @@ from typing import Any, NamedTuple
 from rl.agents.readings import READINGS, Reading, reading
 
 AGENTS: dict[str, str] = {
-    "teql": "rl.agents.teql",
-    "tlr": "rl.agents.tlr",
-    "lora-vi": "rl.agents.lora_vi",
-    "tabular": "rl.agents.tabular",
-    "dqn": "rl.agents.dqn",
-    "sac": "rl.agents.sac",
+    "teql": "rl.agents.tensor.teql",
+    "tlr": "rl.agents.tensor.tlr",
+    "lora-vi": "rl.agents.tables.lora_vi",
+    "tabular": "rl.agents.tables.tabular",
+    "dqn": "rl.agents.deep.dqn",
+    "sac": "rl.agents.deep.sac",
     "random": "rl.agents.random_agent",
 }
 """Registered agent name -> module that defines ``SPEC``."""

@@ -1,7 +1,7 @@
 """An array-engine run's environment copies on its device: CartPole and Pendulum, array API.
 
 With the array engine (TEQL in any reading and TLR on NumPy, PyTorch or JAX,
-`rl.agents._array_engine`) on a physical system
+`rl.agents.tensor._array_engine`) on a physical system
 (`rl.envs.physics.PhysicsVectorEnv`: CartPole, Pendulum), the runner keeps the
 copies on the engine's device. They step with the system's one definition of
 its dynamics, ``dynamics(xp)`` on the backend's namespace (the function that

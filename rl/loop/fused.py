@@ -4,11 +4,11 @@ Where every part of a lockstep step has compiled code (`FusedLoop.applies`: a
 tensor agent on the compiled engine, TEQL in any reading or TLR, on an
 environment that declares a compiled step: CartPole, Pendulum, the Highway
 twin), `run_steps` plays up to ``budget`` agent-steps in one Numba call: the
-agent's action choice (`rl.agents._kernels.act`), decoding the action bin
+agent's action choice (`rl.agents.tensor._step_compiled.act`), decoding the action bin
 (`rl.problems.discretize.bin_value`, or the index itself for discrete actions)
 or the agent's continuous draw, the environment's step (its declared kernel,
 through `rl.envs.compiled.step_copy`), truncation, encoding the observation
-(`rl.problems.discretize.bin_index`), the update (`rl.agents._kernels.observe`),
+(`rl.problems.discretize.bin_index`), the update (`rl.agents.tensor._step_compiled.observe`),
 the slot bookkeeping (`rl.loop.slots`) and the resets, whose initial states
 are drawn exactly as ``env.reset(seed=...)`` draws them
 (`rl.envs.compiled.reset_copy`). Python then files the finished
@@ -32,9 +32,9 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
-from rl.agents import _kernels
-from rl.agents._fast_path import CompiledEngine
 from rl.agents.base import Agent, Transitions
+from rl.agents.tensor import _step_compiled as _kernels
+from rl.agents.tensor._compiled_engine import CompiledEngine
 from rl.envs import compiled, seeding_kernels
 from rl.envs.compiled import RowState, TwinState, compiled_state, reset_copy, step_copy
 from rl.envs.seeding_kernels import episode_seed_kernel
@@ -164,7 +164,8 @@ def run_steps(agent, generators, settings, rule, table, env, slots, work, stop, 
     """Play lockstep steps of every running slot until a reason to return; see the module doc.
 
     ``agent``, ``generators``, ``settings``, ``rule`` and ``table`` are the
-    agent's kernel arguments (`rl.agents._kernels`), ``env`` an `EnvArrays`, ``slots`` a
+    agent's kernel arguments (`rl.agents.tensor._step_compiled`), ``env`` an `EnvArrays`,
+    ``slots`` a
     `SlotArrays`, ``work`` a `StepArrays`. Returns (status, agent-steps played,
     events booked, replica): the replica that diverged or saw a non-finite
     value, else -1.
@@ -356,7 +357,7 @@ class FusedLoop:
     def applies(runner: Runner) -> bool:
         """Whether every part of ``runner``'s lockstep step has compiled code.
 
-        An agent on the compiled engine (`rl.agents._fast_path.CompiledEngine`:
+        An agent on the compiled engine (`rl.agents.tensor._compiled_engine.CompiledEngine`:
         TEQL, TLR) with no ``on_update`` hook and no per-episode work, on a
         problem whose environment steps in compiled code (`compiled_envs_apply`).
         """

@@ -55,8 +55,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from rl.agents.base import Agent
-from rl.agents.tensor_agent import TensorAgent
-from rl.agents.visits import DenseVisits, VisitTable
+from rl.agents.tensor.agent import TensorAgent
+from rl.agents.tensor.visits import DenseVisits, VisitTable
 from rl.jit import kernel
 from rl.runs.config import ConfigError
 from rl.runs.rundir import RunWriteError, make_run_dir, open_run_file, refuse_link

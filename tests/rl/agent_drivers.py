@@ -4,8 +4,8 @@ import importlib.util
 
 import numpy as np
 
-from rl.agents._array_backend import check_backend
 from rl.agents.base import Transitions
+from rl.agents.tensor._array_backend import check_backend
 from rl.problems import Problem
 from rl.seeding import replica_streams
 

@@ -1,4 +1,4 @@
-"""The array engine (rl.agents._array_engine) on NumPy, PyTorch and JAX against the reference.
+"""The array engine (rl.agents.tensor._array_engine) on NumPy, PyTorch and JAX against reference.
 
 In float64 on the CPU the array engine takes the reference engine's actions
 (the same exploration doubles from the same generators) and its factors agree
@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rl.agents._array_backend import check_backend
 from rl.agents.readings import reading
-from rl.agents.teql import TEQLAgent, TEQLConfig
-from rl.agents.tlr import TLRAgent, TLRConfig
+from rl.agents.tensor._array_backend import check_backend
+from rl.agents.tensor.teql import TEQLAgent, TEQLConfig
+from rl.agents.tensor.tlr import TLRAgent, TLRConfig
 from rl.loop.runner import Runner
 from rl.problems import make_problem
 from rl.runs.config import ConfigError, TrainConfig, resolve_settings
@@ -225,9 +225,15 @@ def test_cuda_run_equals_the_compiled_engine(case, backend):
 @pytest.mark.parametrize("backend", LONG_BACKENDS)
 def test_device_visit_table_grows_in_place(backend):
     """Through doublings of rows and pages, and a restore midway: the host's sparse table."""
-    from rl.agents._array_backend import array_namespace
-    from rl.agents._array_visits import DeviceVisits, increment, insert, set_delta, visit_rows
-    from rl.agents.visits import SparseVisits
+    from rl.agents.tensor._array_backend import array_namespace
+    from rl.agents.tensor._visits_array import (
+        DeviceVisits,
+        increment,
+        insert,
+        set_delta,
+        visit_rows,
+    )
+    from rl.agents.tensor.visits import SparseVisits
 
     replicas, n_states, n_actions = 3, 100_000, 2
     space = array_namespace(backend, "cpu")

@@ -1,6 +1,6 @@
 """The compiled CPU kernels of DQN and SAC against the stacked PyTorch computations.
 
-The PyTorch step (`rl.agents._stacked`, tested against autograd) is the
+The PyTorch step (`rl.agents.deep._stacked`, tested against autograd) is the
 reference: the compiled pieces compute the same functions, and a compiled
 update from a given state lands where the PyTorch update does, up to float32
 rounding (the sums run in other orders).
@@ -14,10 +14,10 @@ torch = pytest.importorskip("torch")
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as hs  # noqa: E402
 
-from rl.agents import _compiled_steps as compiled  # noqa: E402
-from rl.agents import _stacked as st  # noqa: E402
-from rl.agents import dqn, sac  # noqa: E402
 from rl.agents.base import Transitions  # noqa: E402
+from rl.agents.deep import _stacked as st  # noqa: E402
+from rl.agents.deep import _step_compiled as compiled  # noqa: E402
+from rl.agents.deep import dqn, sac  # noqa: E402
 from tests.rl.agent_drivers import make_problem, random_drive, streams  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")

@@ -3,7 +3,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rl.agents.cur import (
+from rl.agents.tables.cur import (
     cur_complete,
     cur_param_count,
     leverage_scores,

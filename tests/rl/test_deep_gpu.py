@@ -10,8 +10,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from rl.agents import dqn, sac  # noqa: E402
 from rl.agents.base import Transitions  # noqa: E402
+from rl.agents.deep import dqn, sac  # noqa: E402
 from tests.rl.agent_drivers import (  # noqa: E402
     assert_tree_equal,
     make_problem,

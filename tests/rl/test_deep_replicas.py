@@ -10,9 +10,12 @@ import pytest
 
 pytest.importorskip("torch")
 
-from rl.agents import dqn, sac  # noqa: E402
-from rl.agents._torch_agent import BatchedTorchAgent  # noqa: E402
 from rl.agents.base import Transitions  # noqa: E402
+from rl.agents.deep import (
+    dqn,  # noqa: E402
+    sac,  # noqa: E402
+)
+from rl.agents.deep._torch_agent import BatchedTorchAgent  # noqa: E402
 from rl.agents.readings import reading
 from tests.rl.agent_drivers import (  # noqa: E402
     assert_tree_equal,

@@ -1,4 +1,4 @@
-"""Tests of the stacked pieces of the deep agents: Adam, devices (see rl/agents/_stacked.py)."""
+"""Tests of the stacked pieces of the deep agents: Adam, devices (rl/agents/deep/_stacked.py)."""
 
 import numpy as np
 import pytest
@@ -8,9 +8,9 @@ torch = pytest.importorskip("torch")
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as hs  # noqa: E402
 
-from rl.agents import _stacked as st  # noqa: E402
-from rl.agents.dqn import DQNAgent, DQNConfig  # noqa: E402
-from rl.agents.sac import DiscreteSACConfig  # noqa: E402
+from rl.agents.deep import _stacked as st  # noqa: E402
+from rl.agents.deep.dqn import DQNAgent, DQNConfig  # noqa: E402
+from rl.agents.deep.sac import DiscreteSACConfig  # noqa: E402
 from tests.rl.agent_drivers import make_problem, streams  # noqa: E402
 
 
@@ -90,7 +90,7 @@ def test_missing_cuda_device_is_refused():
 def test_replica_draws_are_each_generators_own(seeds, epsilon, n_actions, count):
     """The compiled draws equal each generator's Python draws and leave it in the same state."""
     from rl.agents._explore_compiled import typed_generators
-    from rl.agents._replica_draws import epsilon_draws, uniforms
+    from rl.agents.deep._replica_draws import epsilon_draws, uniforms
 
     compiled = [np.random.default_rng(seed) for seed in seeds]
     python = [np.random.default_rng(seed) for seed in seeds]

@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 from rl.agents.readings import reading
-from rl.agents.teql import TEQLAgent, TEQLConfig
-from rl.agents.tlr import TLRAgent, TLRConfig
+from rl.agents.tensor.teql import TEQLAgent, TEQLConfig
+from rl.agents.tensor.tlr import TLRAgent, TLRConfig
 from rl.envs.cartpole import ContinuousCartPole, cartpole_row
 from rl.envs.pendulum import BoundedPendulum, pendulum_row
 from rl.loop.device_copies import DeviceCopies

@@ -11,8 +11,8 @@ import pytest
 from analysis.teql_dynamics import run
 from rl.agents.base import Transitions
 from rl.agents.readings import AGENT_STEPS, TABULAR_LIKE_STEPS, reading
-from rl.agents.tensor_agent import identity_action_factors
-from rl.agents.teql import TEQLAgent, TEQLConfig
+from rl.agents.tensor.agent import identity_action_factors
+from rl.agents.tensor.teql import TEQLAgent, TEQLConfig
 from rl.problems import make_problem
 from rl.runs.config import TrainConfig, resolve_settings
 from rl.seeding import spawn_replicas

@@ -6,8 +6,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from rl.agents._torch_agent import td_loss  # noqa: E402
-from rl.agents.dqn import DQNAgent, DQNConfig  # noqa: E402
+from rl.agents.deep._torch_agent import td_loss  # noqa: E402
+from rl.agents.deep.dqn import DQNAgent, DQNConfig  # noqa: E402
 from rl.agents.readings import reading  # noqa: E402
 from tests.rl.agent_drivers import (  # noqa: E402
     make_problem,

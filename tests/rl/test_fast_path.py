@@ -1,4 +1,4 @@
-"""The compiled engine (rl.agents._kernels) against the NumPy/TensorLy reference path."""
+"""The compiled engine (rl.agents.tensor._step_compiled) against the NumPy/TensorLy reference."""
 
 import subprocess
 import sys
@@ -7,12 +7,12 @@ import textwrap
 import numpy as np
 import pytest
 
-from rl.agents import _visits_compiled, visits
 from rl.agents.base import Transitions
-from rl.agents.engine import resolve_engine
 from rl.agents.readings import TABULAR_LIKE_STEPS, reading
-from rl.agents.teql import TEQLAgent, TEQLConfig
-from rl.agents.tlr import TLRAgent, TLRConfig
+from rl.agents.tensor import _visits_compiled, visits
+from rl.agents.tensor.engine import resolve_engine
+from rl.agents.tensor.teql import TEQLAgent, TEQLConfig
+from rl.agents.tensor.tlr import TLRAgent, TLRConfig
 from rl.problems import make_problem
 from rl.seeding import spawn_replicas
 
@@ -387,7 +387,7 @@ def test_the_reference_engine_imports_no_compiled_code():
         import tensorq
         assert "numba" not in sys.modules
         from rl.agents.base import Transitions
-        from rl.agents.teql import TEQLAgent, TEQLConfig
+        from rl.agents.tensor.teql import TEQLAgent, TEQLConfig
         from rl.problems import make_problem
         from rl.seeding import spawn_replicas
 
@@ -399,8 +399,10 @@ def test_the_reference_engine_imports_no_compiled_code():
         agent.observe(Transitions(states, actions, np.ones(2), states, ~active, active))
         assert agent.visits_.visited == 2
         assert "numba" not in sys.modules
-        compiled = ("tensorq._compiled", "rl.agents._kernels", "rl.agents._fast_path",
-                    "rl.agents._explore_compiled", "rl.agents._visits_compiled", "rl.loop.fused")
+        compiled = ("tensorq._compiled", "rl.agents.tensor._step_compiled",
+                    "rl.agents.tensor._compiled_engine", "rl.agents._explore_compiled",
+                    "rl.agents.tensor._visits_compiled", "rl.agents.tensor._euge_compiled",
+                    "rl.loop.fused")
         print(sorted(name for name in compiled if name in sys.modules))
     """)
     done = subprocess.run(

@@ -17,7 +17,7 @@ def trained_teql_policy(episodes, replicas=2):
     """Train TEQL (the Highway preset) on the twin; return its greedy policy of replica 0."""
     from rl.agents.base import Transitions
     from rl.agents.readings import reading
-    from rl.agents.teql import TEQLAgent, TEQLConfig
+    from rl.agents.tensor.teql import TEQLAgent, TEQLConfig
     from rl.seeding import spawn_replicas
 
     problem = make_problem("highway", env_kwargs={"engine": "twin"})

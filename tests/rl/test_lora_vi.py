@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from rl.agents.base import Transitions
-from rl.agents.lora_vi import LoRaVIAgent, LoRaVIConfig
 from rl.agents.readings import reading
+from rl.agents.tables.lora_vi import LoRaVIAgent, LoRaVIConfig
 from rl.problems import Problem
 from rl.seeding import replica_streams
 

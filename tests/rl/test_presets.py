@@ -10,7 +10,7 @@ import pytest
 
 from rl.agents import readings
 from rl.agents.param_formulas import cp_params
-from rl.agents.tabular import TabularQConfig
+from rl.agents.tables.tabular import TabularQConfig
 from rl.experiments import presets
 from rl.experiments.presets import preset_config
 from rl.runs.config import ConfigError, TrainConfig, resolve_settings

@@ -6,8 +6,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from rl.agents.readings import reading  # noqa: E402
-from rl.agents.sac import (  # noqa: E402
+from rl.agents.deep.sac import (  # noqa: E402
     DiscreteSAC,
     DiscreteSACConfig,
     log_policy,
@@ -17,6 +16,7 @@ from rl.agents.sac import (  # noqa: E402
     temperature_gradient,
     temperature_loss,
 )
+from rl.agents.readings import reading  # noqa: E402
 from tests.rl.agent_drivers import (  # noqa: E402
     make_problem,
     random_drive,

@@ -12,7 +12,7 @@ from analysis.bounds import prop2_bound, v_max
 from rl.agents.base import Transitions
 from rl.agents.random_agent import RandomAgent, RandomConfig
 from rl.agents.readings import reading
-from rl.agents.teql import TEQLAgent, TEQLConfig
+from rl.agents.tensor.teql import TEQLAgent, TEQLConfig
 from rl.loop.runner import Runner
 from rl.problems import make_problem
 from rl.runs.config import TrainConfig, resolve_settings

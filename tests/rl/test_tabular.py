@@ -5,7 +5,7 @@ import pytest
 
 from rl.agents.base import Transitions
 from rl.agents.readings import reading
-from rl.agents.tabular import TabularQ, TabularQConfig
+from rl.agents.tables.tabular import TabularQ, TabularQConfig
 from rl.problems import Problem
 from rl.seeding import replica_streams
 

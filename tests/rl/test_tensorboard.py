@@ -238,7 +238,7 @@ def test_logging_leaves_the_run_bitwise_as_it_is(tmp_path, engine):
 
 @pytest.mark.parametrize("storage", ["dense", "sparse"])
 def test_mean_delta_q_is_over_each_replicas_visited_entries(storage):
-    from rl.agents.visits import make_visit_table
+    from rl.agents.tensor.visits import make_visit_table
 
     visits = make_visit_table(3, 7, 2, storage, compiled=False)
     rng = np.random.default_rng(1)

@@ -7,8 +7,8 @@ import pytest
 
 from rl.agents.base import Transitions
 from rl.agents.readings import reading
-from rl.agents.teql import TEQLAgent, TEQLConfig
-from rl.agents.visits import DenseVisits, SparseVisits
+from rl.agents.tensor.teql import TEQLAgent, TEQLConfig
+from rl.agents.tensor.visits import DenseVisits, SparseVisits
 from rl.envs import greedy_policy, policy_value, value_iteration
 from rl.problems import Problem, make_problem
 from rl.runs.metrics import read_metrics

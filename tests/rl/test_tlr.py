@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from rl.agents.base import Transitions
-from rl.agents.tlr import TLRAgent, TLRConfig
+from rl.agents.tensor.tlr import TLRAgent, TLRConfig
 from rl.problems import make_problem
 from rl.seeding import spawn_replicas
 from tensorq import OnlineCP, normalized_step

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rl.agents.visits import DenseVisits, SparseVisits, make_visit_table
+from rl.agents.tensor.visits import DenseVisits, SparseVisits, make_visit_table
 from tests.rl.visits_reference import DictVisits
 
 

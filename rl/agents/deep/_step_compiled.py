@@ -1,6 +1,6 @@
 """DQN's and discrete SAC's training steps and acting compiled for the CPU, replica by replica.
 
-On the CPU the stacked PyTorch step (`rl.agents._stacked`) spends most of its
+On the CPU the stacked PyTorch step (`rl.agents.deep._stacked`) spends most of its
 time outside arithmetic: at B = 100 and the CartPole widths each replica's
 products are a few thousand multiply-adds, and the step is dozens of small
 kernels, each a pass over the (B, P) tensors and a dispatch. These kernels do
@@ -22,9 +22,9 @@ the PyTorch step's in the last bits. Each replica is computed by the
 same code on its own rows whichever others learn with it, so a replica's
 numbers do not depend on the others (bitwise).
 
-Parameter rows are laid out as `rl.agents._stacked.mlp_layout`: W1 (h, n_in),
+Parameter rows are laid out as `rl.agents.deep._stacked.mlp_layout`: W1 (h, n_in),
 b1 (h,), W2 (n_out, h), b2 (n_out,), row-major, one after the other. Replay
-records are `rl.agents._stacked.StackedReplay`'s: states, joint action,
+records are `rl.agents.deep._stacked.StackedReplay`'s: states, joint action,
 reward, next states, termination flag.
 """
 
@@ -36,7 +36,7 @@ from numpy.typing import NDArray
 from rl.jit import arithmetic_kernel as kernel
 
 HUBER, MSE = 0, 1
-"""TD loss codes of `dqn_steps` (`rl.agents._torch_agent.td_loss`'s names)."""
+"""TD loss codes of `dqn_steps` (`rl.agents.deep._torch_agent.td_loss`'s names)."""
 
 
 @kernel
@@ -68,7 +68,7 @@ def _column(
 
 @kernel
 def _offsets(n_in: int, hidden: int, n_out: int) -> tuple[int, int, int]:
-    """Return where b1, W2 and b2 start in a network's row (`rl.agents._stacked.mlp_layout`)."""
+    """Return where b1, W2 and b2 start in a network's row (`._stacked.mlp_layout`)."""
     b1 = hidden * n_in
     w2 = b1 + hidden
     return b1, w2, w2 + n_out * hidden
@@ -83,7 +83,7 @@ def _forward(
 ) -> None:
     """One network (row ``p``) at inputs x (D, N): hidden h (H, N) after the ReLU, outputs (A, N).
 
-    Linear, ReLU, Linear, as `rl.agents._stacked.forward_pass`: each layer's
+    Linear, ReLU, Linear, as `rl.agents.deep._stacked.forward_pass`: each layer's
     product is one BLAS call, then the bias.
     """
     n_in, hidden, n_out, n = x.shape[0], h.shape[0], out.shape[0], x.shape[1]
@@ -116,7 +116,7 @@ def _backward(
 
     ``d_out`` (A, N) is the loss's gradient with respect to the outputs, ``d_h``
     (H, N) working memory, ``ones`` (N,) ones. Backpropagation through Linear,
-    ReLU, Linear as `rl.agents._stacked.backward`: its three products and the
+    ReLU, Linear as `rl.agents.deep._stacked.backward`: its three products and the
     biases' sums over the samples (products with ``ones``) are BLAS calls; the
     ReLU passes gradient where the hidden unit is positive, as autograd's does.
     """
@@ -185,7 +185,7 @@ def _adam(
     beta2: np.float32,
     eps: np.float32,
 ) -> None:
-    """One Adam step of one replica's row, `rl.agents._stacked.StackedAdam.step`'s arithmetic.
+    """One Adam step of one replica's row, `rl.agents.deep._stacked.StackedAdam.step`'s arithmetic.
 
     ``step_size`` is -lr / (1 - beta1^t), ``bc2_sqrt`` sqrt(1 - beta2^t).
     """
@@ -239,10 +239,10 @@ def dqn_steps(
 
     The TD target r + gamma (1 - terminated) max_a' Q_target(s', a'), the loss
     ``loss`` (`HUBER` or `MSE`) of Q(s, a) against it, its gradient written
-    out and one Adam step, as `rl.agents.dqn.DQNAgent._train_step` does.
+    out and one Adam step, as `rl.agents.deep.dqn.DQNAgent._train_step` does.
     ``columns`` are the record columns of states, action, reward, next states
     and termination; ``factors`` (2, R) Adam's step sizes and bias
-    corrections (`rl.agents._stacked.StackedAdam.advance`); ``hyper`` holds
+    corrections (`rl.agents.deep._stacked.StackedAdam.advance`); ``hyper`` holds
     gamma, beta1, beta2 and eps. ``losses[r]`` gets replica rows[r]'s mean loss.
     """
     n_in, n = scale.shape[0], drawn.shape[1]
@@ -300,7 +300,7 @@ def _policy(
     """Write the softmax pi (A, N) over the actions of ``logits`` (A, N) and its log, log pi.
 
     log pi = z - max z - log sum exp(z - max z), pi = exp(z - max z) / sum
-    (`rl.agents.sac.log_policy`); ``work`` (2, N) is working memory.
+    (`rl.agents.deep.sac.log_policy`); ``work`` (2, N) is working memory.
     """
     n_out, n = logits.shape
     top, total = work[0], work[1]
@@ -360,7 +360,7 @@ def sac_steps(
 ) -> None:
     """One discrete SAC update of each replica rows[r] on its mini-batch drawn[r] (N,).
 
-    What `rl.agents.sac.DiscreteSAC._train_step` does, in its order: the soft
+    What `rl.agents.deep.sac.DiscreteSAC._train_step` does, in its order: the soft
     Bellman targets from the actor and the target critics at the next states,
     an Adam step of both critics on their MSE, an Adam step of the actor on the
     policy loss against the updated critics, one of log alpha on the

@@ -52,11 +52,11 @@ from numpy.typing import NDArray
 
 from rl.agents._explore import argmax_random_ties
 from rl.agents.base import Transitions
-from rl.agents.engine import StepRule, UpdateStats
-from rl.agents.euge import euge_scores
 from rl.agents.registry import AgentSpec
-from rl.agents.tensor_agent import TensorAgent, TensorAgentConfig
-from rl.agents.visits import Storage, VisitTable, make_visit_table
+from rl.agents.tensor.agent import TensorAgent, TensorAgentConfig
+from rl.agents.tensor.engine import StepRule, UpdateStats
+from rl.agents.tensor.euge import euge_scores
+from rl.agents.tensor.visits import Storage, VisitTable, make_visit_table
 from rl.validation import check_choice, check_int, check_real
 from tensorq import FactorBound, StepSchedule, bcd_update
 
@@ -180,7 +180,7 @@ class TEQLAgent(TensorAgent):
     ----------
     q_ : tensorq.OnlineCP
         The Q-tensors of all replicas.
-    visits_ : rl.agents.visits.VisitTable
+    visits_ : rl.agents.tensor.visits.VisitTable
         N(s, a) and Delta Q(s, a) per replica.
     steps_ : ndarray of int64, shape (B,)
         Training transitions observed per replica (t - 1 of Algorithm 3).

@@ -1,11 +1,11 @@
-"""Compiled (Numba) twin of the sparse visit table's hashing (`rl.agents.visits`).
+"""Compiled (Numba) twin of the sparse visit table's hashing (`rl.agents.tensor.visits`).
 
-A visit table reaches the kernels as a `rl.agents.visits.VisitArrays`: an
+A visit table reaches the kernels as a `rl.agents.tensor.visits.VisitArrays`: an
 open-addressing hash table (linear probing, keys ``replica * |S| + flat
 state``, `EMPTY` for an empty slot) mapping a key to a row of ``counts`` and
 ``delta``; a dense table has empty ``keys`` and uses the key itself as the row.
 `table_rebuild` and `table_rows` compute what their NumPy twins in
-`rl.agents.visits` compute (the same hash, the same probing, so the same layout);
+`rl.agents.tensor.visits` compute (the same hash, the same probing, so the same layout);
 ``tests/rl/test_visits.py`` checks that they agree.
 """
 
@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from rl.agents import _visit_layout
-from rl.agents._visit_layout import EMPTY
+from rl.agents.tensor import _visit_layout
+from rl.agents.tensor._visit_layout import EMPTY
 from rl.jit import drop_stale
 
 drop_stale(__file__, [_visit_layout.__file__])

@@ -1,6 +1,6 @@
 """Each replica's own random draws, for all the replicas of a lockstep step in one call.
 
-The deep agents (`rl.agents.dqn`, `rl.agents.sac`) draw from every taking-part
+The deep agents (`rl.agents.deep.dqn`, `rl.agents.deep.sac`) draw from every taking-part
 replica's exploration generator, in the order a replica alone would: DQN's
 epsilon test and random action, SAC's policy sample, and the mini-batch
 indices of both. A Python loop over the generators costs about a microsecond

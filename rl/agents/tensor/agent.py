@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from rl.agents._array_backend import Backend, check_backend
 from rl.agents._explore import (
     decay_epsilon,
     epsilon_greedy,
@@ -30,7 +29,8 @@ from rl.agents._explore import (
 )
 from rl.agents._restore import check_generator_states, saved_array
 from rl.agents.base import DEFAULT_GAMMA, Agent, ContinuousActions, Transitions
-from rl.agents.engine import (
+from rl.agents.tensor._array_backend import Backend, check_backend
+from rl.agents.tensor.engine import (
     Engine,
     EngineName,
     ReferenceEngine,
@@ -53,7 +53,7 @@ from tensorq import OnlineCP
 from tensorq.validation import as_numpy
 
 if TYPE_CHECKING:
-    from rl.agents.visits import VisitTable
+    from rl.agents.tensor.visits import VisitTable
     from rl.problems import Problem
     from rl.seeding import AgentRandom
 
@@ -91,9 +91,9 @@ class TensorAgentConfig:
     code does (`rl.agents.base.ContinuousActions`); False: a random bin, executed at its
     centre. Needs a continuous action interval (CartPole, Pendulum)."""
     engine: EngineName = "auto"
-    """``"compiled"``: the Numba kernels (`rl.agents._fast_path.CompiledEngine`);
-    ``"reference"``: the NumPy/TensorLy mathematics (`rl.agents.engine.ReferenceEngine`);
-    ``"array"``: array operations on ``backend`` (`rl.agents._array_engine.ArrayEngine`);
+    """``"compiled"``: the Numba kernels (`rl.agents.tensor._compiled_engine.CompiledEngine`);
+    ``"reference"``: the NumPy/TensorLy mathematics (`rl.agents.tensor.engine.ReferenceEngine`);
+    ``"array"``: array operations on ``backend`` (`rl.agents.tensor._array_engine.ArrayEngine`);
     ``"auto"``: the array engine for a backend other than NumPy, else compiled wherever
     it applies (NumPy float64 factors)."""
     backend: Backend = "numpy"
@@ -154,7 +154,7 @@ class TensorAgent(Agent):
     """Base class: a B-replica `tensorq.OnlineCP` Q-tensor, its reading helpers and its engine.
 
     ``act``, ``greedy`` and ``observe`` go through ``engine_``
-    (`rl.agents.engine`), chosen at construction: the reference engine runs the
+    (`rl.agents.tensor.engine`), chosen at construction: the reference engine runs the
     subclass's mathematics (`choose_actions`, `learn`), the compiled engine the
     same step as declared by `step_rule`.
 
@@ -170,9 +170,9 @@ class TensorAgent(Agent):
 
     Attributes
     ----------
-    engine_ : rl.agents.engine.Engine
+    engine_ : rl.agents.tensor.engine.Engine
         Runs ``act``, ``greedy`` and ``observe`` (``engine_.name`` says which).
-    visits_ : rl.agents.visits.VisitTable or None
+    visits_ : rl.agents.tensor.visits.VisitTable or None
         The visit table, for agents that keep one (TEQL).
     """
 
@@ -400,11 +400,11 @@ class TensorAgent(Agent):
 def make_engine(name: str, agent: TensorAgent) -> Engine:
     """Build the engine ``name`` (``"compiled"``, ``"array"`` or ``"reference"``) of ``agent``."""
     if name == "compiled":
-        from rl.agents._fast_path import CompiledEngine
+        from rl.agents.tensor._compiled_engine import CompiledEngine
 
         return CompiledEngine(agent)
     if name == "array":
-        from rl.agents._array_engine import ArrayEngine
+        from rl.agents.tensor._array_engine import ArrayEngine
 
         return ArrayEngine(agent)
     return ReferenceEngine(agent)

@@ -1,6 +1,6 @@
 """The engine seam of the CP-tensor agents: who runs a training step, chosen once.
 
-A `rl.agents.tensor_agent.TensorAgent` holds one `Engine` (``agent.engine_``),
+A `rl.agents.tensor.agent.TensorAgent` holds one `Engine` (``agent.engine_``),
 picked at construction from ``config.engine``, and routes ``act``, ``greedy``
 and ``observe`` through it:
 
@@ -8,9 +8,9 @@ and ``observe`` through it:
   TensorLy, any TensorLy backend): ``agent.choose_actions`` (Algorithm 2 or
   epsilon-greedy) and ``agent.learn`` (Algorithm 1 with its bookkeeping). It
   imports no Numba.
-- `rl.agents._fast_path.CompiledEngine` runs the same step in compiled kernels,
+- `rl.agents.tensor._compiled_engine.CompiledEngine` runs the same step in compiled kernels,
   from what the agent declares in its `StepRule`; it is imported only when chosen.
-- `rl.agents._array_engine.ArrayEngine` runs the same step as array operations
+- `rl.agents.tensor._array_engine.ArrayEngine` runs the same step as array operations
   on the config's ``backend`` (NumPy, PyTorch, JAX) and ``device``; chosen by
   ``engine="array"`` or any backend but NumPy, imported only then.
 
@@ -28,7 +28,7 @@ from numpy.typing import NDArray
 from rl.agents.base import Transitions
 
 if TYPE_CHECKING:
-    from rl.agents.tensor_agent import TensorAgent
+    from rl.agents.tensor.agent import TensorAgent
 
 EngineName = Literal["auto", "compiled", "reference", "array"]
 
@@ -69,7 +69,7 @@ class StepRule(NamedTuple):
     kappa, lam, eps, c, tol : float
         Step-size decay, lambda and epsilon of eq. (loss_function), EUGE's c, tau.
     bonus_unit : float
-        The reward unit u of EUGE's count bonus (`rl.agents.euge`; 1 as printed).
+        The reward unit u of EUGE's count bonus (`rl.agents.tensor.euge`; 1 as printed).
     max_inner : int
         I_max.
     f_max : float or None
@@ -179,7 +179,7 @@ class ReferenceEngine:
 
     Parameters
     ----------
-    agent : rl.agents.tensor_agent.TensorAgent
+    agent : rl.agents.tensor.agent.TensorAgent
     """
 
     name = "reference"

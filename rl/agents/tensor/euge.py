@@ -3,7 +3,7 @@
 EU_t(s, a) = Q_{t-1}(s, a) + c (Delta Q_{t-1}(s, a) + u sqrt(log N_total(s) / (N(s, a) + 1)))
 
 with u = 1 as printed (u, the reward unit of the count bonus, is ``bonus_unit`` of
-`rl.agents.teql.TEQLConfig`: the stable reading sets it to the reward bound R_max off
+`rl.agents.tensor.teql.TEQLConfig`: the stable reading sets it to the reward bound R_max off
 the paper's problems, so that the bonus is in Q's units).
 
 and the action is argmax_a EU_t(s, a), ties broken at random by

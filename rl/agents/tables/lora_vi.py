@@ -6,7 +6,7 @@ Q is arranged as an |S| x |A| matrix over the coarse discretized states
 D_A > 1). The learnable parameters are a skeleton of K anchor rows R
 (K x |A|) and K anchor columns C (|S| x K) whose overlap W (K x K) is shared:
 K (|S| + |A| - K) numbers. The full matrix is the completion
-Q_hat = C W^+_d R with the pseudo-inverse truncated to rank d (`rl.agents.cur`).
+Q_hat = C W^+_d R with the pseudo-inverse truncated to rank d (`rl.agents.tables.cur`).
 
 One replica's life:
 
@@ -55,17 +55,17 @@ from rl.agents._explore import (
     generator_states,
     set_generator_states,
 )
-from rl.agents._joint_table import JointTableAgent
 from rl.agents._restore import check_generator_states, saved_array
 from rl.agents.base import DEFAULT_GAMMA, Transitions
-from rl.agents.cur import (
+from rl.agents.registry import AgentSpec
+from rl.agents.tables._joint_table import JointTableAgent
+from rl.agents.tables.cur import (
     ANCHOR_RULES,
     cur_complete,
     cur_param_count,
     leverage_scores,
     select_anchors,
 )
-from rl.agents.registry import AgentSpec
 from rl.problems import Problem
 from rl.seeding import AgentRandom
 from rl.validation import (

@@ -1,6 +1,6 @@
 """The layout of the sparse visit table's hash arrays.
 
-Shared by `rl.agents.visits` and its compiled twin `rl.agents._visits_compiled`.
+Shared by `rl.agents.tensor.visits` and its compiled twin `rl.agents.tensor._visits_compiled`.
 """
 
 EMPTY = -1

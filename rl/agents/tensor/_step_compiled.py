@@ -14,11 +14,11 @@ compose the smaller ones:
   rows (`tensorq._compiled`: Algorithm 1, the authors' normalized Jacobi
   sweeps, the normalized step of TLR, the stable reading's normalized-LMS
   steps), Delta Q (eq. (decomp_error)) and the counts
-  (`rl.agents._visits_compiled`), the step counter and epsilon.
+  (`rl.agents.tensor._visits_compiled`), the step counter and epsilon.
 
 Their arguments are named tuples: `AgentArrays` (the agent's arrays),
 `Settings` (its constants), `tensorq._compiled.RuleSettings`,
-`rl.agents.visits.VisitArrays` and `rl.agents.base.Transitions`. Python calls
+`rl.agents.tensor.visits.VisitArrays` and `rl.agents.base.Transitions`. Python calls
 them through `act_entry` and `observe_entry`, which take the same tuples as
 plain tuples (`as_plain`; Numba types those three times faster). No fastmath:
 the arithmetic is the reference's, term by term.
@@ -33,23 +33,32 @@ from numba import njit
 from numpy.typing import NDArray
 
 import tensorq._compiled
-from rl.agents import _explore_compiled, _visit_layout, _visits_compiled, base, visits
+from rl.agents import _explore_compiled, base
 from rl.agents._explore_compiled import (
     argmax_random_ties,
     epsilon_continuous,
     epsilon_greedy,
-    euge_scores,
     first_argmax,
 )
-from rl.agents._visits_compiled import visit_row
 from rl.agents.base import Transitions
-from rl.agents.visits import VisitArrays
+from rl.agents.tensor import _euge_compiled, _visit_layout, _visits_compiled, visits
+from rl.agents.tensor._euge_compiled import euge_scores
+from rl.agents.tensor._visits_compiled import visit_row
+from rl.agents.tensor.visits import VisitArrays
 from rl.jit import drop_stale
 from tensorq._compiled import RuleSettings, apply_rule, cp_entry
 
 DEPENDENCIES = [
     m.__file__
-    for m in (tensorq._compiled, _explore_compiled, _visits_compiled, _visit_layout, visits, base)
+    for m in (
+        tensorq._compiled,
+        _explore_compiled,
+        _euge_compiled,
+        _visits_compiled,
+        _visit_layout,
+        visits,
+        base,
+    )
 ]
 """Source files whose compiled code or types these kernels compile in (`rl.jit`)."""
 drop_stale(__file__, DEPENDENCIES)
@@ -59,7 +68,7 @@ EPSILON_GREEDY = 0  # epsilon-greedy on Q (TLR)
 EUGE = 1  # argmax of eq. (euge), random ties (TEQL)
 EUGE_EPSILON = 2  # epsilon-greedy layer over EUGE (TEQL as released)
 EXPLORATION = {"epsilon": EPSILON_GREEDY, "euge": EUGE, "euge-epsilon": EUGE_EPSILON}
-"""The `Settings.explore` number of each `rl.agents.engine.StepRule.exploration`."""
+"""The `Settings.explore` number of each `rl.agents.tensor.engine.StepRule.exploration`."""
 
 
 class AgentArrays(NamedTuple):
@@ -78,7 +87,7 @@ class AgentArrays(NamedTuple):
     drawn_mask : ndarray of bool, shape (B,)
         Replicas whose last action is in ``drawn``.
     targets, before, after, visits, step_size : ndarray of float64, shape (B,)
-        The last update (`rl.agents.engine.UpdateStats`).
+        The last update (`rl.agents.tensor.engine.UpdateStats`).
     """
 
     factors: NDArray[np.float64]
@@ -94,7 +103,7 @@ class AgentArrays(NamedTuple):
 
 
 class Settings(NamedTuple):
-    """The constants of one tensor agent's step (`rl.agents.engine.StepRule` and its problem).
+    """The constants of one tensor agent's step (`.engine.StepRule` and its problem).
 
     Attributes
     ----------

@@ -1,10 +1,10 @@
 """The array engine of the tensor agents: a training step as array operations on a backend.
 
-`ArrayEngine` (`rl.agents.engine.Engine`, ``engine_.name == "array"``) runs
+`ArrayEngine` (`rl.agents.tensor.engine.Engine`, ``engine_.name == "array"``) runs
 TEQL (every reading) and TLR on NumPy, PyTorch or JAX, on the CPU or a GPU
 (the config's ``backend`` and ``device``): the factors (``agent.q_``, a
 `tensorq.OnlineCP` of that backend), the visit table
-(`rl.agents._array_visits.DeviceVisits`), the step counters and epsilon, the
+(`rl.agents.tensor._visits_array.DeviceVisits`), the step counters and epsilon, the
 EUGE scores of eq. (euge), the TD targets and the updates (`tensorq.bcd_update`
 and `tensorq.normalized_step`, run on the backend) all stay on the device,
 batched over the B replicas: no Python loop over replicas or actions. What
@@ -15,7 +15,7 @@ flag says whether a TD target overflowed.
 Randomness is the reference's: each replica's exploration doubles come from
 its own generator, in the order the reference draws them (epsilon's test,
 then the continuous action components), through
-`rl.agents._array_backend.UniformStreams`. Two draws differ from the
+`rl.agents.tensor._array_backend.UniformStreams`. Two draws differ from the
 reference, which calls ``Generator.integers`` there: an exact tie among
 maximizers is broken by one double (``floor(u k)`` among k maximizers), and a
 discrete random action (a problem without a continuous action interval) is
@@ -38,21 +38,21 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from rl.agents import _array_visits as visits_ops
-from rl.agents._array_backend import (
+from rl.agents.base import Transitions
+from rl.agents.tensor import _visits_array as visits_ops
+from rl.agents.tensor._array_backend import (
     ArrayNamespace,
     UniformStreams,
     array_namespace,
     read_uniform,
 )
-from rl.agents._array_visits import DeviceVisits, VisitState
-from rl.agents.base import Transitions
-from rl.agents.engine import StepRule, UpdateStats
+from rl.agents.tensor._visits_array import DeviceVisits, VisitState
+from rl.agents.tensor.engine import StepRule, UpdateStats
 from tensorq import OnlineCP
 from tensorq.functional import pure_subtensor, pure_update, update_setting
 
 if TYPE_CHECKING:
-    from rl.agents.tensor_agent import TensorAgent
+    from rl.agents.tensor.agent import TensorAgent
 
 Array = Any
 
@@ -87,7 +87,7 @@ class ArrayEngine:
 
     Parameters
     ----------
-    agent : rl.agents.tensor_agent.TensorAgent
+    agent : rl.agents.tensor.agent.TensorAgent
         Its config's ``backend`` and ``device`` say where to run; its factors
         (``q_``) are moved there now, the rest on first use (the agent's
         `StepRule` is complete only once the agent is built).
@@ -225,7 +225,7 @@ class ArrayEngine:
         return self.space.xp.argmax(self._values(factors, ids, states), axis=-1)
 
     def _scores(self, table: VisitState, ids: Array, values: Array, flat_states: Array) -> Array:
-        """EU_t(s, a) of eq. (euge), as `rl.agents.euge.euge_scores` computes it."""
+        """EU_t(s, a) of eq. (euge), as `rl.agents.tensor.euge.euge_scores` computes it."""
         space = self.space
         rows = visits_ops.visit_rows(space, table, ids, flat_states)
         counts, delta = visits_ops.state_rows(space, table, rows)

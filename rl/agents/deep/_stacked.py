@@ -14,12 +14,12 @@ other replicas take part, which on the CPU with one torch thread makes them
 bitwise independent of them (tested in ``tests/rl/test_deep_replicas.py``).
 With several threads PyTorch's batched products of one replica and of
 several take different kernels, so the agents compute on one thread
-whatever the caller set (`rl.agents._torch_utils.one_cpu_thread`).
+whatever the caller set (`rl.agents.deep._torch_utils.one_cpu_thread`).
 
 Random numbers come only from the replicas' numpy streams: weights from
 ``init`` at construction, replay indices from ``explore``.
 
-On the CPU the agents train with `rl.agents._compiled_steps` instead, on
+On the CPU the agents train with `rl.agents.deep._step_compiled` instead, on
 numpy views of these same tensors; the training step here is the GPU's and
 the reference those kernels are tested against.
 """
@@ -34,8 +34,8 @@ import numpy as np
 import torch
 from numpy.typing import NDArray
 
-from rl.agents._replica_draws import uniforms
 from rl.agents._restore import check_values, saved_array, saved_count
+from rl.agents.deep._replica_draws import uniforms
 
 MLP_KEYS = ("0.weight", "0.bias", "2.weight", "2.bias")
 """Names of a network's tensors in a checkpoint, as ``nn.Sequential`` gives them."""
@@ -297,7 +297,7 @@ class StackedAdam:
         return factors.astype(np.float32)
 
     def hyperparameters(self) -> NDArray[np.float32]:
-        """Return beta1, beta2 and eps, float32, for `rl.agents._compiled_steps`."""
+        """Return beta1, beta2 and eps, float32, for `rl.agents.deep._step_compiled`."""
         return np.array([*self.betas, self.eps], dtype=np.float32)
 
     def step(self, grad: torch.Tensor, rows: Rows) -> None:
@@ -483,7 +483,7 @@ class StackedReplay:
         Replica i's indices are floor(u * size_i) of ``batch_size`` uniform
         doubles u drawn from its generator (``random``, several times cheaper
         than ``integers``; the bias is below 2**-53 per index); ``generators``
-        is the replicas' typed list (`rl.agents._replica_draws.uniforms`).
+        is the replicas' typed list (`rl.agents.deep._replica_draws.uniforms`).
         Returns the indices (R, batch_size) into each replica's records.
         """
         u = np.empty((len(rows.host), batch_size))

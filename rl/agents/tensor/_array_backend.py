@@ -1,4 +1,4 @@
-"""The array functions and random streams of the array engine (`rl.agents._array_engine`).
+"""The array functions and random streams of the array engine (`rl.agents.tensor._array_engine`).
 
 `ArrayNamespace` holds, once per backend and device, the few functions the
 engine needs beyond `tensorq._backend.ArrayOps` (argmax, max, log, floor,

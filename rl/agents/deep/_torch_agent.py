@@ -1,7 +1,7 @@
 """What DQN and discrete SAC share: B replicas computed together behind one `Agent`.
 
 Every network, optimizer state and replay field is stacked along a leading
-replica axis (`rl.agents._stacked`), so one call acts, stores or trains all
+replica axis (`rl.agents.deep._stacked`), so one call acts, stores or trains all
 the replicas that take part; Python loops over replicas only to draw from each
 replica's own random streams. Subclasses build their networks and say what
 one training step does; the constructor checks, the greedy action, storing
@@ -19,12 +19,12 @@ import torch
 import torch.nn.functional as F
 from numpy.typing import NDArray
 
-from rl.agents import _compiled_steps as compiled
-from rl.agents import _stacked as st
-from rl.agents import _torch_utils as tu
 from rl.agents._explore_compiled import typed_generators
 from rl.agents._restore import saved_count
 from rl.agents.base import Agent, Transitions
+from rl.agents.deep import _stacked as st
+from rl.agents.deep import _step_compiled as compiled
+from rl.agents.deep import _torch_utils as tu
 from rl.problems import Problem
 from rl.seeding import AgentRandom
 from rl.validation import check_memory
@@ -49,14 +49,14 @@ class BatchedTorchAgent(Agent):
         B.
     device : torch.device
         Where every tensor lives.
-    buffer : rl.agents._stacked.StackedReplay
+    buffer : rl.agents.deep._stacked.StackedReplay
         The replicas' replay memories.
-    layout : rl.agents._stacked.Layout
+    layout : rl.agents.deep._stacked.Layout
         The tensors of one network in its row of a stacked (B, P) network.
     steps, episodes : ndarray of int64, shape (B,)
         Environment steps and training episodes of each replica.
     compiled : bool
-        Act and train with the compiled CPU kernels (`rl.agents._compiled_steps`)
+        Act and train with the compiled CPU kernels (`rl.agents.deep._step_compiled`)
         rather than the stacked PyTorch computations; true on the CPU. The
         PyTorch ones are the GPU's and the reference the kernels are tested against.
     """
@@ -83,7 +83,7 @@ class BatchedTorchAgent(Agent):
         self._check_memory(config)
         self._init = [s.init for s in streams]
         self._explore = [s.explore for s in streams]
-        # the same generators for the compiled draws (`rl.agents._replica_draws`)
+        # the same generators for the compiled draws (`rl.agents.deep._replica_draws`)
         self._generators = typed_generators(self._explore)
         self._scale = torch.from_numpy(self.codec.scale).to(self.device)
         self.buffer = st.StackedReplay(
@@ -174,7 +174,7 @@ class BatchedTorchAgent(Agent):
         outputs at every row give the greedy replicas' argmax and what the
         exploring replicas read (DQN's exploiting rows, SAC's policies). A
         replica's outputs do not depend on the rows computed with it (one CPU
-        thread, `rl.agents._torch_utils.one_cpu_thread`), so the actions are
+        thread, `rl.agents.deep._torch_utils.one_cpu_thread`), so the actions are
         those of `explore` and `greedy` called apart, with one forward pass
         fewer and no weights gathered.
         """
@@ -213,7 +213,7 @@ class BatchedTorchAgent(Agent):
     def _sample(self, rows: st.Rows) -> tuple[st.Sample, torch.Tensor, torch.Tensor]:
         """Draw a mini-batch per replica of ``rows``; return it and its (next) states' inputs.
 
-        The inputs are in the column layout of `rl.agents._stacked.forward_pass`,
+        The inputs are in the column layout of `rl.agents.deep._stacked.forward_pass`,
         (R, D_S, batch_size), contiguous.
         """
         sample = self.buffer.sample(self._generators, rows, self.config.batch_size)
@@ -228,7 +228,7 @@ class BatchedTorchAgent(Agent):
 
         The replay records and their columns' starts, the drawn indices
         (R, batch_size) into each replica's records, the replicas and the
-        input scale, as numpy views (`rl.agents._compiled_steps`).
+        input scale, as numpy views (`rl.agents.deep._step_compiled`).
         """
         drawn = self.buffer.draw(self._generators, rows, self.config.batch_size)
         records, starts = self.buffer.records.numpy(), self.buffer.starts

@@ -1,7 +1,7 @@
 """TEQL's visit table on an array backend's device, for the array engine.
 
-The same numbers as `rl.agents.visits` (N(s, a) and Delta Q(s, a) per
-replica) in the layout of `rl.agents.visits.SparseVisits`, made of array
+The same numbers as `rl.agents.tensor.visits` (N(s, a) and Delta Q(s, a) per
+replica) in the layout of `rl.agents.tensor.visits.SparseVisits`, made of array
 operations. A two-level index maps a (replica, state) to a row of |A| counts
 and |A| errors: ``page_of`` (B, ceil(|S| / PAGE)) of int32 gives each
 replica's page of `PAGE` consecutive states, and ``pages`` (pages, PAGE) of
@@ -33,8 +33,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from rl.agents._array_backend import ArrayNamespace
-from rl.agents.visits import DenseVisits, VisitTable
+from rl.agents.tensor._array_backend import ArrayNamespace
+from rl.agents.tensor.visits import DenseVisits, VisitTable
 from rl.validation import check_memory
 
 Array = Any

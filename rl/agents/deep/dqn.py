@@ -6,13 +6,13 @@ target network, epsilon-greedy exploration with per-step decay, Huber loss and
 Adam, one gradient step per environment step (CleanRL's ``dqn.py`` loop).
 
 The B replicas are computed together: every network, Adam moment and replay
-field is one tensor with the replicas on axis 0 (`rl.agents._stacked`), on the
+field is one tensor with the replicas on axis 0 (`rl.agents.deep._stacked`), on the
 config's ``device``. On a GPU one stacked PyTorch computation trains them all;
 on the CPU a compiled loop does each replica's whole update in turn
-(`rl.agents._compiled_steps`). Each replica keeps its own random streams and
+(`rl.agents.deep._step_compiled`). Each replica keeps its own random streams and
 counters and its gradient is its own, so B replicas run together give the
 same numbers as each run alone (bitwise on the CPU: acting computes on one
-torch thread, `rl.agents._torch_utils.one_cpu_thread`). See
+torch thread, `rl.agents.deep._torch_utils.one_cpu_thread`). See
 ``docs/baselines-deep.md`` for every choice.
 
 References
@@ -32,13 +32,13 @@ import numpy as np
 import torch
 from numpy.typing import NDArray
 
-from rl.agents import _compiled_steps as compiled
-from rl.agents import _stacked as st
-from rl.agents import _torch_utils as tu
-from rl.agents._replica_draws import epsilon_draws
 from rl.agents._restore import saved_fraction
-from rl.agents._torch_agent import BatchedTorchAgent, td_loss
 from rl.agents.base import DEFAULT_GAMMA, Transitions
+from rl.agents.deep import _stacked as st
+from rl.agents.deep import _step_compiled as compiled
+from rl.agents.deep import _torch_utils as tu
+from rl.agents.deep._replica_draws import epsilon_draws
+from rl.agents.deep._torch_agent import BatchedTorchAgent, td_loss
 from rl.agents.registry import AgentSpec
 from rl.problems import Problem
 from rl.seeding import AgentRandom
@@ -124,9 +124,9 @@ class DQNAgent(BatchedTorchAgent):
     Notes
     -----
     The online and target networks of all replicas are stacked tensors
-    (`rl.agents._stacked`); one gradient step of the replicas that are ready
+    (`rl.agents.deep._stacked`); one gradient step of the replicas that are ready
     minimises the sum over them of each one's mean TD loss, so each replica's
-    gradient is its own, and one `rl.agents._stacked.StackedAdam` steps them.
+    gradient is its own, and one `rl.agents.deep._stacked.StackedAdam` steps them.
 
     References
     ----------
@@ -213,7 +213,7 @@ class DQNAgent(BatchedTorchAgent):
         return losses.cpu().numpy().astype(np.float64)
 
     def _compiled_step(self, rows: st.Rows) -> NDArray[np.float64]:
-        """`_train_step` by `rl.agents._compiled_steps.dqn_steps`, one replica after another."""
+        """`_train_step` by `rl.agents.deep._step_compiled.dqn_steps`, one replica after another."""
         config = self.config
         optimizer = self.optimizer
         losses = np.empty(len(rows.host))

@@ -7,8 +7,8 @@ a target entropy. Because the action set is finite, every expectation over the
 policy is an exact sum over actions (no reparameterisation, no sampled
 actions in the losses); training actions are drawn from the policy with the
 replica's ``explore`` stream. The B replicas train together as DQN's do
-(`rl.agents.dqn`): one stacked PyTorch computation on a GPU, a compiled loop
-over the replicas on the CPU (`rl.agents._compiled_steps`).
+(`rl.agents.deep.dqn`): one stacked PyTorch computation on a GPU, a compiled loop
+over the replicas on the CPU (`rl.agents.deep._step_compiled`).
 
 References
 ----------
@@ -29,13 +29,13 @@ import torch
 import torch.nn.functional as F
 from numpy.typing import NDArray
 
-from rl.agents import _compiled_steps as compiled
-from rl.agents import _stacked as st
-from rl.agents import _torch_utils as tu
-from rl.agents._replica_draws import uniforms
 from rl.agents._restore import saved_array
-from rl.agents._torch_agent import BatchedTorchAgent, td_loss
 from rl.agents.base import DEFAULT_GAMMA, Transitions
+from rl.agents.deep import _stacked as st
+from rl.agents.deep import _step_compiled as compiled
+from rl.agents.deep import _torch_utils as tu
+from rl.agents.deep._replica_draws import uniforms
+from rl.agents.deep._torch_agent import BatchedTorchAgent, td_loss
 from rl.agents.registry import AgentSpec
 from rl.problems import Problem
 from rl.seeding import AgentRandom
@@ -94,7 +94,7 @@ class DiscreteSACConfig:
 def log_policy(logits: torch.Tensor) -> torch.Tensor:
     """Return log pi(a|s) (R, N, |A|), the log-softmax of ``logits`` (R, |A|, N) over the actions.
 
-    ``logits`` are in the column layout of `rl.agents._stacked.forward_pass`;
+    ``logits`` are in the column layout of `rl.agents.deep._stacked.forward_pass`;
     the result is a view with the actions last. PyTorch's CPU log-softmax over
     the middle axis of this layout is about nine times faster than over a
     short last axis (at R = 100, N = 64, |A| = 10: 0.14 ms against 1.3 ms).
@@ -230,7 +230,7 @@ class DiscreteSAC(BatchedTorchAgent):
     - Polyak update of both target critics with ``tau``.
 
     Each network, target and Adam state is stacked over the replicas
-    (`rl.agents._stacked`); each loss is summed over the replicas that train,
+    (`rl.agents.deep._stacked`); each loss is summed over the replicas that train,
     so each replica's gradient is its own.
 
     References
@@ -277,7 +277,7 @@ class DiscreteSAC(BatchedTorchAgent):
     def _critic_pass(
         self, critics: torch.Tensor, inputs: torch.Tensor
     ) -> tuple[list[torch.Tensor], st.Pass]:
-        """Return the parameter views and `rl.agents._stacked.Pass` of Q1 and Q2 together.
+        """Return the parameter views and `rl.agents.deep._stacked.Pass` of Q1 and Q2 together.
 
         ``critics`` are critic rows (R, 2P), ``inputs`` (R, D_S, N) in column
         layout. Q1 and Q2 of replica r are rows 2r and 2r + 1 of one stack of 2R
@@ -336,7 +336,7 @@ class DiscreteSAC(BatchedTorchAgent):
     def _train_step(self, rows: st.Rows) -> None:
         """Critic, actor and temperature steps on one mini-batch per replica, then Polyak update.
 
-        Gradients are written out (`rl.agents._stacked.backward`, `policy_gradient`,
+        Gradients are written out (`rl.agents.deep._stacked.backward`, `policy_gradient`,
         `temperature_gradient`), each tested against autograd.
         """
         if self.compiled:
@@ -383,7 +383,7 @@ class DiscreteSAC(BatchedTorchAgent):
             st.put(self.critics_target, rows, target)
 
     def _compiled_step(self, rows: st.Rows) -> None:
-        """`_train_step` by `rl.agents._compiled_steps.sac_steps`, one replica after another."""
+        """`_train_step` by `rl.agents.deep._step_compiled.sac_steps`, one replica after another."""
         config = self.config
         batch = self._compiled_batch(rows)
         trained = 3 if config.autotune else 2  # actor, critics, temperature

@@ -12,9 +12,9 @@ eq. (decomp_error). Two storages hold them behind one interface:
   the state modes (Highway's grid has 20^9 states).
 
 Both expose `arrays`, a `VisitArrays` that the compiled agent step
-(`rl.agents._kernels`) reads and writes directly. The sparse table's hashing
+(`rl.agents.tensor._step_compiled`) reads and writes directly. The sparse table's hashing
 runs in NumPy here (`table_rebuild`, `table_rows`) or, for an agent on the
-compiled engine, in its compiled twin (`rl.agents._visits_compiled`); both
+compiled engine, in its compiled twin (`rl.agents.tensor._visits_compiled`); both
 build the same arrays, so this module imports no Numba.
 
 `make_visit_table` chooses by size. States and actions are flat indices
@@ -31,7 +31,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from rl.agents._restore import check_values, saved_array
-from rl.agents._visit_layout import EMPTY
+from rl.agents.tensor._visit_layout import EMPTY
 from rl.validation import check_memory
 
 Storage = Literal["auto", "dense", "sparse"]
@@ -248,7 +248,7 @@ class SparseVisits(VisitTable):
     most 1/2) maps the key ``replica * |S| + state`` to a row of ``|A|`` counts
     and ``|A|`` errors; rows are appended in order of first visit, and the
     table doubles (rehashing its keys) when full. Lookups and inserts run in
-    NumPy (`table_rows`) or compiled (`rl.agents._visits_compiled`), with the
+    NumPy (`table_rows`) or compiled (`rl.agents.tensor._visits_compiled`), with the
     same results, and the compiled agent step runs the same lookups inside its
     kernels. Reading an unvisited state allocates nothing.
 
@@ -272,7 +272,7 @@ class SparseVisits(VisitTable):
     ) -> None:
         super().__init__(replicas, n_states, n_actions)
         if compiled:
-            from rl.agents import _visits_compiled
+            from rl.agents.tensor import _visits_compiled
 
             self._rebuild, self._table_rows = (
                 _visits_compiled.table_rebuild,

@@ -1,12 +1,12 @@
-"""The compiled engine of the tensor agents (`rl.agents.engine`): the kernels' arguments, once.
+"""The compiled engine of the tensor agents (`rl.agents.tensor.engine`): kernel arguments, once.
 
-`CompiledEngine` builds, from the agent's `rl.agents.engine.StepRule`, the
-named tuples that `rl.agents._kernels` reads: `AgentArrays` (the packed
+`CompiledEngine` builds, from the agent's `rl.agents.tensor.engine.StepRule`, the
+named tuples that `rl.agents.tensor._step_compiled` reads: `AgentArrays` (the packed
 factors, counters, epsilon, the typed list of the replicas' exploration
 generators, which shares their state with the Python objects so that
 checkpoints and the reference path see the same streams, and the record of the
 last update), `Settings`, `tensorq._compiled.RuleSettings` and the visit
-table's `rl.agents.visits.VisitArrays`. The agent's ``q_.factors`` are views
+table's `rl.agents.tensor.visits.VisitArrays`. The agent's ``q_.factors`` are views
 of the one packed array (B, sum_n d_n, R) the kernels read (`packed_factors`),
 so one compiled kernel serves any number of modes.
 """
@@ -19,16 +19,16 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
-from rl.agents import _kernels
 from rl.agents._explore_compiled import typed_generators
-from rl.agents._kernels import EXPLORATION, AgentArrays, Settings
 from rl.agents.base import Transitions
-from rl.agents.engine import UpdateStats, copy_factors, packed_factors
-from rl.agents.visits import VisitArrays
+from rl.agents.tensor import _step_compiled as _kernels
+from rl.agents.tensor._step_compiled import EXPLORATION, AgentArrays, Settings
+from rl.agents.tensor.engine import UpdateStats, copy_factors, packed_factors
+from rl.agents.tensor.visits import VisitArrays
 from tensorq._compiled import RULES, RuleSettings
 
 if TYPE_CHECKING:
-    from rl.agents.tensor_agent import TensorAgent
+    from rl.agents.tensor.agent import TensorAgent
 
 
 _NO_TABLE = VisitArrays(*([np.zeros(0, np.int64)] * 3), np.zeros((0, 0), np.int64),
@@ -45,14 +45,14 @@ class _PlainArguments(NamedTuple):
 
 
 class CompiledEngine:
-    """The compiled act, greedy and observe of one tensor agent (`rl.agents.engine.Engine`).
+    """The compiled act, greedy and observe of one tensor agent (`rl.agents.tensor.engine.Engine`).
 
     Parameters
     ----------
-    agent : rl.agents.tensor_agent.TensorAgent
+    agent : rl.agents.tensor.agent.TensorAgent
         Supplies the factors (``q_``, packed here), ``problem``, ``steps_``,
         ``epsilon_``, the exploration generators, ``visits_`` (None: no counts,
-        no Delta Q) and its `rl.agents.engine.StepRule` (read on first use,
+        no Delta Q) and its `rl.agents.tensor.engine.StepRule` (read on first use,
         once the agent is fully built).
     """
 
@@ -147,7 +147,7 @@ class CompiledEngine:
         return visits.arrays()
 
     def _plain(self, room: int = 0) -> _PlainArguments:
-        """Return the kernels' arguments as plain tuples (`rl.agents._kernels.as_plain`)."""
+        """Return the kernels' arguments as plain tuples (`._step_compiled.as_plain`)."""
         if self._plain_settings is None:
             self._plain_settings = tuple(map(_kernels.as_plain, self.settings()))
         settings, rule = self._plain_settings

@@ -16,7 +16,7 @@ leverage score of row i is ||U_d[i, :]||^2 and of column j ||V_d[j, :]||^2
 (each set sums to d). Rows with large leverage carry directions of the row
 space that other rows do not, so they must be in the skeleton.
 
-These are pure functions on one matrix; `rl.agents.lora_vi` applies them per
+These are pure functions on one matrix; `rl.agents.tables.lora_vi` applies them per
 replica.
 
 References

@@ -18,9 +18,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from rl.agents.base import Transitions
-from rl.agents.engine import StepRule, UpdateStats
 from rl.agents.registry import AgentSpec
-from rl.agents.tensor_agent import TensorAgent, TensorAgentConfig
+from rl.agents.tensor.agent import TensorAgent, TensorAgentConfig
+from rl.agents.tensor.engine import StepRule, UpdateStats
 from rl.validation import check_real
 from tensorq import normalized_step
 

@@ -3,7 +3,7 @@
 The width matcher (the formulas live in `rl.agents.param_formulas`), the device
 check, the map between index vectors and network inputs / joint actions, and
 conversion of torch state to numpy trees for checkpoints. The stacked
-networks, Adam and replay memory are in `rl.agents._stacked`.
+networks, Adam and replay memory are in `rl.agents.deep._stacked`.
 """
 
 from __future__ import annotations

@@ -1,0 +1,1 @@
+"""The PyTorch baselines: DQN and discrete SAC, their stacked networks and compiled steps."""
