@@ -1,7 +1,12 @@
-"""The page "Does the paper reproduce?" and its builder (`rl.experiments.results_page`)."""
+"""The page "Does the paper reproduce?", the pages' generated tables, and their builder.
+
+`rl.experiments.results_page` writes ``docs/results.md`` and every table that a
+page marks (`rl.experiments.page_tables`) from the CSV files in ``docs/results/``.
+"""
 
 from __future__ import annotations
 
+import csv
 import re
 import shutil
 from pathlib import Path
@@ -9,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from rl.experiments.claims import CLAIMS, FAILS, HOLDS, UNSURE
-from rl.experiments.results_page import DOCS, main, render
+from rl.experiments.page_tables import table_names
+from rl.experiments.results_page import DOCS, expected_pages, main, render, stale_pages
 from rl.experiments.results_tables import READINGS, read_tables
 
 PAGE = DOCS / "results.md"
@@ -39,3 +45,91 @@ def test_a_missing_table_is_one_line_and_exit_status_2(
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and "lines.csv is missing" in err and "\n" not in err
     assert not (tmp_path / "results.md").exists()
+
+
+def test_every_generated_table_on_every_page_is_what_the_command_writes() -> None:
+    pages = expected_pages()
+    marked = {page.relative_to(DOCS).as_posix() for page in pages} - {"results.md"}
+    assert {"readings.md", "discrete-problems.md", "classics.md", "highway.md"} <= marked
+    assert stale_pages() == []
+    names = [name for page in pages for name in table_names(page.read_text(encoding="utf-8"))]
+    assert len(names) == len(set(names)), "two markers name the same table"
+    assert all((DOCS / "results" / f"{name}.csv").is_file() for name in names)
+
+
+def test_a_shared_number_comes_from_its_line_of_lines_csv() -> None:
+    line = read_tables(DOCS / "results").lines[("comparison", "cartpole", "teql"), "stable"]
+    readings = expected_pages()[DOCS / "readings.md"]
+    row = next(r for r in readings.splitlines() if r.startswith("| `stable` (`--reading stable`)"))
+    assert line.shown == "76.0 ± 14.4" and f"| {line.shown} |" in row
+
+
+def _docs_copy(tmp_path: Path) -> Path:
+    docs = tmp_path / "docs"
+    shutil.copytree(DOCS / "results", docs / "results", ignore=shutil.ignore_patterns("*.png"))
+    shutil.copy(DOCS / "results.md", docs / "results.md")
+    shutil.copy(DOCS / "highway.md", docs / "highway.md")
+    return docs
+
+
+def _rows(path: Path) -> list[list[str]]:
+    with path.open(newline="", encoding="utf-8") as handle:
+        return list(csv.reader(handle))
+
+
+def _write_rows(path: Path, rows: list[list[str]]) -> None:
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle, lineterminator="\n").writerows(rows)
+
+
+def test_check_names_a_stale_page_and_the_command_brings_it_up_to_date(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = _docs_copy(tmp_path)
+    assert main(["--docs", str(docs), "--check"]) == 0
+    table = docs / "results" / "highway-twin-speed.csv"
+    rows = _rows(table)
+    rows[1][1] = "12345"
+    _write_rows(table, rows)
+    capsys.readouterr()
+    assert main(["--docs", str(docs), "--check"]) == 1
+    err = capsys.readouterr().err.strip()
+    command = "python -m rl.experiments.results_page"
+    assert err == f"error: {docs / 'highway.md'} is stale: run {command}"
+    assert "12345" not in (docs / "highway.md").read_text(encoding="utf-8")
+    assert main(["--docs", str(docs)]) == 0
+    assert f"| {' | '.join(rows[1])} |" in (docs / "highway.md").read_text(encoding="utf-8")
+    assert main(["--docs", str(docs), "--check"]) == 0
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (("<!-- end table -->\n", ""), "opens before table highway-equality is closed"),
+        (("<!-- table: highway-equality -->\n", ""), "closes no table"),
+        (("<!-- table: highway-equality -->", "<!-- table: highway-nothing -->"), "missing"),
+    ],
+)
+def test_a_broken_marker_is_one_line_and_exit_status_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], damage: tuple[str, str], message: str
+) -> None:
+    docs = _docs_copy(tmp_path)
+    page = docs / "highway.md"
+    text = page.read_text(encoding="utf-8")
+    page.write_text(text.replace(*damage, 1), encoding="utf-8")
+    assert main(["--docs", str(docs), "--check"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: {page}: ") and message in err and "\n" not in err
+
+
+def test_an_unknown_line_of_lines_csv_is_one_line_and_exit_status_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = _docs_copy(tmp_path)
+    table = docs / "results" / "highway-equality.csv"
+    rows = _rows(table)
+    rows[1][0] = "{lines.csv comparison/cartpole/teql/none}"
+    _write_rows(table, rows)
+    assert main(["--docs", str(docs)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "comparison/cartpole/teql/none} names no row of lines.csv" in err and "\n" not in err

@@ -1,0 +1,115 @@
+"""Measurement tables of the documentation pages, generated from committed CSV files.
+
+A page marks each generated table with two comment lines::
+
+    <!-- table: readings-cartpole -->
+    <!-- end table -->
+
+and `fill_tables` writes between them the Markdown table of
+``docs/results/readings-cartpole.csv``: its first row is the header, every
+other row a table row, each cell Markdown text as the page shows it. A column
+is right-aligned when every non-empty cell of it starts with a number. A cell
+may name a line of ``docs/results/lines.csv`` as ``{lines.csv
+PART/ENV/LINE/READING}`` (for example ``{lines.csv
+comparison/cartpole/teql/stable}``), which becomes that line's ``mean ± std``,
+so a number that two pages show comes from one row. The prose around the
+markers stays hand-written; ``python -m rl.experiments.results_page`` fills
+every page (`rl.experiments.results_page`).
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+from rl.experiments.claims import LineKey
+from rl.experiments.results_tables import Line
+
+START = re.compile(r"^<!-- table: ([a-z0-9][a-z0-9-]*) -->$")
+"""The comment line that opens a generated table, with the table's name."""
+
+END = "<!-- end table -->"
+"""The comment line that closes a generated table."""
+
+_REFERENCE = re.compile(r"\{lines\.csv ([\w-]+)/([\w-]+)/([\w-]+)/([\w-]+)\}")
+_NUMBER = re.compile(r"^\**[-+−]?\d")
+_PIPE = re.compile(r"(?<!\\)\|")
+
+
+def read_table(path: Path) -> list[list[str]]:
+    """Return the rows of the table CSV ``path``, the header first, checked to be rectangular."""
+    if not path.is_file():
+        raise ValueError(f"{path} is missing: restore it from the repository (git checkout).")
+    with path.open(newline="", encoding="utf-8") as handle:
+        rows = list(csv.reader(handle))
+    if len(rows) < 2:
+        raise ValueError(f"{path} needs a header row and at least one row.")
+    width = len(rows[0])
+    for number, row in enumerate(rows[1:], start=2):
+        if len(row) != width:
+            raise ValueError(f"{path}: row {number} has {len(row)} cells, the header {width}.")
+        if any(_PIPE.search(cell) for cell in row):
+            raise ValueError(f"{path}: row {number} has an unescaped '|': write it as '\\|'.")
+    return rows
+
+
+def _resolve(cell: str, lines: Mapping[tuple[LineKey, str], Line], path: Path) -> str:
+    def line(match: re.Match[str]) -> str:
+        part, env, key, reading = match.groups()
+        found = lines.get(((part, env, key), reading))
+        if found is None:
+            raise ValueError(f"{path}: {match.group(0)} names no row of lines.csv.")
+        return found.shown
+
+    return _REFERENCE.sub(line, cell)
+
+
+def render_table(path: Path, lines: Mapping[tuple[LineKey, str], Line]) -> list[str]:
+    """Return the Markdown lines of the table CSV ``path``, its references to ``lines`` filled."""
+    header, *body = read_table(path)
+    body = [[_resolve(cell, lines, path) for cell in row] for row in body]
+    align = [
+        "---:"
+        if any(row[column] for row in body)
+        and all(_NUMBER.match(row[column]) for row in body if row[column])
+        else "---"
+        for column in range(len(header))
+    ]
+    return ["| " + " | ".join(header) + " |", "|" + "|".join(align) + "|"] + [
+        "| " + " | ".join(row) + " |" for row in body
+    ]
+
+
+def fill_tables(text: str, data: Path, lines: Mapping[tuple[LineKey, str], Line]) -> str:
+    """Return the page ``text`` with every marked table rewritten from its CSV in ``data``."""
+    out: list[str] = []
+    name = ""
+    for number, line in enumerate(text.splitlines(), start=1):
+        opened = START.match(line)
+        if name:
+            if line == END:
+                out += ["", *render_table(data / f"{name}.csv", lines), "", END]
+                name = ""
+            elif opened:
+                raise ValueError(
+                    f"line {number}: table {opened.group(1)} opens before table {name} is "
+                    f"closed: add {END} after {name}'s table."
+                )
+            continue
+        out.append(line)
+        if opened:
+            name = opened.group(1)
+        elif line == END:
+            raise ValueError(
+                f"line {number}: {END} closes no table: remove it or open its table first."
+            )
+    if name:
+        raise ValueError(f"table {name} has no {END} line: add one after its table.")
+    return "\n".join(out) + ("\n" if text.endswith("\n") else "")
+
+
+def table_names(text: str) -> list[str]:
+    """Return the names of the tables ``text`` marks, in order."""
+    return [m.group(1) for m in map(START.match, text.splitlines()) if m]
