@@ -133,3 +133,69 @@ def test_an_unknown_line_of_lines_csv_is_one_line_and_exit_status_2(
     assert main(["--docs", str(docs)]) == 2
     err = capsys.readouterr().err.strip()
     assert "comparison/cartpole/teql/none} names no row of lines.csv" in err and "\n" not in err
+
+
+# ------------------------------------------------------------------- tables other code writes
+# Tables whose numbers live in data that `rl` cannot format (the suite's and the formats'
+# tables come from `analysis`, which `rl` does not import) or in Python (the authors'
+# code's raw returns): each is checked against its source instead.
+
+
+def _page_table(text: str, header: str) -> list[list[str]]:
+    lines = text.splitlines()
+    start = lines.index(header)
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip("|").split("|")])
+    return rows
+
+
+def test_the_suite_tables_are_what_analysis_lowrank_suite_writes_from_the_committed_data() -> None:
+    from analysis.lowrank_suite.report import axis_markdown, axis_table
+
+    with (DOCS / "data" / "lowrank-suite" / "verdicts.csv").open(encoding="utf-8") as handle:
+        verdicts = list(csv.DictReader(handle))
+    page = (DOCS / "is-teql-for-my-problem.md").read_text(encoding="utf-8")
+    for axis, fixed in (("qstar_rank", {"state_modes": 4}), ("state_modes", {"qstar_rank": 5})):
+        table = axis_markdown(axis_table(verdicts, axis, fixed), axis)
+        assert len(table) > 10 and "\n".join(table) in page
+
+
+@pytest.mark.parametrize(
+    ("env", "title"), [("pendulum", "Pendulum's Q*"), ("cartpole", "CartPole's Q*")]
+)
+def test_the_formats_tables_agree_with_the_committed_fits_to_their_digits(
+    env: str, title: str
+) -> None:
+    with (DOCS / "data" / "formats" / f"{env}.csv").open(encoding="utf-8") as handle:
+        fits = {(row["format"], row["rank"]): row for row in csv.DictReader(handle)}
+    page = (DOCS / "is-teql-for-my-problem.md").read_text(encoding="utf-8")
+    after = page[page.index(f"{title} (") :]
+    header = next(line for line in after.splitlines() if line.startswith("| rank |"))
+    rows = _page_table(after, header)
+    assert [row[0] for row in rows] == ["1", "2", "5", "10", "20"]
+    for rank, *cells in rows:
+        triples = zip(cells[0::3], cells[1::3], cells[2::3], strict=True)
+        for fmt, (params, frobenius, sup) in zip(("cp", "tucker", "tt"), triples, strict=True):
+            fit = fits[fmt, rank]
+            assert params.replace(",", "") == fit["n_params"]
+            for shown, value in ((frobenius, fit["rel_error"]), (sup, fit["sup_error"])):
+                if shown == "exact":
+                    assert float(value) < 1e-12
+                else:
+                    digits = len(shown.partition(".")[2])
+                    assert abs(float(shown) - float(value)) <= 0.5 * 10**-digits, (fmt, rank)
+
+
+def test_the_authors_codes_raw_returns_on_its_page_are_rl_experiments_paper_released_raw() -> None:
+    from rl.experiments.paper import RELEASED_RAW
+
+    page = (DOCS / "authors-code.md").read_text(encoding="utf-8")
+    rows = {row[0]: row[1:] for row in _page_table(page, "| | TEQL | TLR |")}
+    for (env, line), value in RELEASED_RAW.items():
+        label = next(label for label in rows if label.lower().startswith(env))
+        cell = rows[label][("teql", "tlr").index(line)]
+        assert label.partition("episodes ")[2] in value.source, (env, value.source)
+        assert cell == f"{value.value:g} ± {value.std:g}", (env, line)
