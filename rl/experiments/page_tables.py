@@ -41,17 +41,23 @@ _PIPE = re.compile(r"(?<!\\)\|")
 def read_table(path: Path) -> list[list[str]]:
     """Return the rows of the table CSV ``path``, the header first, checked to be rectangular."""
     if not path.is_file():
-        raise ValueError(f"{path} is missing: restore it from the repository (git checkout).")
+        raise ValueError(
+            f"{path} is missing: name a table of {path.parent} in the marker, or restore the "
+            "file (git checkout)."
+        )
     with path.open(newline="", encoding="utf-8") as handle:
         rows = list(csv.reader(handle))
     if len(rows) < 2:
         raise ValueError(f"{path} needs a header row and at least one row.")
     width = len(rows[0])
-    for number, row in enumerate(rows[1:], start=2):
+    for number, row in enumerate(rows, start=1):
         if len(row) != width:
             raise ValueError(f"{path}: row {number} has {len(row)} cells, the header {width}.")
-        if any(_PIPE.search(cell) for cell in row):
-            raise ValueError(f"{path}: row {number} has an unescaped '|': write it as '\\|'.")
+        if any(_PIPE.search(cell) or "\n" in cell for cell in row):
+            raise ValueError(
+                f"{path}: row {number} has a line break or an unescaped '|' in a cell: "
+                "write '|' as '\\|' and keep each cell on one line."
+            )
     return rows
 
 

@@ -122,17 +122,27 @@ def test_a_broken_marker_is_one_line_and_exit_status_2(
     assert err.startswith(f"error: {page}: ") and message in err and "\n" not in err
 
 
-def test_an_unknown_line_of_lines_csv_is_one_line_and_exit_status_2(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("cell", "message"),
+    [
+        ("{lines.csv comparison/cartpole/teql/none}", "teql/none} names no row of lines.csv"),
+        ("always | IDLE", "row 2 has a line break or an unescaped '|' in a cell"),
+        ("always\nIDLE", "row 2 has a line break or an unescaped '|' in a cell"),
+    ],
+)
+def test_a_bad_cell_of_a_table_is_one_line_and_exit_status_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], cell: str, message: str
 ) -> None:
     docs = _docs_copy(tmp_path)
     table = docs / "results" / "highway-equality.csv"
     rows = _rows(table)
-    rows[1][0] = "{lines.csv comparison/cartpole/teql/none}"
+    rows[1][0] = cell
     _write_rows(table, rows)
+    before = (docs / "highway.md").read_text(encoding="utf-8")
     assert main(["--docs", str(docs)]) == 2
     err = capsys.readouterr().err.strip()
-    assert "comparison/cartpole/teql/none} names no row of lines.csv" in err and "\n" not in err
+    assert err.startswith("error: ") and message in err and "\n" not in err
+    assert (docs / "highway.md").read_text(encoding="utf-8") == before
 
 
 # ------------------------------------------------------------------- tables other code writes
