@@ -9,10 +9,13 @@ and `fill_tables` writes between them the Markdown table of
 ``docs/results/readings-cartpole.csv``: its first row is the header, every
 other row a table row, each cell Markdown text as the page shows it. A column
 is right-aligned when every non-empty cell of it starts with a number. A cell
-may name a line of ``docs/results/lines.csv`` as ``{lines.csv
+may name a number of the results page's tables instead of repeating it, so that
+a number two pages show comes from one row: ``{lines.csv
 PART/ENV/LINE/READING}`` (for example ``{lines.csv
-comparison/cartpole/teql/stable}``), which becomes that line's ``mean ± std``,
-so a number that two pages show comes from one row. The prose around the
+comparison/cartpole/teql/stable}``) becomes that line's ``mean ± std`` in
+``docs/results/lines.csv``, and ``{rank.csv ENV/COLUMN}`` (for example
+``{rank.csv cartpole/energy}``) that environment's value in
+``docs/results/rank.csv``. The prose around the
 markers stays hand-written; ``python -m rl.experiments.results_page`` fills
 every page (`rl.experiments.results_page`).
 """
@@ -21,11 +24,9 @@ from __future__ import annotations
 
 import csv
 import re
-from collections.abc import Mapping
 from pathlib import Path
 
-from rl.experiments.claims import LineKey
-from rl.experiments.results_tables import Line
+from rl.experiments.results_tables import Tables
 
 START = re.compile(r"^<!-- table: ([a-z0-9][a-z0-9-]*) -->$")
 """The comment line that opens a generated table, with the table's name."""
@@ -33,7 +34,7 @@ START = re.compile(r"^<!-- table: ([a-z0-9][a-z0-9-]*) -->$")
 END = "<!-- end table -->"
 """The comment line that closes a generated table."""
 
-_REFERENCE = re.compile(r"\{lines\.csv ([\w-]+)/([\w-]+)/([\w-]+)/([\w-]+)\}")
+_REFERENCE = re.compile(r"\{(lines|rank)\.csv ([\w-]+(?:/[\w-]+)+)\}")
 _NUMBER = re.compile(r"^\**[-+−]?\d")
 _PIPE = re.compile(r"(?<!\\)\|")
 
@@ -61,21 +62,26 @@ def read_table(path: Path) -> list[list[str]]:
     return rows
 
 
-def _resolve(cell: str, lines: Mapping[tuple[LineKey, str], Line], path: Path) -> str:
-    def line(match: re.Match[str]) -> str:
-        part, env, key, reading = match.groups()
-        found = lines.get(((part, env, key), reading))
-        if found is None:
-            raise ValueError(f"{path}: {match.group(0)} names no row of lines.csv.")
-        return found.shown
+def _resolve(cell: str, tables: Tables, path: Path) -> str:
+    def number(match: re.Match[str]) -> str:
+        name, key = match.group(1), tuple(match.group(2).split("/"))
+        if name == "lines" and len(key) == 4:
+            found = tables.lines.get((key[:3], key[3]))
+            if found is not None:
+                return found.shown
+        if name == "rank" and len(key) == 2:
+            row = next((row for row in tables.rank if row["env"] == key[0]), {})
+            if key[1] in row:
+                return row[key[1]]
+        raise ValueError(f"{path}: {match.group(0)} names no value of {name}.csv.")
 
-    return _REFERENCE.sub(line, cell)
+    return _REFERENCE.sub(number, cell)
 
 
-def render_table(path: Path, lines: Mapping[tuple[LineKey, str], Line]) -> list[str]:
-    """Return the Markdown lines of the table CSV ``path``, its references to ``lines`` filled."""
+def render_table(path: Path, tables: Tables) -> list[str]:
+    """Return the Markdown lines of the table CSV ``path``, its references to ``tables`` filled."""
     header, *body = read_table(path)
-    body = [[_resolve(cell, lines, path) for cell in row] for row in body]
+    body = [[_resolve(cell, tables, path) for cell in row] for row in body]
     align = [
         "---:"
         if any(row[column] for row in body)
@@ -88,7 +94,7 @@ def render_table(path: Path, lines: Mapping[tuple[LineKey, str], Line]) -> list[
     ]
 
 
-def fill_tables(text: str, data: Path, lines: Mapping[tuple[LineKey, str], Line]) -> str:
+def fill_tables(text: str, data: Path, tables: Tables) -> str:
     """Return the page ``text`` with every marked table rewritten from its CSV in ``data``."""
     out: list[str] = []
     name = ""
@@ -96,7 +102,7 @@ def fill_tables(text: str, data: Path, lines: Mapping[tuple[LineKey, str], Line]
         opened = START.match(line)
         if name:
             if line == END:
-                out += ["", *render_table(data / f"{name}.csv", lines), "", END]
+                out += ["", *render_table(data / f"{name}.csv", tables), "", END]
                 name = ""
             elif opened:
                 raise ValueError(

@@ -379,7 +379,7 @@ def expected_pages(docs: Path = DOCS) -> dict[Path, str]:
         text = page.read_text(encoding="utf-8")
         if table_names(text):
             try:
-                pages[page] = fill_tables(text, data, tables.lines)
+                pages[page] = fill_tables(text, data, tables)
             except ValueError as error:
                 raise ValueError(f"{page}: {error}") from None
     return pages

@@ -57,11 +57,15 @@ def test_every_generated_table_on_every_page_is_what_the_command_writes() -> Non
     assert all((DOCS / "results" / f"{name}.csv").is_file() for name in names)
 
 
-def test_a_shared_number_comes_from_its_line_of_lines_csv() -> None:
+def test_a_shared_number_comes_from_its_row_of_the_results_tables() -> None:
     line = read_tables(DOCS / "results").lines[("comparison", "cartpole", "teql"), "stable"]
     readings = expected_pages()[DOCS / "readings.md"]
     row = next(r for r in readings.splitlines() if r.startswith("| `stable` (`--reading stable`)"))
     assert line.shown == "76.0 ± 14.4" and f"| {line.shown} |" in row
+    analysis = expected_pages()[DOCS / "analysis.md"]
+    energy = read_tables(DOCS / "results").rank[1]
+    assert energy["env"] == "cartpole" and energy["energy"] == "0.9982"
+    assert "| CartPole | 0.99 | no | 0.9982 | 0.9978 |" in analysis
 
 
 def _docs_copy(tmp_path: Path) -> Path:
@@ -125,7 +129,8 @@ def test_a_broken_marker_is_one_line_and_exit_status_2(
 @pytest.mark.parametrize(
     ("cell", "message"),
     [
-        ("{lines.csv comparison/cartpole/teql/none}", "teql/none} names no row of lines.csv"),
+        ("{lines.csv comparison/cartpole/teql/none}", "teql/none} names no value of lines.csv"),
+        ("{rank.csv cartpole/nothing}", "{rank.csv cartpole/nothing} names no value of rank.csv"),
         ("always | IDLE", "row 2 has a line break or an unescaped '|' in a cell"),
         ("always\nIDLE", "row 2 has a line break or an unescaped '|' in a cell"),
     ],
