@@ -74,7 +74,8 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     (
         "python -m rl.experiments.results_page",
         "rl.experiments.results_page",
-        'the page "Does the paper reproduce?" from its committed tables',
+        'the page "Does the paper reproduce?" and the measurement tables of every page, from '
+        "their committed CSVs",
     ),
     ("python -m benchmarks", "benchmarks.__main__", "speed benchmarks"),
 )

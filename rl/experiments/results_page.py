@@ -2,8 +2,11 @@
 
 ``python -m rl.experiments.results_page`` reads the small tables in
 ``docs/results/`` (`rl.experiments.results_tables`) and writes
-``docs/results.md`` and one figure per claim beside the tables, in seconds; it
-trains nothing and reads no run directory.
+``docs/results.md`` and one figure per claim beside the tables, and the
+measurement tables that other pages mark (`rl.experiments.page_tables`) from
+their CSV files there, in seconds; it trains nothing and reads no run
+directory. ``--check`` writes nothing and exits 1 when a page differs from what
+the command would write.
 
 References
 ----------
@@ -28,6 +31,7 @@ from rl.experiments.claims import (
     combine,
     energy_verdict,
 )
+from rl.experiments.page_tables import fill_tables, table_names
 from rl.experiments.paper import PAPER_ABLATION_STD, PAPER_FIGURE
 from rl.experiments.paper_report import RANK_QUOTE
 from rl.experiments.results_tables import (
@@ -360,26 +364,64 @@ def _rank_section(tables: Tables) -> list[str]:
     return out
 
 
-def build(docs: Path = DOCS) -> Path:
-    """Write ``docs/results.md`` and its figures from ``docs/results/``; return the page."""
-    tables = read_tables(docs / "results")
-    page = docs / "results.md"
-    text = render(tables, figures=docs / "results")
-    if page.is_symlink():
-        raise ValueError(f"{page} is a symbolic link: remove it first.")
-    page.write_text(text, encoding="utf-8")
-    return page
+def expected_pages(docs: Path = DOCS) -> dict[Path, str]:
+    """Return each generated page under ``docs`` and the text the command writes to it.
+
+    ``results.md`` is generated whole (`render`); every other page keeps its prose
+    and gets its marked tables from their CSV files (`rl.experiments.page_tables`).
+    """
+    data = docs / "results"
+    tables = read_tables(data)
+    pages = {docs / "results.md": render(tables)}
+    for page in sorted(docs.rglob("*.md")):
+        if page in pages or page.is_relative_to(data):
+            continue
+        text = page.read_text(encoding="utf-8")
+        if table_names(text):
+            try:
+                pages[page] = fill_tables(text, data, tables)
+            except ValueError as error:
+                raise ValueError(f"{page}: {error}") from None
+    return pages
+
+
+def stale_pages(docs: Path = DOCS) -> list[Path]:
+    """Return the generated pages under ``docs`` whose text differs from what the command writes."""
+    return [
+        page
+        for page, text in expected_pages(docs).items()
+        if not page.is_file() or page.read_text(encoding="utf-8") != text
+    ]
+
+
+def build(docs: Path = DOCS) -> list[Path]:
+    """Write ``docs/results.md``, its figures and every page's marked tables; return the pages."""
+    pages = expected_pages(docs)
+    for page in pages:
+        if page.is_symlink():
+            raise ValueError(f"{page} is a symbolic link: remove it first.")
+    render(read_tables(docs / "results"), figures=docs / "results")
+    for page, text in pages.items():
+        if not page.is_file() or page.read_text(encoding="utf-8") != text:
+            page.write_text(text, encoding="utf-8")
+    return list(pages)
 
 
 def build_parser() -> argparse.ArgumentParser:
     """Return the command line's parser (``python -m rl.experiments.results_page``)."""
     parser = argparse.ArgumentParser(
         prog="python -m rl.experiments.results_page",
-        description="Write docs/results.md and its figures from the tables in docs/results/ "
-        "(no training; under a minute).",
+        description="Write docs/results.md and its figures, and every page's measurement "
+        "tables between their markers, from the tables in docs/results/ (no training; under "
+        "a minute).",
     )
     parser.add_argument(
         "--docs", type=Path, default=DOCS, help="the docs directory (default: the repository's)"
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing; exit 1 naming each page that differs from what the command writes",
     )
     return add_version_option(parser)
 
@@ -388,11 +430,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point; see the module docstring."""
     args = build_parser().parse_args(argv)
     try:
-        page = build(args.docs)
+        if args.check:
+            stale = stale_pages(args.docs)
+            for page in stale:
+                print(
+                    f"error: {page} is stale: run python -m rl.experiments.results_page",
+                    file=sys.stderr,
+                )
+            return 1 if stale else 0
+        pages = build(args.docs)
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    print(f"wrote {page}")
+    print(f"wrote {len(pages)} pages: " + ", ".join(str(page) for page in pages))
     return 0
 
 
