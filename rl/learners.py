@@ -632,14 +632,11 @@ class Learner:
         """Return the environment actions of ``replica``'s exploration policy at ``states``."""
         if self._sampling is None:
             model = self._model
-            spec = agent_spec(model.config.agent)
-            what = f"agent {model.config.agent!r}"
-            agent_config = build_dataclass(spec.config_class, model.config.agent_params, what)
             seeds = range(model.config.seed, model.config.seed + self.replicas)
             streams = [s.agent for s in spawn_replicas(seeds)]
             with warnings.catch_warnings():  # its warnings were given when the learner was built
-                warnings.simplefilter("ignore")
-                self._sampling = spec.agent_class(model.problem, agent_config, streams)
+                warnings.simplefilter("ignore")  # a copy, of the model's own config
+                self._sampling = type(model.agent)(model.problem, model.agent.config, streams)
             self._sampling.load_state_dict(model.agent.state_dict())  # exploration streams too
         agent, problem = self._sampling, self._model.problem
         active = np.arange(self.replicas) == replica

@@ -40,6 +40,7 @@ from rl.runs.config import (
     parse_assignment,
     problem_name,
     recorded_run_config,
+    resolve_settings,
 )
 from rl.runs.rundir import RunDirError, check_run_files
 from rl.runs.tensorboard import tensorboard_dir
@@ -50,7 +51,7 @@ from rl.runs.training import (
     METRICS_FILE,
     EpisodeLog,
     RunResult,
-    build,
+    build_run,
     run,
 )
 from tensorq.version import add_version_option
@@ -371,9 +372,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("\n".join(presets.describe(entry) for entry in presets.presets().values()))
         return 0
     try:
-        config = config_from_args(args)
         trusted = not args.resume or args.env is not None or args.trust_env_module
-        runner, effective = build(config, import_env_module=trusted)
+        settings = resolve_settings(config_from_args(args), import_env_module=trusted)
+        runner, effective = build_run(settings)
+        config = settings.config
     except EnvModuleRefused as error:
         if args.debug:
             raise

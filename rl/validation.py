@@ -51,9 +51,6 @@ action component on its own and searches nothing.
 MEMORY_FRACTION = 0.5
 """Share of the machine's physical memory that one dense table or tensor may take."""
 
-REPLICA_PROBE = 64
-"""Replicas of the probe agent whose state `rl.runs.training.build` measures (`check_replicas`)."""
-
 REPLICA_OVERHEAD_BYTES = 4096
 """Bytes per replica outside its agent's arrays: random streams, environment, bookkeeping.
 

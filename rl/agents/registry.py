@@ -10,11 +10,7 @@ keeps older names working: ``teql-released`` is TEQL with the released reading.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, NamedTuple
-
-from rl.agents.readings import READINGS, Reading, reading
 
 AGENTS: dict[str, str] = {
     "teql": "rl.agents.tensor.teql",
@@ -55,15 +51,6 @@ def agent_spec(name: str) -> AgentSpec:
     return importlib.import_module(AGENTS[agent]).SPEC
 
 
-class ResolvedAgent(NamedTuple):
-    """What one run needs of its agent, resolved once (see `AgentSpec.resolve`)."""
-
-    agent_class: type
-    config_class: type
-    agent_params: dict[str, Any]
-    env_options: dict[str, Any]
-
-
 @dataclass(frozen=True)
 class AgentSpec:
     """What the runner needs of one agent module, declared once as its ``SPEC``.
@@ -71,7 +58,7 @@ class AgentSpec:
     Attributes
     ----------
     name : str
-        Registered name (`rl.agents.registry.AGENTS`), the key of `READINGS`.
+        Registered name (`AGENTS`), the key of `rl.agents.readings.READINGS`.
     agent_class : type
         The `rl.agents.base.Agent` subclass, built as ``(problem, config, streams)``.
     config_class : type
@@ -81,24 +68,3 @@ class AgentSpec:
     name: str
     agent_class: type
     config_class: type
-
-    @property
-    def readings(self) -> Mapping[str, Reading]:
-        """The agent's readings (`READINGS` entry)."""
-        return READINGS[self.name]
-
-    def resolve(self, reading_name: str, problem: str) -> ResolvedAgent:
-        """Return the classes, the reading's config overrides and problem options on ``problem``.
-
-        Raises
-        ------
-        ValueError
-            If the agent has no reading ``reading_name``.
-        """
-        chosen = reading(self.name, reading_name)
-        return ResolvedAgent(
-            self.agent_class,
-            self.config_class,
-            chosen.agent_params(problem),
-            chosen.problem_options(problem),
-        )

@@ -11,11 +11,14 @@ Values are merged in this order, later ones winning:
 * environment options: the reading's problem options (`rl.agents.readings`) <- the
   file's ``env_options`` <- ``--env-option``.
 
-`resolve_settings` computes the agent config and the problem options in that
-order, once per run; the runner, the executor and ``rl.load_run`` read its
-`Settings`. Every mapping is checked against the fields of the frozen dataclass it is
-meant for: unknown keys, wrong types and impossible values raise `ConfigError`
-with a message that names the key, which the CLI turns into exit code 2.
+`TrainConfig` holds the run settings as given and checks only its own values;
+`resolve_settings` resolves the rest in one pass, once per run: the agent name
+(an alias such as ``teql-released`` becomes the agent and its reading) and the
+reading, looked up once; the agent config, built once; the problem options and
+the problem. The runner, the executor and ``rl.load_run`` read its `Settings`.
+Every mapping is checked against the fields of the frozen dataclass it is meant
+for: unknown keys, wrong types and impossible values raise `ConfigError` with a
+message that names the key, which the CLI turns into exit code 2.
 """
 
 from __future__ import annotations
@@ -52,7 +55,8 @@ class TrainConfig:
     """Problem name (cartpole, pendulum, highway, inventory, lowrank) or a full Gymnasium id."""
     agent: str
     """Agent name from `rl.agents.registry.AGENTS` (teql, tlr, ..., random) or an alias
-    (``teql-released`` = teql with reading released); stored as the agent's name."""
+    (``teql-released`` = teql with reading released); `resolve_settings` returns the
+    config with the agent's name and the alias's reading in its place."""
     out: str
     """Run directory: metrics.csv, config.json, checkpoint.npz and learning_curve.png go here."""
     seeds: int = 1
@@ -86,13 +90,13 @@ class TrainConfig:
     """Which settings the agent starts from (`rl.agents.readings.READINGS`): ``paper`` (the
     paper's text and tables), ``released`` (the authors' released code) or, for TEQL,
     ``stable``; None takes `rl.agents.readings.default_reading` (TEQL ``stable``, every
-    other agent ``paper``); an alias such as ``teql-released`` implies its reading."""
+    other agent ``paper``); an alias such as ``teql-released`` implies its reading.
+    `resolve_settings` checks it and returns the config with the reading in place."""
 
     def __post_init__(self) -> None:
         for name in ("env", "agent", "out"):
             if not getattr(self, name):
                 raise ConfigError(f"The '{name}' parameter must be a non-empty string.")
-        self._resolve_reading()
         bounds = {
             "seeds": (1, None),
             "seed": (0, None),
@@ -111,27 +115,6 @@ class TrainConfig:
                 f"The 'seed' parameter must be <= 2**63 - seeds = {MAX_SEED + 1 - self.seeds} "
                 f"with seeds = {self.seeds}. Got {self.seed} instead."
             )
-
-    def _resolve_reading(self) -> None:
-        """Replace an alias by (agent, reading) and check that the agent has the reading."""
-        from rl.agents import readings
-        from rl.agents.registry import AGENTS, canonical
-
-        agent, implied = canonical(self.agent)
-        reading = self.reading
-        if implied is not None and reading not in (None, implied):
-            raise ConfigError(
-                f"The 'reading' parameter {reading!r} conflicts with agent {self.agent!r}, "
-                f"which means reading {implied!r}."
-            )
-        reading = reading or implied or readings.default_reading(agent)
-        if agent in AGENTS:  # an unknown agent is reported when it is looked up
-            try:
-                readings.reading(agent, reading)
-            except ValueError as error:
-                raise ConfigError(str(error)) from None
-        object.__setattr__(self, "agent", agent)
-        object.__setattr__(self, "reading", reading)
 
 
 def _type_name(hint: Any) -> str:
@@ -201,6 +184,47 @@ def _coerce(value: Any, hint: Any, key: str) -> Any:
     return value
 
 
+def checked_values(cls: type, values: Mapping[str, Any], what: str | None = None) -> dict:
+    """Check the keys and types of ``values`` against the fields of the dataclass ``cls``.
+
+    Nothing is constructed, so the values' own checks (``cls.__post_init__``) are not
+    run: `build_dataclass` runs them.
+
+    Parameters
+    ----------
+    cls : dataclass type
+        A (frozen) config dataclass.
+    values : mapping
+        Field name -> value; missing fields take their defaults.
+    what : str, optional
+        How to call the config in messages (default: the class name).
+
+    Returns
+    -------
+    dict
+        The keyword arguments of ``cls``, each value converted to its field's type.
+
+    Raises
+    ------
+    ConfigError
+        Naming the first unknown key, missing required key or wrong type.
+    """
+    what = what or cls.__name__
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    hints = typing.get_type_hints(cls)
+    for key in values:
+        if key not in fields:
+            known = ", ".join(sorted(fields))
+            raise ConfigError(f"Unknown parameter '{key}' for {what}; known parameters: {known}.")
+    for name, spec in fields.items():
+        no_default = (
+            spec.default is dataclasses.MISSING and spec.default_factory is dataclasses.MISSING
+        )
+        if no_default and name not in values:
+            raise ConfigError(f"The '{name}' parameter of {what} is required.")
+    return {key: _coerce(value, hints[key], key) for key, value in values.items()}
+
+
 def build_dataclass(cls: type, values: Mapping[str, Any], what: str | None = None) -> Any:
     """Check ``values`` against the fields of the dataclass ``cls`` and construct it.
 
@@ -220,29 +244,16 @@ def build_dataclass(cls: type, values: Mapping[str, Any], what: str | None = Non
     Raises
     ------
     ConfigError
-        Naming the first unknown key, missing required key, wrong type or
-        impossible value.
+        Naming the first unknown key, missing required key, wrong type
+        (`checked_values`) or impossible value.
     """
-    what = what or cls.__name__
-    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
-    hints = typing.get_type_hints(cls)
-    for key in values:
-        if key not in fields:
-            known = ", ".join(sorted(fields))
-            raise ConfigError(f"Unknown parameter '{key}' for {what}; known parameters: {known}.")
-    for name, spec in fields.items():
-        no_default = (
-            spec.default is dataclasses.MISSING and spec.default_factory is dataclasses.MISSING
-        )
-        if no_default and name not in values:
-            raise ConfigError(f"The '{name}' parameter of {what} is required.")
-    kwargs = {key: _coerce(value, hints[key], key) for key, value in values.items()}
+    kwargs = checked_values(cls, values, what)
     try:
         return cls(**kwargs)
     except ConfigError:
         raise
     except (ValueError, TypeError) as error:
-        raise ConfigError(f"Invalid {what}: {error}") from None
+        raise ConfigError(f"Invalid {what or cls.__name__}: {error}") from None
 
 
 def load_config_file(path: str | Path) -> dict[str, Any]:
@@ -376,7 +387,7 @@ class Settings(NamedTuple):
     """Everything a run's configuration resolves to, computed once by `resolve_settings`."""
 
     config: TrainConfig
-    """The run settings (alias and reading already resolved by `TrainConfig`)."""
+    """The run settings with the agent's name and reading in place (`resolve_agent`)."""
     spec: Any
     """The agent's `rl.agents.registry.AgentSpec`: its agent and config classes."""
     agent: Any
@@ -387,21 +398,68 @@ class Settings(NamedTuple):
     """The `rl.problems.Problem`, or None when `resolve_settings` was asked not to build it."""
 
 
+def resolve_agent(config: TrainConfig) -> tuple[TrainConfig, Any, Any]:
+    """Resolve the agent and reading of ``config``, looking the reading up once.
+
+    An alias (``teql-released``) stands for an agent and a reading
+    (`rl.agents.registry.ALIASES`); no reading takes the agent's default
+    (`rl.agents.readings.default_reading`).
+
+    Parameters
+    ----------
+    config : TrainConfig
+
+    Returns
+    -------
+    config : TrainConfig
+        A new config with the agent's registered name and the reading's name in
+        place (``config`` itself is not changed).
+    spec : rl.agents.registry.AgentSpec
+        The agent's classes.
+    reading : rl.agents.readings.Reading
+        The reading's config overrides and problem options.
+
+    Raises
+    ------
+    ConfigError
+        If the agent is unknown or unavailable, or has no such reading, or the
+        reading conflicts with the one an alias means.
+    """
+    from rl.agents import readings
+    from rl.agents.registry import canonical
+
+    agent, implied = canonical(config.agent)
+    if implied is not None and config.reading not in (None, implied):
+        raise ConfigError(
+            f"The 'reading' parameter {config.reading!r} conflicts with agent {config.agent!r}, "
+            f"which means reading {implied!r}."
+        )
+    spec = agent_spec(agent)
+    name = config.reading or implied or readings.default_reading(agent)
+    try:
+        chosen = readings.reading(agent, name)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+    return dataclasses.replace(config, agent=agent, reading=name), spec, chosen
+
+
 def resolve_settings(
     config: TrainConfig, *, build_problem: bool = True, import_env_module: bool = True
 ) -> Settings:
-    """Resolve a run's agent config and problem options, in one place and once.
+    """Resolve a run's agent, agent config and problem options, in one place and once.
 
-    Agent config: the agent config's defaults <- the reading's overrides for the
-    problem (`rl.agents.readings.READINGS`; those that depend on the problem's shape,
+    The agent and reading first (`resolve_agent`), then the agent config: the
+    agent config's defaults <- the reading's overrides for the problem
+    (`rl.agents.readings.READINGS`; those that depend on the problem's shape,
     `Reading.one_state_mode`, and on its reward bound, `Reading.per_reward_bound`, once
     it is built) <- the problem's own discount
     (``gamma``, exact-model problems only, so only when the problem is built)
-    <- ``config.agent_params`` (the config file's, then ``--set``). Problem
-    options: the reading's problem options (LoRa-VI's coarse grid, for example)
-    <- ``config.env_options`` (the file's, then ``--env-option``). The agent
-    parameters are checked before the problem is built, so that a typo is
-    reported before a slow environment is made.
+    <- ``config.agent_params`` (the config file's, then ``--set``), built once.
+    Problem options: the reading's problem options (LoRa-VI's coarse grid, for
+    example) <- ``config.env_options`` (the file's, then ``--env-option``). The
+    agent parameters' names and types are checked before the problem is built,
+    so that a typo is reported before a slow environment is made; their values
+    when the config is built.
 
     Parameters
     ----------
@@ -420,36 +478,35 @@ def resolve_settings(
     Raises
     ------
     ConfigError
-        If the agent, its parameters, the environment or its options are invalid.
+        If the agent, its reading, its parameters, the environment or its
+        options are invalid.
     rl.problems.from_gymnasium.EnvModuleRefused
         If ``import_env_module`` is False and the id's module is not imported yet.
     """
     from rl.problems import make_problem
     from rl.problems.from_gymnasium import EnvModuleRefused
 
-    spec = agent_spec(config.agent)
-    chosen = spec.readings[config.reading]  # TrainConfig checked that the agent has it
+    config, spec, chosen = resolve_agent(config)
     name = problem_name(config.env)
     fields = {f.name for f in dataclasses.fields(spec.config_class)}
     _refuse_problem_options(config.agent, config.agent_params, fields)
     values = {**chosen.agent_params(name), **_placement(config, fields)}
     what = f"agent {config.agent!r}"
-    agent = build_dataclass(spec.config_class, {**values, **config.agent_params}, what)
+    checked_values(spec.config_class, {**values, **config.agent_params}, what)
     env_options = {**chosen.problem_options(name), **config.env_options}
-    if not build_problem:
-        return Settings(config, spec, agent, env_options, None)
-    try:
-        problem = make_problem(config.env, import_env_module=import_env_module, **env_options)
-    except EnvModuleRefused:
-        raise
-    except (ValueError, TypeError, ImportError) as error:
-        raise ConfigError(f"The 'env' or 'env_options' parameter is invalid: {error}") from None
-    shaped = chosen.agent_params(name, len(problem.state_dims), problem.reward_bound)
-    built = {**values, **shaped}  # by the problem's shape and reward bound
-    if problem.discount is not None and "gamma" in fields:  # the problem's own discount
-        built["gamma"] = float(problem.discount)
-    if built != values:
-        agent = build_dataclass(spec.config_class, {**built, **config.agent_params}, what)
+    problem = None
+    if build_problem:
+        try:
+            problem = make_problem(config.env, import_env_module=import_env_module, **env_options)
+        except EnvModuleRefused:
+            raise
+        except (ValueError, TypeError, ImportError) as error:
+            raise ConfigError(f"The 'env' or 'env_options' parameter is invalid: {error}") from None
+        shaped = chosen.agent_params(name, len(problem.state_dims), problem.reward_bound)
+        values.update(shaped)  # by the problem's shape and reward bound
+        if problem.discount is not None and "gamma" in fields:  # the problem's own discount
+            values["gamma"] = float(problem.discount)
+    agent = build_dataclass(spec.config_class, {**values, **config.agent_params}, what)
     return Settings(config, spec, agent, env_options, problem)
 
 

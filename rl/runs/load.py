@@ -46,9 +46,9 @@ from rl.runs.checkpoint import (
 from rl.runs.config import (
     ConfigError,
     TrainConfig,
-    agent_spec,
     build_dataclass,
     recorded_run_config,
+    resolve_agent,
 )
 from rl.runs.rundir import RunDirError, RunLock, lock_holder
 from rl.seeding import spawn_replicas
@@ -349,8 +349,7 @@ def _load(run_dir: Path, env: str | None, trust_env_module: bool) -> tuple[Loade
     try:
         checkpoint = load_checkpoint(path)
         recorded = recorded_run_config(checkpoint.config)
-        config = build_dataclass(TrainConfig, recorded, "the run's config")
-        spec = agent_spec(config.agent)
+        config, spec, _ = resolve_agent(build_dataclass(TrainConfig, recorded, "the run's config"))
         agent_config = build_dataclass(
             spec.config_class, config.agent_params, f"agent {config.agent!r}"
         )

@@ -1,7 +1,8 @@
 """A training run: the run directory, metrics, checkpoints and resume around `rl.loop.runner`.
 
-`build` makes the problem, the replicas' streams, the agent and the
-`rl.loop.runner.Runner` that a `rl.runs.config.TrainConfig` describes; `run` plays the
+`build` resolves a `rl.runs.config.TrainConfig` (`rl.runs.config.resolve_settings`:
+the agent, its reading and config, the problem) and `build_run` makes from those
+settings the replicas' streams, the agent and the `rl.loop.runner.Runner`; `run` plays the
 training episodes with the runner and writes ``metrics.csv`` (one row per seed
 and episode, in episode order), ``config.json`` and checkpoints. Replicas run
 ahead of one another freely (`rl.loop.runner`) and wait for each other only at a
@@ -47,6 +48,7 @@ from rl.runs.checkpoint import (
 )
 from rl.runs.config import (
     ConfigError,
+    Settings,
     TrainConfig,
     effective_config,
     recorded_run_config,
@@ -68,7 +70,6 @@ from rl.runs.tensorboard import TensorBoardWriter, agent_diagnostics
 from rl.seeding import spawn_replicas
 from rl.validation import (
     REPLICA_OVERHEAD_BYTES,
-    REPLICA_PROBE,
     check_replicas,
     state_bytes,
 )
@@ -457,7 +458,7 @@ def run(
 
 
 def build(config: TrainConfig, *, import_env_module: bool = True) -> tuple[Runner, dict[str, Any]]:
-    """Make the problem, replica streams, agent and `Runner` that ``config`` describes.
+    """Resolve ``config`` (`rl.runs.config.resolve_settings`) and `build_run` it.
 
     Parameters
     ----------
@@ -480,16 +481,43 @@ def build(config: TrainConfig, *, import_env_module: bool = True) -> tuple[Runne
     rl.problems.from_gymnasium.EnvModuleRefused
         If ``import_env_module`` is False and the id's module is not imported yet.
     """
-    settings = resolve_settings(config, import_env_module=import_env_module)
-    problem, agent_class = settings.problem, settings.spec.agent_class
+    return build_run(resolve_settings(config, import_env_module=import_env_module))
+
+
+def build_run(settings: Settings) -> tuple[Runner, dict[str, Any]]:
+    """Make the replica streams, the agent (once, with every replica) and the `Runner`.
+
+    Before the streams are spawned, more replicas than fit in memory at
+    `rl.validation.REPLICA_OVERHEAD_BYTES` each are refused; the agent refuses
+    arrays that do not fit before it makes them (its factors, tables, networks
+    or buffers); once built, its state per replica plus that overhead must fit
+    as well (`rl.validation.check_replicas`).
+
+    Parameters
+    ----------
+    settings : Settings
+        A run's resolved settings (`rl.runs.config.resolve_settings`), with its problem.
+
+    Returns
+    -------
+    runner : Runner
+    effective : dict
+        The full effective configuration (see `rl.runs.config.effective_config`).
+
+    Raises
+    ------
+    ConfigError
+        If the agent cannot be built for the problem, its replicas do not fit
+        in memory, or the environment cannot be created.
+    """
+    config, problem = settings.config, settings.problem
+    what = f"{config.agent!r} on {config.env!r}"
     try:
-        if config.seeds > REPLICA_PROBE:  # the replicas' state must fit: measured on a few
-            seeds = range(config.seed, config.seed + REPLICA_PROBE)
-            probe = agent_class(problem, settings.agent, [s.agent for s in spawn_replicas(seeds)])
-            per_replica = state_bytes(probe.state_dict()) / REPLICA_PROBE + REPLICA_OVERHEAD_BYTES
-            check_replicas(config.seeds, per_replica, f"{config.agent!r} on {config.env!r}")
+        check_replicas(config.seeds, REPLICA_OVERHEAD_BYTES, what)
         streams = spawn_replicas(range(config.seed, config.seed + config.seeds))
-        agent = agent_class(problem, settings.agent, [s.agent for s in streams])
+        agent = settings.spec.agent_class(problem, settings.agent, [s.agent for s in streams])
+        per_replica = state_bytes(agent.state_dict()) / config.seeds + REPLICA_OVERHEAD_BYTES
+        check_replicas(config.seeds, per_replica, what)
     except ValueError as error:
         raise ConfigError(
             f"Cannot build agent {config.agent!r} for {config.env!r}: {error}"

@@ -15,7 +15,7 @@ from rl.problems import make_problem
 from rl.problems.bundled import HIGHWAY_TWIN_ID, describe_simulator
 from rl.reproduce import build_parser as reproduce_parser
 from rl.reproduce import make_plan
-from rl.runs.config import TrainConfig, recorded_run_config
+from rl.runs.config import TrainConfig, recorded_run_config, resolve_agent
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICK = ["--seeds", "1", "--episodes", "1", "--eval-every", "0", "--no-progress", "--no-plot"]
@@ -26,10 +26,13 @@ QUICK = ["--seeds", "1", "--episodes", "1", "--eval-every", "0", "--no-progress"
 
 @pytest.mark.parametrize("env", ["cartpole", "pendulum", "highway", "rl/ContinuousCartPole-v0"])
 def test_teql_defaults_to_a_reading_that_learns_the_papers_problems(env):
-    assert TrainConfig(env=env, agent="teql", out="-").reading == "stable"
-    assert TrainConfig(env=env, agent="teql", out="-", reading="paper").reading == "paper"
-    assert TrainConfig(env=env, agent="teql-released", out="-").reading == "released"
-    assert TrainConfig(env=env, agent="tlr", out="-").reading == "paper"
+    def chosen(agent, **extra):
+        return resolve_agent(TrainConfig(env=env, agent=agent, out="-", **extra))[0].reading
+
+    assert chosen("teql") == "stable"
+    assert chosen("teql", reading="paper") == "paper"
+    assert chosen("teql-released") == "released"
+    assert chosen("tlr") == "paper"
 
 
 def test_the_readings_known_not_to_learn_are_data_and_never_a_default():

@@ -14,7 +14,7 @@ from rl.agents.readings import AGENT_STEPS, TABULAR_LIKE_STEPS, reading
 from rl.agents.tensor.agent import identity_action_factors
 from rl.agents.tensor.teql import TEQLAgent, TEQLConfig
 from rl.problems import make_problem
-from rl.runs.config import TrainConfig, resolve_settings
+from rl.runs.config import TrainConfig, resolve_agent, resolve_settings
 from rl.seeding import spawn_replicas
 
 
@@ -169,7 +169,7 @@ def test_identity_start_and_entry_steps_in_the_agent():
 
 def test_teql_defaults_to_the_stable_reading():
     def chosen(env, agent, **extra):
-        return TrainConfig(env=env, agent=agent, out="-", **extra).reading
+        return resolve_agent(TrainConfig(env=env, agent=agent, out="-", **extra))[0].reading
 
     assert chosen("Taxi-v4", "teql") == "stable"
     assert chosen("inventory", "teql") == "stable"

@@ -13,7 +13,7 @@ from rl.agents.param_formulas import cp_params
 from rl.agents.tables.tabular import TabularQConfig
 from rl.experiments import presets
 from rl.experiments.presets import preset_config
-from rl.runs.config import ConfigError, TrainConfig, resolve_settings
+from rl.runs.config import ConfigError, TrainConfig, resolve_agent, resolve_settings
 from rl.runs.metrics import read_metrics
 from rl.runs.training import build, train
 from rl.train import build_parser, config_from_args
@@ -147,17 +147,22 @@ def test_problem_discount_applies_unless_the_config_sets_gamma(tmp_path):
     assert runner.agent.config.gamma == 0.99  # the paper's environments define no discount
 
 
+def _resolved(**values):
+    """The config of ``values`` with its agent and reading resolved (`resolve_agent`)."""
+    return resolve_agent(TrainConfig(**values))[0]
+
+
 def test_teql_released_alias(tmp_path):
-    config = TrainConfig(env="cartpole", agent="teql-released", out="o")
+    config = _resolved(env="cartpole", agent="teql-released", out="o")
     assert (config.agent, config.reading) == ("teql", "released")
-    assert config == TrainConfig(env="cartpole", agent="teql", reading="released", out="o")
+    assert config == _resolved(env="cartpole", agent="teql", reading="released", out="o")
     with pytest.raises(ConfigError, match="conflicts"):
-        TrainConfig(env="cartpole", agent="teql-released", reading="paper", out="o")
+        _resolved(env="cartpole", agent="teql-released", reading="paper", out="o")
 
 
 def test_unknown_reading_is_refused_in_one_line(tmp_path):
     with pytest.raises(ConfigError, match="Agent 'dqn' has no reading 'stable'"):
-        TrainConfig(env="cartpole", agent="dqn", reading="stable", out="o")
+        _resolved(env="cartpole", agent="dqn", reading="stable", out="o")
     completed = _cli("--env", "cartpole", "--agent", "tlr", "--reading", "nope", "--out", tmp_path)
     assert completed.returncode == 2
     assert completed.stderr.strip().count("\n") == 0
