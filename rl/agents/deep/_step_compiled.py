@@ -234,6 +234,8 @@ def dqn_steps(
     n_out: int,
     loss: int,
     losses: NDArray[np.float64],
+    watch_q: bool,
+    q_means: NDArray[np.float64],
 ) -> None:
     """One DQN gradient step of each replica rows[r] on its mini-batch drawn[r] (N,); its losses.
 
@@ -243,7 +245,8 @@ def dqn_steps(
     ``columns`` are the record columns of states, action, reward, next states
     and termination; ``factors`` (2, R) Adam's step sizes and bias
     corrections (`rl.agents.deep._stacked.StackedAdam.advance`); ``hyper`` holds
-    gamma, beta1, beta2 and eps. ``losses[r]`` gets replica rows[r]'s mean loss.
+    gamma, beta1, beta2 and eps. ``losses[r]`` gets replica rows[r]'s mean loss and,
+    when ``watch_q``, ``q_means[r]`` its mean Q(s, a) of the taken actions before the step.
     """
     n_in, n = scale.shape[0], drawn.shape[1]
     gamma, beta1, beta2, eps = hyper[0], hyper[1], hyper[2], hyper[3]
@@ -285,6 +288,11 @@ def dqn_steps(
                 total += difference * difference
                 d_out[a, s] = np.float32(2.0) * difference / count
         losses[r] = total / count
+        if watch_q:
+            taken = zero
+            for s in range(n):
+                taken += out[np.int64(chosen[s]), s]
+            q_means[r] = taken / count
         _backward(q[i], x, h, d_out, grad, d_h, ones)
         step_size, bc2_sqrt = factors[0, r], factors[1, r]
         _adam(q[i], exp_avg[i], exp_avg_sq[i], grad, step_size, bc2_sqrt, beta1, beta2, eps)
@@ -357,6 +365,8 @@ def sac_steps(
     n_out: int,
     autotune: bool,
     losses: NDArray[np.float64],
+    watch_q: bool,
+    q_means: NDArray[np.float64],
 ) -> None:
     """One discrete SAC update of each replica rows[r] on its mini-batch drawn[r] (N,).
 
@@ -370,7 +380,9 @@ def sac_steps(
     critics (B, 2, P) and log alpha, in that order; ``factors`` (3, 2, R) their Adam
     step sizes and bias corrections; ``hyper`` gamma, beta1, beta2, eps, tau
     and the target entropy. ``losses`` (3, R) gets the critic, actor and
-    temperature losses (the last untouched without ``autotune``).
+    temperature losses (the last untouched without ``autotune``); when ``watch_q``,
+    ``q_means[r]`` the mean over both critics of Q_i(s, a) of the taken actions
+    before the step.
 
     References
     ----------
@@ -432,6 +444,12 @@ def sac_steps(
             second_loss += difference * difference
             d_out[1, a, s] = two * difference / count
         losses[0, r] = first_loss / count + second_loss / count
+        if watch_q:
+            taken = zero
+            for s in range(n):
+                a = np.int64(chosen[s])
+                taken += first[a, s] + second[a, s]
+            q_means[r] = taken / (two * count)
         _backward(critics[i, 0], x, h, d_out[0], critic_grad[0], d_h, ones)
         _backward(critics[i, 1], x, second_h, d_out[1], critic_grad[1], d_h, ones)
         for c in range(2):
