@@ -121,6 +121,72 @@ def test_dqn_logs_its_loss_and_epsilon(tmp_path):
     assert scalars["train/epsilon"][0] == [1, 2, 3]
     assert np.all(np.diff(scalars["train/epsilon"][1]) < 0)  # decays with every step
     assert "train/loss" in scalars
+    assert scalars["train/q_mean"][0] == [1, 2, 3]  # NaN: no training step before learning_starts
+
+
+def _taken_q(replica, networks, state, action, scale):
+    """Mean over ``networks`` of Q(state, action), from the saved weights of a replica."""
+    values = []
+    for name in networks:
+        net = replica[name]
+        hidden = np.maximum(net["0.weight"] @ (state * scale) + net["0.bias"], 0.0)
+        values.append((net["2.weight"] @ hidden + net["2.bias"])[action])
+    return np.mean(values)
+
+
+@pytest.mark.parametrize("engine", ["compiled", "stacked"])
+@pytest.mark.parametrize("name", ["dqn", "sac"])
+def test_the_logged_mean_q_is_that_of_the_taken_actions(tmp_path, name, engine):
+    """One-transition replays: each step trains on the transition just stored, Q before it."""
+    pytest.importorskip("torch")
+    from rl.agents.base import Transitions
+    from rl.agents.deep import dqn, sac
+    from tests.rl.agent_drivers import make_problem, streams
+
+    small = {"hidden": 5, "buffer_size": 1, "batch_size": 1, "learning_starts": 1}
+    if name == "dqn":
+        agent_class, config, networks = dqn.DQNAgent, dqn.DQNConfig, ("q",)
+    else:
+        agent_class, config, networks = sac.DiscreteSAC, sac.DiscreteSACConfig, ("q1", "q2")
+    problem = make_problem((3, 4), (3,))
+    agent = agent_class(problem, config(**small, engine=engine), streams(1, 2, 3))
+    assert np.isnan(board.agent_diagnostics(agent)["q_mean"]).all()  # not asked for yet
+    board.watch_diagnostics(agent)
+    writer = board.TensorBoardWriter(tmp_path / "run_1", [0, 1, 2], {"agent": name})
+    scale = np.array([1 / 2, 1 / 3])
+    rng = np.random.default_rng(0)
+    expected, steps = [], 0
+    for episode, length in ((1, 6), (2, 4)):
+        taken = [[], [], []]
+        for t in range(length):
+            active = np.array([True, t % 2 == 0, False])  # replica 2 never trains
+            states = rng.integers(0, [3, 4], size=(3, 2))
+            actions = agent.act(states, active)
+            replicas = agent.state_dict()["replicas"]
+            for i in np.flatnonzero(active):
+                q = _taken_q(replicas[i], networks, states[i], actions[i, 0], scale)
+                taken[i].append(q)
+            next_states = rng.integers(0, [3, 4], size=(3, 2))
+            agent.observe(
+                Transitions(
+                    states, actions, rng.normal(size=3), next_states, rng.random(3) < 0.3, active
+                )
+            )
+            steps += 1
+        expected.append([np.mean(values) if values else np.nan for values in taken])
+        no_greedy = np.full(3, np.nan)
+        writer.write(
+            episode, np.zeros(3), np.full(3, length), no_greedy, agent_steps=steps,
+            diagnostics=lambda: board.agent_diagnostics(agent),
+        )  # fmt: skip
+    writer.close()
+    expected = np.array(expected)
+    for i in range(3):
+        logged_steps, logged = _scalars(tmp_path / "run_1" / f"seed_{i}")[1]["train/q_mean"]
+        assert logged_steps == [1, 2]
+        np.testing.assert_allclose(logged, expected[:, i], rtol=1e-5, atol=1e-6)
+    assert np.isfinite(expected[:, :2]).all() and np.isnan(expected[:, 2]).all()
+    assert expected[0, 0] != expected[1, 0]  # the second stretch starts afresh
 
 
 def test_run_log_dirs_count_up_and_a_resume_takes_the_latest(tmp_path):
