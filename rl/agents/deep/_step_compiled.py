@@ -9,8 +9,9 @@ backpropagation, Adam, in one loop over the replicas that learn), on numpy
 views of the agents' own tensors, so the state, the checkpoints and the
 random streams are those of the PyTorch step. `outputs` is acting's forward
 pass (one state per replica), which costs PyTorch a dozen small kernels too.
-On a GPU the agents keep the PyTorch computations, which are also the
-reference these kernels are tested against
+The agents' compiled engine (`rl.agents.deep._compiled_engine`) calls them from
+the steps' ``compiled`` methods; on a GPU the stacked engine runs the PyTorch
+computations, which are also the reference these kernels are tested against
 (``tests/rl/test_compiled_steps.py``: the same parameters, moments and
 losses up to float32 rounding after many steps).
 
@@ -241,7 +242,7 @@ def dqn_steps(
 
     The TD target r + gamma (1 - terminated) max_a' Q_target(s', a'), the loss
     ``loss`` (`HUBER` or `MSE`) of Q(s, a) against it, its gradient written
-    out and one Adam step, as `rl.agents.deep.dqn.DQNAgent._train_step` does.
+    out and one Adam step, as `rl.agents.deep.dqn.DQNStep.stacked` does.
     ``columns`` are the record columns of states, action, reward, next states
     and termination; ``factors`` (2, R) Adam's step sizes and bias
     corrections (`rl.agents.deep._stacked.StackedAdam.advance`); ``hyper`` holds
@@ -370,7 +371,7 @@ def sac_steps(
 ) -> None:
     """One discrete SAC update of each replica rows[r] on its mini-batch drawn[r] (N,).
 
-    What `rl.agents.deep.sac.DiscreteSAC._train_step` does, in its order: the soft
+    What `rl.agents.deep.sac.SACStep.stacked` does, in its order: the soft
     Bellman targets from the actor and the target critics at the next states,
     an Adam step of both critics on their MSE, an Adam step of the actor on the
     policy loss against the updated critics, one of log alpha on the
