@@ -26,7 +26,8 @@ from rl.agents._restore import saved_count
 from rl.agents.base import Agent, Transitions
 from rl.agents.deep import _stacked as st
 from rl.agents.deep import _torch_utils as tu
-from rl.agents.deep.engine import Engine, EngineState, TrainingStep, make_engine, resolve_engine
+from rl.agents.deep._compiled_engine import CompiledEngine
+from rl.agents.deep.engine import Engine, EngineState, StackedEngine, TrainingStep, resolve_engine
 from rl.problems import Problem
 from rl.seeding import AgentRandom
 from rl.validation import check_memory
@@ -293,6 +294,11 @@ class BatchedTorchAgent(Agent):
             self._write_replica(i, own)
             tu.set_rng_state(self._init[i], saved[i]["init_rng"])
             tu.set_rng_state(self._explore[i], saved[i]["explore_rng"])
+
+
+def make_engine(name: str, state: EngineState) -> Engine:
+    """Build the engine ``name`` (``"stacked"`` or ``"compiled"``) over ``state``."""
+    return CompiledEngine(state) if name == "compiled" else StackedEngine(state)
 
 
 def td_loss(

@@ -1,7 +1,8 @@
 """The engine seam of DQN and discrete SAC: who runs a training step, chosen once.
 
 A `rl.agents.deep._torch_agent.BatchedTorchAgent` holds one engine (``agent.engine``),
-picked at construction from ``config.engine`` (`resolve_engine`):
+picked at construction from ``config.engine`` (`resolve_engine`,
+`rl.agents.deep._torch_agent.make_engine`):
 
 - `StackedEngine` runs the stacked PyTorch computations of `rl.agents.deep._stacked`
   on the agent's device: the GPU's engine, and the reference.
@@ -197,12 +198,3 @@ def resolve_engine(name: str, device: torch.device) -> str:
             "Use engine='stacked' (or 'auto') there."
         )
     return name
-
-
-def make_engine(name: str, state: EngineState) -> Engine:
-    """Build the engine ``name`` (``"stacked"`` or ``"compiled"``) over ``state``."""
-    if name == "compiled":
-        from rl.agents.deep._compiled_engine import CompiledEngine
-
-        return CompiledEngine(state)
-    return StackedEngine(state)
