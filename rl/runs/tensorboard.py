@@ -498,7 +498,7 @@ class TensorBoardWriter:
             tags.append(GREEDY_TAG)
         self._add(episode, tags, columns)
         if time.monotonic() - self._last_flush > FLUSH_SECONDS:
-            self.flush()
+            self._append()  # the diagnostics wait for the last episode of their stretch
 
     def _write_diagnostics(self) -> None:
         """Add the diagnostics waiting for their episode, if any."""
@@ -560,6 +560,10 @@ class TensorBoardWriter:
             Naming the file and the OS error (a full disk, say).
         """
         self._write_diagnostics()
+        self._append()
+
+    def _append(self) -> None:
+        """Append the records kept in memory to every seed's event file (see `flush`)."""
         self._last_flush = time.monotonic()
         if not self._pending:
             return

@@ -78,6 +78,19 @@ def test_event_files_hold_the_rows_of_metrics_csv_and_the_hparams(tmp_path):
     assert "out" not in start.hparams
 
 
+def test_appending_while_a_stretch_is_filed_logs_its_diagnostics_at_its_last_episode(
+    tmp_path, monkeypatch
+):
+    """Records are appended after every episode here; the fused loop's state still waits."""
+    monkeypatch.setattr(board, "FLUSH_SECONDS", 0.0)
+    logs = tmp_path / "logs"
+    args = ("--episodes", 12, "--checkpoint-every", 6, "--out", tmp_path / "run")
+    assert _train(*args, "--tensorboard", logs) == 0
+    _, scalars = _scalars(logs / "run_1" / "seed_0")
+    assert scalars["train/step_size"][0] == [6, 12]
+    assert scalars["rollout/return"][0] == list(range(1, 13))
+
+
 def test_a_resumed_run_drops_the_replayed_steps_and_equals_metrics_csv(tmp_path):
     out, logs = tmp_path / "run", tmp_path / "logs"
     flags = [*TEQL_RUN, "--episodes", "30", "--checkpoint-every", "10", "--out", str(out)]
