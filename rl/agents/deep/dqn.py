@@ -223,6 +223,8 @@ class DQNAgent(BatchedTorchAgent):
         B, the number of replicas.
     epsilon : ndarray of float64, shape (B,)
         Each replica's exploration rate.
+    step : DQNStep
+        The gradient step of the replicas that learn, which the engine runs.
 
     Notes
     -----

@@ -407,19 +407,13 @@ class DiscreteSAC(BatchedTorchAgent):
     ----------
     replicas : int
         B, the number of replicas.
+    step : SACStep
+        The update of the replicas that learn, which the engine runs.
 
     Notes
     -----
-    Per gradient step, with pi(.|s) the actor's softmax, Q' = min(Q1', Q2') of
-    the target critics and alpha = exp(log_alpha):
-
-    - critics: MSE of Q_i(s, a) against
-      r + gamma (1 - terminated) sum_a' pi(a'|s') (Q'(s', a') - alpha log pi(a'|s'));
-    - actor: mean over the batch of sum_a pi(a|s) (alpha log pi(a|s) - min_i Q_i(s, a));
-    - temperature: mean of sum_a pi(a|s) (-log_alpha (log pi(a|s) + H_target)),
-      H_target = target_entropy_scale * log |A|;
-    - Polyak update of both target critics with ``tau``.
-
+    One update per environment step after warm-up (`SACStep`: critics, actor,
+    temperature with H_target = target_entropy_scale * log |A|, Polyak averaging).
     Each network, target and Adam state is stacked over the replicas
     (`rl.agents.deep._stacked`); each loss is summed over the replicas that train,
     so each replica's gradient is its own.
@@ -444,7 +438,7 @@ class DiscreteSAC(BatchedTorchAgent):
         drawn = np.stack([[st.init_mlp(*shape, rng) for _ in range(3)] for rng in self._init])
         self.actor = torch.from_numpy(np.ascontiguousarray(drawn[:, 0])).to(self.device)
         # Q1 and Q2 side by side in each row (`critic_layout`): one Adam, one Polyak step;
-        # contiguous, so that `_critic_pass` can view the rows as 2B networks
+        # contiguous, so that `SACStep._critic_pass` can view the rows as 2B networks
         critics = np.ascontiguousarray(drawn[:, 1:].reshape(self.replicas, -1))
         self.critics = torch.from_numpy(critics).to(self.device)
         self.critics_target = self.critics.clone()
