@@ -39,6 +39,9 @@ from rl.jit import arithmetic_kernel as kernel
 HUBER, MSE = 0, 1
 """TD loss codes of `dqn_steps` (`rl.agents.deep._torch_agent.td_loss`'s names)."""
 
+NO_Q = np.empty(0)
+"""The steps' ``q_means`` while the mean Q of the taken actions is not asked for."""
+
 
 @kernel
 def _gather(

@@ -109,10 +109,6 @@ class DQNConfig:
         check_choice("input_scaling", self.input_scaling, tu.INPUT_SCALINGS)
 
 
-_NO_Q = np.empty(0)
-"""The compiled steps' ``q_means`` while the mean Q is not asked for."""
-
-
 @dataclass(frozen=True)
 class DQNStep:
     """One DQN gradient step of the training replicas (`rl.agents.deep.engine.TrainingStep`).
@@ -198,7 +194,7 @@ class DQNStep:
             compiled.HUBER if self.loss == "huber" else compiled.MSE,
             losses[0],
             q_means is not None,
-            _NO_Q if q_means is None else q_means,
+            compiled.NO_Q if q_means is None else q_means,
         )
         return losses
 

@@ -207,10 +207,6 @@ NETWORKS = ("actor", "q1", "q2", "q1_target", "q2_target")
 OPTIMIZERS = ("actor_optimizer", "critic_optimizer", "alpha_optimizer")
 
 
-_NO_Q = np.empty(0)
-"""The compiled steps' ``q_means`` while the mean Q is not asked for."""
-
-
 @dataclass(frozen=True)
 class SACStep:
     """One discrete SAC update of the training replicas (`rl.agents.deep.engine.TrainingStep`).
@@ -384,7 +380,7 @@ class SACStep:
             self.autotune,
             losses,
             q_means is not None,
-            _NO_Q if q_means is None else q_means,
+            compiled.NO_Q if q_means is None else q_means,
         )
         return losses
 
