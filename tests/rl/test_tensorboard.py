@@ -315,6 +315,21 @@ def test_logging_leaves_the_run_bitwise_as_it_is(tmp_path, engine):
     assert len(scalars["train/delta_q_mean"][0]) >= 2
 
 
+@pytest.mark.parametrize("agent", ["dqn", "sac"])
+def test_watching_the_mean_q_leaves_the_deep_agents_bitwise_as_they_are(tmp_path, agent):
+    pytest.importorskip("torch")
+    common = ["--env", "cartpole", "--agent", agent, "--seeds", "2", "--episodes", "6"]
+    common += ["--set", "learning_starts=40", "--no-progress", "--no-plot"]
+    assert train_cli.main([*common, "--out", str(tmp_path / "plain")]) == 0
+    logged = ["--out", str(tmp_path / "logged"), "--tensorboard", str(tmp_path / "logs")]
+    assert train_cli.main([*common, *logged]) == 0
+    plain, logged = (read_metrics(tmp_path / name / "metrics.csv") for name in ("plain", "logged"))
+    for column in ("seed", "episode", "return", "length", "greedy_return"):
+        np.testing.assert_array_equal(plain[column], logged[column], err_msg=column)
+    _, scalars = _scalars(tmp_path / "logs" / "logged_1" / "seed_1")
+    assert np.isfinite(scalars["train/q_mean"][1]).any()  # it trained, and the mean Q was read
+
+
 @pytest.mark.parametrize("storage", ["dense", "sparse"])
 def test_mean_delta_q_is_over_each_replicas_visited_entries(storage):
     from rl.agents.tensor.visits import make_visit_table
