@@ -69,12 +69,11 @@ def make_agent(agent: str, implementation: str, replicas: int, device: str):  # 
     params["learning_starts"] = config_type().batch_size
     if implementation != "looped":
         params["device"] = device
+    if implementation == "pytorch":
+        params["engine"] = "stacked"
     cls = looped if implementation == "looped" else module.SPEC.agent_class
     streams = [replica_streams(seed).agent for seed in range(replicas)]
-    agent = cls(make_problem(), config_type(**params), streams)
-    if implementation == "pytorch":
-        agent.compiled = False
-    return agent
+    return cls(make_problem(), config_type(**params), streams)
 
 
 def time_agent(agent, replicas: int, number: int) -> dict[str, float]:  # noqa: ANN001

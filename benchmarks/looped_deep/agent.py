@@ -1,11 +1,13 @@
-"""The looped design of DQN and discrete SAC, kept as the yardstick of `benchmarks.bench_deep`.
+"""The looped design of DQN and discrete SAC, a frozen yardstick of `benchmarks.bench_deep`.
 
 This is ``rl.agents.deep._torch_agent`` (with the MLP, Adam and replay buffer of
 ``rl.agents.deep._torch_utils``) as it was before the agents were batched over
 replicas: each replica owns its networks, optimizers, replay buffer and two
 numpy streams, and the agent loops over replicas in Python. It is not part of
-the package; it exists so that the benchmark and the learning comparison
-(`benchmarks.deep_learning`) measure the batched agents against it.
+the package, and it is frozen: not built from the agents' training steps
+(`rl.agents.deep.dqn.DQNStep`, `rl.agents.deep.sac.SACStep`) and not changed with
+them, so that the benchmark and the learning comparison
+(`benchmarks.deep_learning`) measure the batched agents against a fixed design.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""DQN as it was before batching (one network per replica, looped): the benchmarks' yardstick."""
+"""DQN as it was before batching (one network per replica, looped): a frozen yardstick."""
 
 from __future__ import annotations
 

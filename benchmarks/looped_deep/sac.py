@@ -1,4 +1,4 @@
-"""Discrete SAC as it was before batching (networks per replica, looped): the yardstick."""
+"""Discrete SAC as it was before batching (networks per replica, looped): a frozen yardstick."""
 
 from __future__ import annotations
 

@@ -21,6 +21,9 @@ its step: ``metrics()`` where the agent has one (DQN: the last TD ``loss`` and
 epsilon-greedy agents, and for the tensor agents (TEQL, TLR) the step size of
 the next update, the Frobenius norm of every CP factor and, for TEQL, the mean
 Delta Q over the visited entries of its visit table (the error term of EUGE).
+DQN and discrete SAC also report ``q_mean``, the mean Q of the actions they
+trained on over the stretch since the last reading (`WatchesQ`); their steps
+compute it only once `watch_diagnostics` has asked for it, when the writer starts.
 They are the agent's state after the stretch of lockstep steps that ended an
 episode: one episode at a time on the step-by-step loop (where a fast replica
 may already be a few steps into its next one), every stretch of episodes up to
@@ -49,7 +52,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
@@ -261,6 +264,30 @@ def _close_records(framed: NDArray[np.uint8]) -> None:
     framed[:, -4:] = crc.view(np.uint8).reshape(-1, 4)
 
 
+@runtime_checkable
+class WatchesQ(Protocol):
+    """An agent that reports the mean Q of the actions it trained on (DQN, discrete SAC).
+
+    See `rl.agents.deep._torch_agent.BatchedTorchAgent.watch_q`.
+    """
+
+    def watch_q(self) -> None:
+        """Start (or restart) summing the mean Q of the taken actions of each training step."""
+
+    def watched_q(self) -> NDArray[np.float64]:
+        """Return each replica's mean since `watch_q` (NaN if it has not trained), then restart."""
+
+
+def watch_diagnostics(agent: Agent) -> None:
+    """Ask ``agent`` for the diagnostics it computes only when asked, before a run logs them.
+
+    The mean Q of the taken actions of DQN and discrete SAC (`WatchesQ`);
+    nothing for the other agents. No result of the run changes.
+    """
+    if isinstance(agent, WatchesQ):
+        agent.watch_q()
+
+
 def agent_diagnostics(agent: Agent) -> dict[str, NDArray[np.float64]]:
     """Return the agent's diagnostics, name -> values of shape (B,).
 
@@ -275,7 +302,11 @@ def agent_diagnostics(agent: Agent) -> dict[str, NDArray[np.float64]]:
         In a fixed order for a given agent: ``metrics()``'s entries, then
         ``epsilon``, ``step_size`` (tensor agents whose alpha_t counts the
         agent's steps), ``delta_q_mean`` (TEQL) and ``factor_norm_n`` for every
-        mode n (tensor agents).
+        mode n (tensor agents), or ``q_mean`` (DQN, discrete SAC: the mean over
+        the training steps since the last call of the mini-batch mean of
+        Q(s, a) at the taken actions, SAC's over both critics; NaN for a
+        replica that has not trained since, or without `watch_diagnostics`).
+        Reading ``q_mean`` starts the next stretch.
 
     References
     ----------
@@ -286,6 +317,8 @@ def agent_diagnostics(agent: Agent) -> dict[str, NDArray[np.float64]]:
     metrics = getattr(agent, "metrics", None)
     if callable(metrics):
         values.update(metrics())
+    if isinstance(agent, WatchesQ):
+        values["q_mean"] = agent.watched_q()
     if isinstance(agent, TensorAgent):
         agent.engine_.sync()  # the array engine's host copies; nothing to do on the others
     epsilon = getattr(agent, "epsilon_", None)
@@ -465,7 +498,7 @@ class TensorBoardWriter:
             tags.append(GREEDY_TAG)
         self._add(episode, tags, columns)
         if time.monotonic() - self._last_flush > FLUSH_SECONDS:
-            self.flush()
+            self._append()  # the diagnostics wait for the last episode of their stretch
 
     def _write_diagnostics(self) -> None:
         """Add the diagnostics waiting for their episode, if any."""
@@ -527,6 +560,10 @@ class TensorBoardWriter:
             Naming the file and the OS error (a full disk, say).
         """
         self._write_diagnostics()
+        self._append()
+
+    def _append(self) -> None:
+        """Append the records kept in memory to every seed's event file (see `flush`)."""
         self._last_flush = time.monotonic()
         if not self._pending:
             return

@@ -6,6 +6,8 @@ update from a given state lands where the PyTorch update does, up to float32
 rounding (the sums run in other orders).
 """
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -18,6 +20,7 @@ from rl.agents.base import Transitions  # noqa: E402
 from rl.agents.deep import _stacked as st  # noqa: E402
 from rl.agents.deep import _step_compiled as compiled  # noqa: E402
 from rl.agents.deep import dqn, sac  # noqa: E402
+from rl.agents.deep.engine import resolve_engine  # noqa: E402
 from tests.rl.agent_drivers import make_problem, random_drive, streams  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("torch_one_thread")
@@ -90,8 +93,9 @@ def test_acting_outputs_are_the_pytorch_ones(name):
     states = np.random.default_rng(3).integers(0, [3, 4], size=(5, 2))
     rows = fast._rows(np.array([0, 2, 3]))
     network = fast._greedy_network()
-    expected = reference._outputs(network, states, rows).numpy()
-    np.testing.assert_allclose(fast._outputs(network, states, rows).numpy(), expected, rtol=1e-5)
+    expected = reference.engine.outputs(network, states, rows).numpy()
+    actual = fast.engine.outputs(network, states, rows).numpy()
+    np.testing.assert_allclose(actual, expected, rtol=1e-5)
     assert expected.shape == (3, 3)
 
 
@@ -116,9 +120,9 @@ def _pair(name):
     agent_class, config = CONFIGS[name]
     problem = make_problem((3, 4), (3,))
     both = []
-    for compiled_step in (True, False):
-        agent = agent_class(problem, config, streams(*range(5)))
-        agent.compiled = compiled_step
+    for engine in ("compiled", "stacked"):
+        agent = agent_class(problem, dataclasses.replace(config, engine=engine), streams(*range(5)))
+        assert agent.engine.name == engine
         both.append(agent)
     mask = lambda t: (np.arange(5) + t) % 3 != 0  # noqa: E731
     random_drive(both[1], 60, seed=0, active_mask=mask)
@@ -169,9 +173,14 @@ def test_many_updates_stay_near_the_pytorch_ones(name):
         np.testing.assert_allclose(after[key], value, rtol=1e-4, atol=1e-5, err_msg=key)
 
 
-def test_the_cpu_trains_compiled_and_the_switch_turns_it_off(monkeypatch):
+def test_the_cpu_trains_compiled_unless_the_config_says_stacked():
     agent_class, config = CONFIGS["dqn huber"]
     problem = make_problem((3, 4), (3,))
-    assert agent_class(problem, config, streams(0)).compiled
-    monkeypatch.setattr(agent_class, "compile_on_cpu", False)
-    assert not agent_class(problem, config, streams(0)).compiled
+    assert agent_class(problem, config, streams(0)).engine.name == "compiled"
+    stacked = dataclasses.replace(config, engine="stacked")
+    assert agent_class(problem, stacked, streams(0)).engine.name == "stacked"
+    assert resolve_engine("auto", torch.device("cuda")) == "stacked"
+    with pytest.raises(ValueError, match="'engine' parameter 'compiled' runs on the CPU"):
+        resolve_engine("compiled", torch.device("cuda"))
+    with pytest.raises(ValueError, match="'engine'"):
+        dataclasses.replace(config, engine="numba")

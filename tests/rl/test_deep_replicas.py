@@ -15,7 +15,6 @@ from rl.agents.deep import (
     dqn,  # noqa: E402
     sac,  # noqa: E402
 )
-from rl.agents.deep._torch_agent import BatchedTorchAgent  # noqa: E402
 from rl.agents.readings import reading
 from tests.rl.agent_drivers import (  # noqa: E402
     assert_tree_equal,
@@ -54,15 +53,15 @@ def spec(request):
     return (request.param, *SPECS[request.param])
 
 
-@pytest.fixture(params=["compiled", "pytorch"])
-def training_step(request, monkeypatch):
-    """Train on the CPU with the compiled steps (the default) or the stacked PyTorch step."""
-    monkeypatch.setattr(BatchedTorchAgent, "compile_on_cpu", request.param == "compiled")
+@pytest.fixture(params=["compiled", "stacked"])
+def training_step(request):
+    """The engine: the compiled steps (the CPU's default) or the stacked PyTorch step."""
     return request.param
 
 
 def test_same_streams_same_numbers_and_different_seed_differs(spec, training_step):
     _, _, agent_class, config, _, network = spec
+    config = dataclasses.replace(config, engine=training_step)
     problem = make_problem((3, 4), (3,))
     runs = []
     for seed in (5, 5, 6):
@@ -78,6 +77,7 @@ def test_same_streams_same_numbers_and_different_seed_differs(spec, training_ste
 
 def test_batched_equals_separate(spec, training_step):
     _, _, agent_class, config, _, _ = spec
+    config = dataclasses.replace(config, engine=training_step)
     problem = make_problem((3, 4), (3,))
     mask = lambda t: np.array([True, t % 3 != 0])  # noqa: E731
     batched = agent_class(problem, config, streams(1, 2))
@@ -97,6 +97,7 @@ def test_a_seed_alone_equals_the_same_seed_among_seven(spec, training_step):
     the stacked computations run on 4 to 7 rows; replica 3 against its seed alone.
     """
     _, _, agent_class, config, _, _ = spec
+    config = dataclasses.replace(config, engine=training_step)
     assert_alone_equals_among_seven(agent_class, config, make_problem((3, 4), (3,)), steps=90)
 
 
@@ -137,6 +138,7 @@ def test_looped_checkpoint_loads(spec):
 
 def test_inactive_replica_untouched(spec, training_step):
     _, _, agent_class, config, _, _ = spec
+    config = dataclasses.replace(config, engine=training_step)
     problem = make_problem((3, 4), (3,))
     agent = agent_class(problem, config, streams(1, 2))
     before = copy.deepcopy(agent.state_dict()["replicas"][1])
@@ -146,6 +148,7 @@ def test_inactive_replica_untouched(spec, training_step):
 
 def test_state_dict_round_trip_continues_identically(spec, training_step):
     _, _, agent_class, config, loss, _ = spec
+    config = dataclasses.replace(config, engine=training_step)
     problem = make_problem((3, 4), (3,))
     agent = agent_class(problem, config, streams(7, 8))
     random_drive(agent, 50, seed=1)
@@ -172,6 +175,7 @@ BANDIT = {
 def test_joint_actions_learn_bandit(spec, training_step):
     """D_A = 2: a contextual bandit over 2 x 3 joint actions; the greedy joint action is found."""
     name, _, agent_class, config, *_ = spec
+    config = dataclasses.replace(config, engine=training_step)
     agent = agent_class(
         make_problem((3,), (2, 3)), dataclasses.replace(config, **BANDIT[name]), streams(1)
     )
@@ -245,5 +249,5 @@ def test_a_seed_alone_equals_the_same_seed_among_seven_with_two_torch_threads(
     output layer of 46 hidden units, 10 joint actions and mini-batches of 32.
     """
     _, _, agent_class, config, _, _ = spec
-    config = dataclasses.replace(config, hidden=46, batch_size=32)
+    config = dataclasses.replace(config, hidden=46, batch_size=32, engine=training_step)
     assert_alone_equals_among_seven(agent_class, config, make_problem((3, 4), (10,)), steps=60)

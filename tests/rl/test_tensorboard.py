@@ -78,6 +78,19 @@ def test_event_files_hold_the_rows_of_metrics_csv_and_the_hparams(tmp_path):
     assert "out" not in start.hparams
 
 
+def test_appending_while_a_stretch_is_filed_logs_its_diagnostics_at_its_last_episode(
+    tmp_path, monkeypatch
+):
+    """Records are appended after every episode here; the fused loop's state still waits."""
+    monkeypatch.setattr(board, "FLUSH_SECONDS", 0.0)
+    logs = tmp_path / "logs"
+    args = ("--episodes", 12, "--checkpoint-every", 6, "--out", tmp_path / "run")
+    assert _train(*args, "--tensorboard", logs) == 0
+    _, scalars = _scalars(logs / "run_1" / "seed_0")
+    assert scalars["train/step_size"][0] == [6, 12]
+    assert scalars["rollout/return"][0] == list(range(1, 13))
+
+
 def test_a_resumed_run_drops_the_replayed_steps_and_equals_metrics_csv(tmp_path):
     out, logs = tmp_path / "run", tmp_path / "logs"
     flags = [*TEQL_RUN, "--episodes", "30", "--checkpoint-every", "10", "--out", str(out)]
@@ -121,6 +134,72 @@ def test_dqn_logs_its_loss_and_epsilon(tmp_path):
     assert scalars["train/epsilon"][0] == [1, 2, 3]
     assert np.all(np.diff(scalars["train/epsilon"][1]) < 0)  # decays with every step
     assert "train/loss" in scalars
+    assert scalars["train/q_mean"][0] == [1, 2, 3]  # NaN: no training step before learning_starts
+
+
+def _taken_q(replica, networks, state, action, scale):
+    """Mean over ``networks`` of Q(state, action), from the saved weights of a replica."""
+    values = []
+    for name in networks:
+        net = replica[name]
+        hidden = np.maximum(net["0.weight"] @ (state * scale) + net["0.bias"], 0.0)
+        values.append((net["2.weight"] @ hidden + net["2.bias"])[action])
+    return np.mean(values)
+
+
+@pytest.mark.parametrize("engine", ["compiled", "stacked"])
+@pytest.mark.parametrize("name", ["dqn", "sac"])
+def test_the_logged_mean_q_is_that_of_the_taken_actions(tmp_path, name, engine):
+    """One-transition replays: each step trains on the transition just stored, Q before it."""
+    pytest.importorskip("torch")
+    from rl.agents.base import Transitions
+    from rl.agents.deep import dqn, sac
+    from tests.rl.agent_drivers import make_problem, streams
+
+    small = {"hidden": 5, "buffer_size": 1, "batch_size": 1, "learning_starts": 1}
+    if name == "dqn":
+        agent_class, config, networks = dqn.DQNAgent, dqn.DQNConfig, ("q",)
+    else:
+        agent_class, config, networks = sac.DiscreteSAC, sac.DiscreteSACConfig, ("q1", "q2")
+    problem = make_problem((3, 4), (3,))
+    agent = agent_class(problem, config(**small, engine=engine), streams(1, 2, 3))
+    assert np.isnan(board.agent_diagnostics(agent)["q_mean"]).all()  # not asked for yet
+    board.watch_diagnostics(agent)
+    writer = board.TensorBoardWriter(tmp_path / "run_1", [0, 1, 2], {"agent": name})
+    scale = np.array([1 / 2, 1 / 3])
+    rng = np.random.default_rng(0)
+    expected, steps = [], 0
+    for episode, length in ((1, 6), (2, 4)):
+        taken = [[], [], []]
+        for t in range(length):
+            active = np.array([True, t % 2 == 0, False])  # replica 2 never trains
+            states = rng.integers(0, [3, 4], size=(3, 2))
+            actions = agent.act(states, active)
+            replicas = agent.state_dict()["replicas"]
+            for i in np.flatnonzero(active):
+                q = _taken_q(replicas[i], networks, states[i], actions[i, 0], scale)
+                taken[i].append(q)
+            next_states = rng.integers(0, [3, 4], size=(3, 2))
+            agent.observe(
+                Transitions(
+                    states, actions, rng.normal(size=3), next_states, rng.random(3) < 0.3, active
+                )
+            )
+            steps += 1
+        expected.append([np.mean(values) if values else np.nan for values in taken])
+        no_greedy = np.full(3, np.nan)
+        writer.write(
+            episode, np.zeros(3), np.full(3, length), no_greedy, agent_steps=steps,
+            diagnostics=lambda: board.agent_diagnostics(agent),
+        )  # fmt: skip
+    writer.close()
+    expected = np.array(expected)
+    for i in range(3):
+        logged_steps, logged = _scalars(tmp_path / "run_1" / f"seed_{i}")[1]["train/q_mean"]
+        assert logged_steps == [1, 2]
+        np.testing.assert_allclose(logged, expected[:, i], rtol=1e-5, atol=1e-6)
+    assert np.isfinite(expected[:, :2]).all() and np.isnan(expected[:, 2]).all()
+    assert expected[0, 0] != expected[1, 0]  # the second stretch starts afresh
 
 
 def test_run_log_dirs_count_up_and_a_resume_takes_the_latest(tmp_path):
@@ -234,6 +313,21 @@ def test_logging_leaves_the_run_bitwise_as_it_is(tmp_path, engine):
         np.testing.assert_array_equal(plain[column], logged[column], err_msg=column)
     _, scalars = _scalars(tmp_path / "logs" / "logged_1" / "seed_2")
     assert len(scalars["train/delta_q_mean"][0]) >= 2
+
+
+@pytest.mark.parametrize("agent", ["dqn", "sac"])
+def test_watching_the_mean_q_leaves_the_deep_agents_bitwise_as_they_are(tmp_path, agent):
+    pytest.importorskip("torch")
+    common = ["--env", "cartpole", "--agent", agent, "--seeds", "2", "--episodes", "6"]
+    common += ["--set", "learning_starts=40", "--no-progress", "--no-plot"]
+    assert train_cli.main([*common, "--out", str(tmp_path / "plain")]) == 0
+    logged = ["--out", str(tmp_path / "logged"), "--tensorboard", str(tmp_path / "logs")]
+    assert train_cli.main([*common, *logged]) == 0
+    plain, logged = (read_metrics(tmp_path / name / "metrics.csv") for name in ("plain", "logged"))
+    for column in ("seed", "episode", "return", "length", "greedy_return"):
+        np.testing.assert_array_equal(plain[column], logged[column], err_msg=column)
+    _, scalars = _scalars(tmp_path / "logs" / "logged_1" / "seed_1")
+    assert np.isfinite(scalars["train/q_mean"][1]).any()  # it trained, and the mean Q was read
 
 
 @pytest.mark.parametrize("storage", ["dense", "sparse"])

@@ -19,9 +19,9 @@ whatever the caller set (`rl.agents.deep._torch_utils.one_cpu_thread`).
 Random numbers come only from the replicas' numpy streams: weights from
 ``init`` at construction, replay indices from ``explore``.
 
-On the CPU the agents train with `rl.agents.deep._step_compiled` instead, on
-numpy views of these same tensors; the training step here is the GPU's and
-the reference those kernels are tested against.
+On the CPU the agents' compiled engine trains with `rl.agents.deep._step_compiled`
+instead, on numpy views of these same tensors (`rl.agents.deep.engine`); the
+computations here are the GPU's and the reference those kernels are tested against.
 """
 
 from __future__ import annotations

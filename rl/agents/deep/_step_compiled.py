@@ -9,8 +9,9 @@ backpropagation, Adam, in one loop over the replicas that learn), on numpy
 views of the agents' own tensors, so the state, the checkpoints and the
 random streams are those of the PyTorch step. `outputs` is acting's forward
 pass (one state per replica), which costs PyTorch a dozen small kernels too.
-On a GPU the agents keep the PyTorch computations, which are also the
-reference these kernels are tested against
+The agents' compiled engine (`rl.agents.deep._compiled_engine`) calls them from
+the steps' ``compiled`` methods; on a GPU the stacked engine runs the PyTorch
+computations, which are also the reference these kernels are tested against
 (``tests/rl/test_compiled_steps.py``: the same parameters, moments and
 losses up to float32 rounding after many steps).
 
@@ -37,6 +38,9 @@ from rl.jit import arithmetic_kernel as kernel
 
 HUBER, MSE = 0, 1
 """TD loss codes of `dqn_steps` (`rl.agents.deep._torch_agent.td_loss`'s names)."""
+
+NO_Q = np.empty(0)
+"""The steps' ``q_means`` while the mean Q of the taken actions is not asked for."""
 
 
 @kernel
@@ -234,16 +238,19 @@ def dqn_steps(
     n_out: int,
     loss: int,
     losses: NDArray[np.float64],
+    watch_q: bool,
+    q_means: NDArray[np.float64],
 ) -> None:
     """One DQN gradient step of each replica rows[r] on its mini-batch drawn[r] (N,); its losses.
 
     The TD target r + gamma (1 - terminated) max_a' Q_target(s', a'), the loss
     ``loss`` (`HUBER` or `MSE`) of Q(s, a) against it, its gradient written
-    out and one Adam step, as `rl.agents.deep.dqn.DQNAgent._train_step` does.
+    out and one Adam step, as `rl.agents.deep.dqn.DQNStep.stacked` does.
     ``columns`` are the record columns of states, action, reward, next states
     and termination; ``factors`` (2, R) Adam's step sizes and bias
     corrections (`rl.agents.deep._stacked.StackedAdam.advance`); ``hyper`` holds
-    gamma, beta1, beta2 and eps. ``losses[r]`` gets replica rows[r]'s mean loss.
+    gamma, beta1, beta2 and eps. ``losses[r]`` gets replica rows[r]'s mean loss and,
+    when ``watch_q``, ``q_means[r]`` its mean Q(s, a) of the taken actions before the step.
     """
     n_in, n = scale.shape[0], drawn.shape[1]
     gamma, beta1, beta2, eps = hyper[0], hyper[1], hyper[2], hyper[3]
@@ -285,6 +292,11 @@ def dqn_steps(
                 total += difference * difference
                 d_out[a, s] = np.float32(2.0) * difference / count
         losses[r] = total / count
+        if watch_q:
+            taken = zero
+            for s in range(n):
+                taken += out[np.int64(chosen[s]), s]
+            q_means[r] = taken / count
         _backward(q[i], x, h, d_out, grad, d_h, ones)
         step_size, bc2_sqrt = factors[0, r], factors[1, r]
         _adam(q[i], exp_avg[i], exp_avg_sq[i], grad, step_size, bc2_sqrt, beta1, beta2, eps)
@@ -357,10 +369,12 @@ def sac_steps(
     n_out: int,
     autotune: bool,
     losses: NDArray[np.float64],
+    watch_q: bool,
+    q_means: NDArray[np.float64],
 ) -> None:
     """One discrete SAC update of each replica rows[r] on its mini-batch drawn[r] (N,).
 
-    What `rl.agents.deep.sac.DiscreteSAC._train_step` does, in its order: the soft
+    What `rl.agents.deep.sac.SACStep.stacked` does, in its order: the soft
     Bellman targets from the actor and the target critics at the next states,
     an Adam step of both critics on their MSE, an Adam step of the actor on the
     policy loss against the updated critics, one of log alpha on the
@@ -370,7 +384,9 @@ def sac_steps(
     critics (B, 2, P) and log alpha, in that order; ``factors`` (3, 2, R) their Adam
     step sizes and bias corrections; ``hyper`` gamma, beta1, beta2, eps, tau
     and the target entropy. ``losses`` (3, R) gets the critic, actor and
-    temperature losses (the last untouched without ``autotune``).
+    temperature losses (the last untouched without ``autotune``); when ``watch_q``,
+    ``q_means[r]`` the mean over both critics of Q_i(s, a) of the taken actions
+    before the step.
 
     References
     ----------
@@ -432,6 +448,12 @@ def sac_steps(
             second_loss += difference * difference
             d_out[1, a, s] = two * difference / count
         losses[0, r] = first_loss / count + second_loss / count
+        if watch_q:
+            taken = zero
+            for s in range(n):
+                a = np.int64(chosen[s])
+                taken += first[a, s] + second[a, s]
+            q_means[r] = taken / (two * count)
         _backward(critics[i, 0], x, h, d_out[0], critic_grad[0], d_h, ones)
         _backward(critics[i, 1], x, second_h, d_out[1], critic_grad[1], d_h, ones)
         for c in range(2):

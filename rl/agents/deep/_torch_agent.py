@@ -3,10 +3,12 @@
 Every network, optimizer state and replay field is stacked along a leading
 replica axis (`rl.agents.deep._stacked`), so one call acts, stores or trains all
 the replicas that take part; Python loops over replicas only to draw from each
-replica's own random streams. Subclasses build their networks and say what
-one training step does; the constructor checks, the greedy action, storing
-transitions, counters and the per-replica checkpoint layout are written once
-here.
+replica's own random streams. Subclasses build their networks and define
+their training step (`rl.agents.deep.engine.TrainingStep`); the engine chosen
+here at construction (`rl.agents.deep.engine`) runs it and acting's forward
+pass. The constructor checks, the greedy action, storing transitions,
+counters, the mean Q of the taken actions and the per-replica checkpoint
+layout are written once here.
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ from rl.agents._explore_compiled import typed_generators
 from rl.agents._restore import saved_count
 from rl.agents.base import Agent, Transitions
 from rl.agents.deep import _stacked as st
-from rl.agents.deep import _step_compiled as compiled
 from rl.agents.deep import _torch_utils as tu
+from rl.agents.deep._compiled_engine import CompiledEngine
+from rl.agents.deep.engine import Engine, EngineState, StackedEngine, TrainingStep, resolve_engine
 from rl.problems import Problem
 from rl.seeding import AgentRandom
 from rl.validation import check_memory
@@ -39,7 +42,7 @@ class BatchedTorchAgent(Agent):
         Supplies ``state_dims`` (network inputs) and ``action_dims`` (outputs:
         one per joint action).
     config : dataclass
-        An instance of the subclass's ``config_type`` (with a ``device`` field).
+        An instance of the subclass's ``config_type`` (with ``device`` and ``engine`` fields).
     streams : sequence of rl.seeding.AgentRandom
         One per replica.
 
@@ -55,16 +58,13 @@ class BatchedTorchAgent(Agent):
         The tensors of one network in its row of a stacked (B, P) network.
     steps, episodes : ndarray of int64, shape (B,)
         Environment steps and training episodes of each replica.
-    compiled : bool
-        Act and train with the compiled CPU kernels (`rl.agents.deep._step_compiled`)
-        rather than the stacked PyTorch computations; true on the CPU. The
-        PyTorch ones are the GPU's and the reference the kernels are tested against.
+    engine : rl.agents.deep.engine.Engine
+        Runs the training steps and acting's forward pass (``engine.name``:
+        ``"compiled"``, the CPU kernels, or ``"stacked"``, the PyTorch computations).
     """
 
     config_type: ClassVar[type]
     name: ClassVar[str]
-    compile_on_cpu: ClassVar[bool] = True
-    """Whether agents on the CPU act and train with the compiled kernels (tests turn it off)."""
 
     def __init__(self, problem: Problem, config: Any, streams: Sequence[AgentRandom]) -> None:
         expected = self.config_type.__name__
@@ -79,19 +79,33 @@ class BatchedTorchAgent(Agent):
         )
         self.replicas = len(streams)
         self.device = tu.torch_device(config.device)
-        self.compiled = self.device.type == "cpu" and self.compile_on_cpu
+        engine = resolve_engine(config.engine, self.device)
         self._check_memory(config)
         self._init = [s.init for s in streams]
         self._explore = [s.explore for s in streams]
         # the same generators for the compiled draws (`rl.agents.deep._replica_draws`)
         self._generators = typed_generators(self._explore)
-        self._scale = torch.from_numpy(self.codec.scale).to(self.device)
         self.buffer = st.StackedReplay(
             self.replicas, config.buffer_size, self.codec.state_dims, self.device
         )
         self.steps = np.zeros(self.replicas, dtype=np.int64)
         self.episodes = np.zeros(self.replicas, dtype=np.int64)
         self.layout = st.mlp_layout(self.codec.n_inputs, config.hidden, self.codec.n_actions)
+        scale = torch.from_numpy(self.codec.scale).to(self.device)
+        self.engine: Engine = make_engine(
+            engine,
+            EngineState(
+                self.layout,
+                config.hidden,
+                self.codec.n_actions,
+                scale,
+                self.buffer,
+                self._generators,
+                config.batch_size,
+            ),
+        )
+        self._q_sums: NDArray[np.float64] | None = None
+        self._q_steps = np.zeros(self.replicas, dtype=np.int64)
 
     def _check_memory(self, config: Any) -> None:
         """Refuse networks or replay buffers that cannot fit on the device, before allocating."""
@@ -110,32 +124,10 @@ class BatchedTorchAgent(Agent):
     def _rows(self, host: NDArray[np.integer]) -> st.Rows:
         return st.rows_of(host, self.replicas, self.device)
 
-    def _inputs(self, states: NDArray[np.integer], rows: st.Rows) -> torch.Tensor:
-        """Return the inputs (R, 1, D_S) of the replicas in ``rows`` at their rows of ``states``."""
-        index = torch.from_numpy(np.asarray(states)[rows.host]).to(self.device)
-        return self._features(index)[:, None, :]
-
-    def _features(self, states: torch.Tensor) -> torch.Tensor:
-        """Return the network inputs of index vectors on the device, float32 (..., D_S)."""
-        return states.to(torch.float32) * self._scale
-
-    def _outputs(self, network: torch.Tensor, states: NDArray, rows: st.Rows) -> torch.Tensor:
-        """Return the outputs (R, |A|) of the replicas in ``rows`` at their ``states`` rows."""
-        if self.compiled:
-            values = np.empty((len(rows.host), self.codec.n_actions), dtype=np.float32)
-            states = np.ascontiguousarray(states, dtype=np.int64)
-            hidden = self.config.hidden
-            compiled.outputs(
-                network.numpy(), rows.host, states, self._scale.numpy(), hidden, values
-            )
-            return torch.from_numpy(values)
-        with torch.inference_mode():
-            params = self.layout.views(st.take(network, rows))
-            return st.forward(params, self._inputs(states, rows))[:, 0, :]
-
     def _all_outputs(self, states: NDArray[np.int64]) -> torch.Tensor:
         """Return the greedy network's outputs (B, |A|) at every replica's row of ``states``."""
-        return self._outputs(self._greedy_network(), states, self._rows(np.arange(self.replicas)))
+        rows = self._rows(np.arange(self.replicas))
+        return self.engine.outputs(self._greedy_network(), states, rows)
 
     def _greedy_actions(self, outputs: torch.Tensor) -> NDArray[np.int64]:
         """Return the argmax index vectors (B, D_A) of ``outputs``; first index wins ties."""
@@ -210,29 +202,43 @@ class BatchedTorchAgent(Agent):
         )
         return self._rows(r[ready])
 
-    def _sample(self, rows: st.Rows) -> tuple[st.Sample, torch.Tensor, torch.Tensor]:
-        """Draw a mini-batch per replica of ``rows``; return it and its (next) states' inputs.
+    def _train(self, step: TrainingStep, rows: st.Rows) -> NDArray[np.float64]:
+        """Run ``step`` on one mini-batch per replica of ``rows`` (the engine's); its losses (K, R).
 
-        The inputs are in the column layout of `rl.agents.deep._stacked.forward_pass`,
-        (R, D_S, batch_size), contiguous.
+        While the mean Q is watched (`watch_q`), each replica's mean over its
+        mini-batch of Q(s, a) at the taken actions is summed for `watched_q`.
         """
-        sample = self.buffer.sample(self._generators, rows, self.config.batch_size)
-        inputs = [
-            self._features(states).transpose(1, 2).contiguous()
-            for states in (sample.states, sample.next_states)
-        ]
-        return sample, *inputs
+        if self._q_sums is None:
+            return self.engine.train(step, rows, None)
+        q_means = np.empty(len(rows.host))
+        losses = self.engine.train(step, rows, q_means)
+        self._q_sums[rows.host] += q_means
+        self._q_steps[rows.host] += 1
+        return losses
 
-    def _compiled_batch(self, rows: st.Rows) -> tuple[Any, ...]:
-        """Draw a mini-batch per replica of ``rows``; return what a compiled step reads of it.
+    def watch_q(self) -> None:
+        """Start (or restart) summing the mean Q of the taken actions of each training step.
 
-        The replay records and their columns' starts, the drawn indices
-        (R, batch_size) into each replica's records, the replicas and the
-        input scale, as numpy views (`rl.agents.deep._step_compiled`).
+        The steps compute it only from here on (`watched_q` reads it); it is a
+        diagnostic, not part of the agent's state, and changes no other number.
         """
-        drawn = self.buffer.draw(self._generators, rows, self.config.batch_size)
-        records, starts = self.buffer.records.numpy(), self.buffer.starts
-        return records, starts, drawn, rows.host, self._scale.numpy()
+        self._q_sums = np.zeros(self.replicas)
+        self._q_steps[:] = 0
+
+    def watched_q(self) -> NDArray[np.float64]:
+        """Return each replica's mean Q of the taken actions since `watch_q`, then restart, (B,).
+
+        The mean over the replica's training steps of its mini-batch mean of
+        Q(s, a) at the stored actions, before the step's update (DQN: the online
+        network; SAC: both critics); NaN for a replica that has not trained
+        since, and for all before `watch_q`.
+        """
+        if self._q_sums is None:
+            return np.full(self.replicas, np.nan)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            means = np.where(self._q_steps > 0, self._q_sums / self._q_steps, np.nan)
+        self.watch_q()
+        return means
 
     def end_episode(self, active: NDArray[np.bool_]) -> None:
         """Count the episode of each active replica."""
@@ -288,6 +294,11 @@ class BatchedTorchAgent(Agent):
             self._write_replica(i, own)
             tu.set_rng_state(self._init[i], saved[i]["init_rng"])
             tu.set_rng_state(self._explore[i], saved[i]["explore_rng"])
+
+
+def make_engine(name: str, state: EngineState) -> Engine:
+    """Build the engine ``name`` (``"stacked"`` or ``"compiled"``) over ``state``."""
+    return CompiledEngine(state) if name == "compiled" else StackedEngine(state)
 
 
 def td_loss(

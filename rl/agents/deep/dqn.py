@@ -7,9 +7,11 @@ Adam, one gradient step per environment step (CleanRL's ``dqn.py`` loop).
 
 The B replicas are computed together: every network, Adam moment and replay
 field is one tensor with the replicas on axis 0 (`rl.agents.deep._stacked`), on the
-config's ``device``. On a GPU one stacked PyTorch computation trains them all;
-on the CPU a compiled loop does each replica's whole update in turn
-(`rl.agents.deep._step_compiled`). Each replica keeps its own random streams and
+config's ``device``. The training step is defined once, `DQNStep`, on stacked
+PyTorch tensors, with its compiled twin (`rl.agents.deep._step_compiled.dqn_steps`);
+the agent's engine (`rl.agents.deep.engine`) runs one or the other: on a GPU one
+stacked PyTorch computation trains all replicas, on the CPU a compiled loop
+does each replica's whole update in turn. Each replica keeps its own random streams and
 counters and its gradient is its own, so B replicas run together give the
 same numbers as each run alone (bitwise on the CPU: acting computes on one
 torch thread, `rl.agents.deep._torch_utils.one_cpu_thread`). See
@@ -24,6 +26,7 @@ The paper's appendix "Parameter Matching Methodology" (P_DQN).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -39,6 +42,7 @@ from rl.agents.deep import _step_compiled as compiled
 from rl.agents.deep import _torch_utils as tu
 from rl.agents.deep._replica_draws import epsilon_draws
 from rl.agents.deep._torch_agent import BatchedTorchAgent, td_loss
+from rl.agents.deep.engine import ENGINES, CompiledBatch, StackedBatch
 from rl.agents.registry import AgentSpec
 from rl.problems import Problem
 from rl.seeding import AgentRandom
@@ -83,9 +87,14 @@ class DQNConfig:
     """Refuse problems whose joint action count (product of action_dims) exceeds this."""
     device: str = tu.DEFAULT_DEVICE
     """Torch device of every tensor: ``"cpu"``, ``"cuda"`` or ``"cuda:N"``."""
+    engine: str = "auto"
+    """Who trains and acts (`rl.agents.deep.engine`): ``"compiled"``, the CPU kernels;
+    ``"stacked"``, the stacked PyTorch computations (any device); ``"auto"``:
+    compiled on the CPU, stacked elsewhere. The same numbers to float32 rounding."""
 
     def __post_init__(self) -> None:
         tu.check_device_name(self.device)
+        check_choice("engine", self.engine, ENGINES)
         for name in ("hidden", "buffer_size", "batch_size", "target_update_every"):
             check_int(name, getattr(self, name), 1)
         check_int("learning_starts", self.learning_starts, 0)
@@ -98,6 +107,96 @@ class DQNConfig:
         check_choice("epsilon_schedule", self.epsilon_schedule, SCHEDULES)
         check_choice("loss", self.loss, LOSSES)
         check_choice("input_scaling", self.input_scaling, tu.INPUT_SCALINGS)
+
+
+@dataclass(frozen=True)
+class DQNStep:
+    """One DQN gradient step of the training replicas (`rl.agents.deep.engine.TrainingStep`).
+
+    Per replica, on its mini-batch: the TD targets
+    y = r + gamma (1 - terminated) max_a' Q_target(s', a'), the TD loss
+    ``loss`` of Q(s, a) against them (`rl.agents.deep._torch_agent.td_loss`),
+    its gradient written out (`rl.agents.deep._stacked.backward_chosen`) and one
+    Adam step of the online network. `stacked` is the definition, `compiled`
+    runs its twin `rl.agents.deep._step_compiled.dqn_steps` on the same tensors.
+
+    Attributes
+    ----------
+    q, target : torch.Tensor
+        The stacked online and target networks (B, P), updated in place.
+    optimizer : rl.agents.deep._stacked.StackedAdam
+        Adam of ``q``.
+    layout : rl.agents.deep._stacked.Layout
+        One network's tensors in its row.
+    gamma : float
+        Discount factor.
+    loss : {"huber", "mse"}
+        The TD loss.
+    hidden, n_actions : int
+        Hidden width and outputs of a network.
+
+    References
+    ----------
+    V. Mnih et al., "Human-level control through deep reinforcement learning",
+    Nature 518, 2015.
+    """
+
+    q: torch.Tensor
+    target: torch.Tensor
+    optimizer: st.StackedAdam
+    layout: st.Layout
+    gamma: float
+    loss: str
+    hidden: int
+    n_actions: int
+
+    @functools.cached_property
+    def _constants(self) -> NDArray[np.float32]:
+        """Gamma, beta1, beta2 and eps of the compiled step, float32."""
+        return np.array([self.gamma, *self.optimizer.hyperparameters()], dtype=np.float32)
+
+    def stacked(
+        self, batch: StackedBatch, rows: st.Rows, q_means: NDArray[np.float64] | None
+    ) -> NDArray[np.float64]:
+        """Run the step on stacked PyTorch tensors; the losses (1, R)."""
+        sample = batch.sample
+        with torch.no_grad():
+            target = self.layout.views(st.take(self.target, rows))
+            next_values = st.forward_pass(target, batch.next_states).outputs.amax(dim=1)
+            not_done = 1.0 - sample.terminated
+            targets = sample.rewards + self.gamma * not_done * next_values
+            params = self.layout.views(st.take(self.q, rows))
+            done = st.forward_pass(params, batch.states)
+            chosen = sample.actions[:, None, :]
+            values = st.chosen_outputs(done, chosen)
+            losses, d_values = td_loss(values, targets, self.loss)
+            if q_means is not None:
+                q_means[:] = values.mean(dim=1).cpu().numpy()
+            self.optimizer.step(st.backward_chosen(params, done, chosen, d_values), rows)
+        return losses.cpu().numpy().astype(np.float64)[None]
+
+    def compiled(
+        self, batch: CompiledBatch, rows: st.Rows, q_means: NDArray[np.float64] | None
+    ) -> NDArray[np.float64]:
+        """Run the step by `rl.agents.deep._step_compiled.dqn_steps`; the losses (1, R)."""
+        optimizer = self.optimizer
+        losses = np.empty((1, len(rows.host)))
+        compiled.dqn_steps(
+            *batch,
+            self.q.numpy(),
+            self.target.numpy(),
+            optimizer.exp_avg.numpy(),
+            optimizer.exp_avg_sq.numpy(),
+            optimizer.advance(rows),
+            self._constants,
+            self.hidden,
+            self.n_actions,
+            compiled.HUBER if self.loss == "huber" else compiled.MSE,
+            losses[0],
+            q_means is not None,
+            compiled.NO_Q if q_means is None else q_means,
+        )
+        return losses
 
 
 class DQNAgent(BatchedTorchAgent):
@@ -120,6 +219,8 @@ class DQNAgent(BatchedTorchAgent):
         B, the number of replicas.
     epsilon : ndarray of float64, shape (B,)
         Each replica's exploration rate.
+    step : DQNStep
+        The gradient step of the replicas that learn, which the engine runs.
 
     Notes
     -----
@@ -145,9 +246,15 @@ class DQNAgent(BatchedTorchAgent):
         self.q = torch.from_numpy(rows).to(self.device)
         self.target = self.q.clone()
         self.optimizer = st.StackedAdam(self.q, config.learning_rate, self.layout)
-        # gamma, beta1, beta2, eps of the compiled step
-        self._hyperparameters = np.array(
-            [config.gamma, *self.optimizer.hyperparameters()], dtype=np.float32
+        self.step = DQNStep(
+            self.q,
+            self.target,
+            self.optimizer,
+            self.layout,
+            config.gamma,
+            config.loss,
+            config.hidden,
+            self.codec.n_actions,
         )
         self.epsilon = np.full(self.replicas, float(config.epsilon_start))
         self.loss = np.full(self.replicas, np.nan)
@@ -172,7 +279,7 @@ class DQNAgent(BatchedTorchAgent):
         if len(greedy):
             rows = self._rows(greedy)
             if outputs is None:
-                values = self._outputs(self.q, states, rows)
+                values = self.engine.outputs(self.q, states, rows)
             else:
                 values = st.take(outputs, rows)
             joint[rows.host] = values.argmax(dim=1).cpu().numpy()
@@ -190,47 +297,10 @@ class DQNAgent(BatchedTorchAgent):
             self.epsilon[r] = np.maximum(config.epsilon_min, self.epsilon[r] * config.epsilon_decay)
         ready = self._ready(rows)
         if len(ready.host):
-            self.loss[ready.host] = self._train_step(ready)
+            self.loss[ready.host] = self._train(self.step, ready)[0]
         sync = self._rows(r[self.steps[r] % config.target_update_every == 0])
         if len(sync.host):
             st.put(self.target, sync, st.take(self.q, sync))
-
-    def _train_step(self, rows: st.Rows) -> NDArray[np.float64]:
-        """One Adam step per replica of ``rows`` on the TD loss of its mini-batch; its losses."""
-        if self.compiled:
-            return self._compiled_step(rows)
-        sample, states, next_states = self._sample(rows)
-        with torch.no_grad():
-            target = self.layout.views(st.take(self.target, rows))
-            next_values = st.forward_pass(target, next_states).outputs.amax(dim=1)  # no indices
-            not_done = 1.0 - sample.terminated
-            targets = sample.rewards + self.config.gamma * not_done * next_values
-            params = self.layout.views(st.take(self.q, rows))
-            done = st.forward_pass(params, states)
-            chosen = sample.actions[:, None, :]
-            losses, d_values = td_loss(st.chosen_outputs(done, chosen), targets, self.config.loss)
-            self.optimizer.step(st.backward_chosen(params, done, chosen, d_values), rows)
-        return losses.cpu().numpy().astype(np.float64)
-
-    def _compiled_step(self, rows: st.Rows) -> NDArray[np.float64]:
-        """`_train_step` by `rl.agents.deep._step_compiled.dqn_steps`, one replica after another."""
-        config = self.config
-        optimizer = self.optimizer
-        losses = np.empty(len(rows.host))
-        compiled.dqn_steps(
-            *self._compiled_batch(rows),
-            self.q.numpy(),
-            self.target.numpy(),
-            optimizer.exp_avg.numpy(),
-            optimizer.exp_avg_sq.numpy(),
-            optimizer.advance(rows),
-            self._hyperparameters,
-            config.hidden,
-            self.codec.n_actions,
-            compiled.HUBER if config.loss == "huber" else compiled.MSE,
-            losses,
-        )
-        return losses
 
     def end_episode(self, active: NDArray[np.bool_]) -> None:
         """Count the episode; decay epsilon here when ``epsilon_schedule == "episode"``."""

@@ -7,8 +7,10 @@ a target entropy. Because the action set is finite, every expectation over the
 policy is an exact sum over actions (no reparameterisation, no sampled
 actions in the losses); training actions are drawn from the policy with the
 replica's ``explore`` stream. The B replicas train together as DQN's do
-(`rl.agents.deep.dqn`): one stacked PyTorch computation on a GPU, a compiled loop
-over the replicas on the CPU (`rl.agents.deep._step_compiled`).
+(`rl.agents.deep.dqn`): the update is defined once, `SACStep`, on stacked PyTorch
+tensors, with its compiled twin (`rl.agents.deep._step_compiled.sac_steps`), and the
+agent's engine (`rl.agents.deep.engine`) runs one or the other: one stacked
+computation on a GPU, a compiled loop over the replicas on the CPU.
 
 References
 ----------
@@ -19,6 +21,7 @@ The paper's appendix "Parameter Matching Methodology" (P_SAC = 3 P_network + 1).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,6 +39,7 @@ from rl.agents.deep import _step_compiled as compiled
 from rl.agents.deep import _torch_utils as tu
 from rl.agents.deep._replica_draws import uniforms
 from rl.agents.deep._torch_agent import BatchedTorchAgent, td_loss
+from rl.agents.deep.engine import ENGINES, CompiledBatch, StackedBatch
 from rl.agents.registry import AgentSpec
 from rl.problems import Problem
 from rl.seeding import AgentRandom
@@ -72,9 +76,14 @@ class DiscreteSACConfig:
     """Refuse problems whose joint action count (product of action_dims) exceeds this."""
     device: str = tu.DEFAULT_DEVICE
     """Torch device of every tensor: ``"cpu"``, ``"cuda"`` or ``"cuda:N"``."""
+    engine: str = "auto"
+    """Who trains and acts (`rl.agents.deep.engine`): ``"compiled"``, the CPU kernels;
+    ``"stacked"``, the stacked PyTorch computations (any device); ``"auto"``:
+    compiled on the CPU, stacked elsewhere. The same numbers to float32 rounding."""
 
     def __post_init__(self) -> None:
         tu.check_device_name(self.device)
+        check_choice("engine", self.engine, ENGINES)
         for name in ("hidden", "buffer_size", "batch_size"):
             check_int(name, getattr(self, name), 1)
         check_int("learning_starts", self.learning_starts, 0)
@@ -198,81 +207,72 @@ NETWORKS = ("actor", "q1", "q2", "q1_target", "q2_target")
 OPTIMIZERS = ("actor_optimizer", "critic_optimizer", "alpha_optimizer")
 
 
-class DiscreteSAC(BatchedTorchAgent):
-    """Discrete soft actor-critic with twin critics and learned temperature, B replicas together.
+@dataclass(frozen=True)
+class SACStep:
+    """One discrete SAC update of the training replicas (`rl.agents.deep.engine.TrainingStep`).
 
-    Parameters
-    ----------
-    problem : rl.problems.Problem
-        Supplies ``state_dims`` (network inputs) and ``action_dims`` (outputs:
-        one per joint action).
-    config : DiscreteSACConfig
-        Hyperparameters.
-    streams : sequence of rl.seeding.AgentRandom
-        One per replica: ``init`` draws the weights of actor, Q1 and Q2 (in that
-        order), ``explore`` the training actions and the replay mini-batches.
+    Per replica, on its mini-batch, with pi(.|s) the actor's softmax,
+    Q' = min(Q1', Q2') of the target critics and alpha = exp(log_alpha), in
+    this order:
+
+    - critics: an Adam step of both on the MSE of Q_i(s, a) against
+      r + gamma (1 - terminated) sum_a' pi(a'|s') (Q'(s', a') - alpha log pi(a'|s'));
+    - actor: an Adam step on the mean over the batch of
+      sum_a pi(a|s) (alpha log pi(a|s) - min_i Q_i(s, a)), against the updated critics;
+    - temperature (when ``autotune``): an Adam step of log alpha on the mean of
+      sum_a pi(a|s) (-log_alpha (log pi(a|s) + H_target));
+    - Polyak update of both target critics with ``tau``.
+
+    Gradients are written out (`rl.agents.deep._stacked.backward`, `policy_gradient`,
+    `temperature_gradient`), each tested against autograd. `stacked` is the
+    definition, `compiled` runs its twin `rl.agents.deep._step_compiled.sac_steps`
+    on the same tensors. Both return the critic, actor and temperature losses (3, R).
 
     Attributes
     ----------
-    replicas : int
-        B, the number of replicas.
-
-    Notes
-    -----
-    Per gradient step, with pi(.|s) the actor's softmax, Q' = min(Q1', Q2') of
-    the target critics and alpha = exp(log_alpha):
-
-    - critics: MSE of Q_i(s, a) against
-      r + gamma (1 - terminated) sum_a' pi(a'|s') (Q'(s', a') - alpha log pi(a'|s'));
-    - actor: mean over the batch of sum_a pi(a|s) (alpha log pi(a|s) - min_i Q_i(s, a));
-    - temperature: mean of sum_a pi(a|s) (-log_alpha (log pi(a|s) + H_target)),
-      H_target = target_entropy_scale * log |A|;
-    - Polyak update of both target critics with ``tau``.
-
-    Each network, target and Adam state is stacked over the replicas
-    (`rl.agents.deep._stacked`); each loss is summed over the replicas that train,
-    so each replica's gradient is its own.
+    actor : torch.Tensor
+        The stacked actors (B, P).
+    critics, critics_target : torch.Tensor
+        Q1 and Q2 side by side in each row (B, 2P), online and target.
+    log_alpha : torch.Tensor
+        (B, 1).
+    optimizers : tuple of rl.agents.deep._stacked.StackedAdam
+        Adam of the actor, the critics and log alpha.
+    layout : rl.agents.deep._stacked.Layout
+        One network's tensors in its row.
+    gamma, tau : float
+        Discount factor and Polyak coefficient.
+    autotune : bool
+        Whether log alpha is learned.
+    target_entropy : float
+        H_target.
+    hidden, n_actions : int
+        Hidden width and outputs of a network.
 
     References
     ----------
-    P. Christodoulou, "Soft Actor-Critic for Discrete Action Settings",
-    arXiv:1910.07207, 2019.
+    Christodoulou (2019), eqs. (9)-(12).
     """
 
-    config_type = DiscreteSACConfig
-    name = "sac"
-    config: DiscreteSACConfig
+    actor: torch.Tensor
+    critics: torch.Tensor
+    critics_target: torch.Tensor
+    log_alpha: torch.Tensor
+    optimizers: tuple[st.StackedAdam, st.StackedAdam, st.StackedAdam]
+    layout: st.Layout
+    gamma: float
+    tau: float
+    autotune: bool
+    target_entropy: float
+    hidden: int
+    n_actions: int
 
-    def __init__(
-        self, problem: Problem, config: DiscreteSACConfig, streams: Sequence[AgentRandom]
-    ) -> None:
-        super().__init__(problem, config, streams)
-        self.target_entropy = config.target_entropy_scale * math.log(self.codec.n_actions)
-        shape = (self.codec.n_inputs, config.hidden, self.codec.n_actions)
-        # each replica draws actor, Q1, Q2 in this order, as a replica alone does
-        drawn = np.stack([[st.init_mlp(*shape, rng) for _ in range(3)] for rng in self._init])
-        self.actor = torch.from_numpy(np.ascontiguousarray(drawn[:, 0])).to(self.device)
-        # Q1 and Q2 side by side in each row (`critic_layout`): one Adam, one Polyak step;
-        # contiguous, so that `_critic_pass` can view the rows as 2B networks
-        critics = np.ascontiguousarray(drawn[:, 1:].reshape(self.replicas, -1))
-        self.critics = torch.from_numpy(critics).to(self.device)
-        self.critics_target = self.critics.clone()
-        self.critic_layout = self.layout + self.layout
-        self.log_alpha = torch.full((self.replicas, 1), math.log(config.alpha), device=self.device)
-        lr = config.learning_rate
-        self.actor_optimizer = st.StackedAdam(self.actor, lr, self.layout)
-        self.critic_optimizer = st.StackedAdam(self.critics, lr, self.critic_layout)
-        self.alpha_optimizer = st.StackedAdam(self.log_alpha, lr, st.Layout([(1,)]))
-        self.losses = {key: np.full(self.replicas, np.nan) for key in LOSSES}
-        # gamma, beta1, beta2, eps, tau and the target entropy of the compiled step
-        self._hyperparameters = np.array(
-            [config.gamma, *self.critic_optimizer.hyperparameters(), config.tau,
-             self.target_entropy],
-            dtype=np.float32,
-        )  # fmt: skip
-
-    def _greedy_network(self) -> torch.Tensor:
-        return self.actor
+    @functools.cached_property
+    def _constants(self) -> NDArray[np.float32]:
+        """Gamma, beta1, beta2, eps, tau and the target entropy of the compiled step, float32."""
+        beta1, beta2, eps = self.optimizers[1].hyperparameters()
+        values = [self.gamma, beta1, beta2, eps, self.tau, self.target_entropy]
+        return np.array(values, dtype=np.float32)
 
     def _critic_pass(
         self, critics: torch.Tensor, inputs: torch.Tensor
@@ -303,6 +303,166 @@ class DiscreteSAC(BatchedTorchAgent):
         outputs = self._pairs(self._critic_pass(critics, inputs)[1].outputs)
         return torch.minimum(outputs[:, 0], outputs[:, 1]).transpose(1, 2)
 
+    def stacked(
+        self, batch: StackedBatch, rows: st.Rows, q_means: NDArray[np.float64] | None
+    ) -> NDArray[np.float64]:
+        """Run the update on stacked PyTorch tensors; the losses (3, R)."""
+        sample, states, next_states = batch
+        actor_optimizer, critic_optimizer, alpha_optimizer = self.optimizers
+        losses = np.full((3, len(rows.host)), np.nan)
+        alpha = st.take(self.log_alpha, rows).exp()[:, :, None]  # (R, 1, 1)
+        with torch.no_grad():
+            actor = self.layout.views(st.take(self.actor, rows))
+            next_log_pi = log_policy(st.forward_pass(actor, next_states).outputs)
+            next_q = self._min_critic(st.take(self.critics_target, rows), next_states)
+            targets = soft_bellman_targets(
+                sample.rewards, 1.0 - sample.terminated, next_log_pi, next_q, alpha, self.gamma
+            )
+            chosen = sample.actions[:, None, :].repeat_interleave(2, dim=0)
+            params, done = self._critic_pass(st.take(self.critics, rows), states)
+            values = st.chosen_outputs(done, chosen)
+            if q_means is not None:
+                q_means[:] = values.view(len(rows.host), -1).mean(dim=1).cpu().numpy()
+            pair_losses, d_values = td_loss(values, targets.repeat_interleave(2, dim=0), "mse")
+            pair_losses = self._pairs(pair_losses)
+            critic_loss = pair_losses[:, 0] + pair_losses[:, 1]  # MSE of Q1 + MSE of Q2
+            grads = st.backward_chosen(params, done, chosen, d_values)  # (2R, P): Q1, Q2 rows
+            critic_optimizer.step(grads.view(len(rows.host), -1), rows)
+
+            actor_pass = st.forward_pass(actor, states)  # the actor has not changed
+            log_pi = log_policy(actor_pass.outputs)
+            min_q = self._min_critic(st.take(self.critics, rows), states)
+            actor_loss, d_logits = policy_gradient(log_pi, min_q, alpha)
+            d_logits = d_logits.transpose(1, 2)  # to the column layout
+            actor_optimizer.step(st.backward(actor, actor_pass, d_logits), rows)
+            losses[0] = critic_loss.cpu().numpy()
+            losses[1] = actor_loss.cpu().numpy()
+            if self.autotune:
+                # the loss is linear in log alpha: log alpha times its gradient
+                grad = temperature_gradient(log_pi, self.target_entropy)
+                alpha_loss = st.take(self.log_alpha, rows) * grad
+                alpha_optimizer.step(grad, rows)
+                losses[2] = alpha_loss[:, 0].cpu().numpy()
+
+            target = torch.lerp(
+                st.take(self.critics_target, rows), st.take(self.critics, rows), self.tau
+            )
+            st.put(self.critics_target, rows, target)
+        return losses
+
+    def compiled(
+        self, batch: CompiledBatch, rows: st.Rows, q_means: NDArray[np.float64] | None
+    ) -> NDArray[np.float64]:
+        """Run the update by `rl.agents.deep._step_compiled.sac_steps`; the losses (3, R)."""
+        trained = 3 if self.autotune else 2  # actor, critics, temperature
+        factors = np.zeros((3, 2, len(rows.host)), dtype=np.float32)
+        for k, optimizer in enumerate(self.optimizers[:trained]):
+            factors[k] = optimizer.advance(rows)
+        pairs = lambda critics: critics.numpy().reshape(len(critics), 2, -1)  # noqa: E731
+        views = (torch.Tensor.numpy, pairs, torch.Tensor.numpy)
+        moments = tuple(
+            view(moment)
+            for optimizer, view in zip(self.optimizers, views, strict=True)
+            for moment in (optimizer.exp_avg, optimizer.exp_avg_sq)
+        )
+        losses = np.full((3, len(rows.host)), np.nan)
+        compiled.sac_steps(
+            *batch,
+            self.actor.numpy(),
+            pairs(self.critics),
+            pairs(self.critics_target),
+            self.log_alpha.numpy(),
+            moments,
+            factors,
+            self._constants,
+            self.hidden,
+            self.n_actions,
+            self.autotune,
+            losses,
+            q_means is not None,
+            compiled.NO_Q if q_means is None else q_means,
+        )
+        return losses
+
+
+class DiscreteSAC(BatchedTorchAgent):
+    """Discrete soft actor-critic with twin critics and learned temperature, B replicas together.
+
+    Parameters
+    ----------
+    problem : rl.problems.Problem
+        Supplies ``state_dims`` (network inputs) and ``action_dims`` (outputs:
+        one per joint action).
+    config : DiscreteSACConfig
+        Hyperparameters.
+    streams : sequence of rl.seeding.AgentRandom
+        One per replica: ``init`` draws the weights of actor, Q1 and Q2 (in that
+        order), ``explore`` the training actions and the replay mini-batches.
+
+    Attributes
+    ----------
+    replicas : int
+        B, the number of replicas.
+    step : SACStep
+        The update of the replicas that learn, which the engine runs.
+
+    Notes
+    -----
+    One update per environment step after warm-up (`SACStep`: critics, actor,
+    temperature with H_target = target_entropy_scale * log |A|, Polyak averaging).
+    Each network, target and Adam state is stacked over the replicas
+    (`rl.agents.deep._stacked`); each loss is summed over the replicas that train,
+    so each replica's gradient is its own.
+
+    References
+    ----------
+    P. Christodoulou, "Soft Actor-Critic for Discrete Action Settings",
+    arXiv:1910.07207, 2019.
+    """
+
+    config_type = DiscreteSACConfig
+    name = "sac"
+    config: DiscreteSACConfig
+
+    def __init__(
+        self, problem: Problem, config: DiscreteSACConfig, streams: Sequence[AgentRandom]
+    ) -> None:
+        super().__init__(problem, config, streams)
+        self.target_entropy = config.target_entropy_scale * math.log(self.codec.n_actions)
+        shape = (self.codec.n_inputs, config.hidden, self.codec.n_actions)
+        # each replica draws actor, Q1, Q2 in this order, as a replica alone does
+        drawn = np.stack([[st.init_mlp(*shape, rng) for _ in range(3)] for rng in self._init])
+        self.actor = torch.from_numpy(np.ascontiguousarray(drawn[:, 0])).to(self.device)
+        # Q1 and Q2 side by side in each row (`critic_layout`): one Adam, one Polyak step;
+        # contiguous, so that `SACStep._critic_pass` can view the rows as 2B networks
+        critics = np.ascontiguousarray(drawn[:, 1:].reshape(self.replicas, -1))
+        self.critics = torch.from_numpy(critics).to(self.device)
+        self.critics_target = self.critics.clone()
+        self.critic_layout = self.layout + self.layout
+        self.log_alpha = torch.full((self.replicas, 1), math.log(config.alpha), device=self.device)
+        lr = config.learning_rate
+        self.actor_optimizer = st.StackedAdam(self.actor, lr, self.layout)
+        self.critic_optimizer = st.StackedAdam(self.critics, lr, self.critic_layout)
+        self.alpha_optimizer = st.StackedAdam(self.log_alpha, lr, st.Layout([(1,)]))
+        self.losses = {key: np.full(self.replicas, np.nan) for key in LOSSES}
+        self.step = SACStep(
+            self.actor,
+            self.critics,
+            self.critics_target,
+            self.log_alpha,
+            (self.actor_optimizer, self.critic_optimizer, self.alpha_optimizer),
+            self.layout,
+            config.gamma,
+            config.tau,
+            config.autotune,
+            self.target_entropy,
+            config.hidden,
+            self.codec.n_actions,
+        )
+
+    def _greedy_network(self) -> torch.Tensor:
+        return self.actor
+
     # ------------------------------------------------------------------ acting
 
     def _exploring(
@@ -313,7 +473,7 @@ class DiscreteSAC(BatchedTorchAgent):
         rows = self._rows(np.flatnonzero(active))
         if len(rows.host):
             if outputs is None:
-                logits = self._outputs(self.actor, states, rows)
+                logits = self.engine.outputs(self.actor, states, rows)
             else:
                 logits = st.take(outputs, rows)
             cumulative = np.cumsum(torch.softmax(logits.double(), dim=1).cpu().numpy(), axis=1)
@@ -331,90 +491,10 @@ class DiscreteSAC(BatchedTorchAgent):
         """Store each active replica's transition, then one SAC update after warm-up."""
         ready = self._ready(self._store(batch))
         if len(ready.host):
-            self._train_step(ready)
-
-    def _train_step(self, rows: st.Rows) -> None:
-        """Critic, actor and temperature steps on one mini-batch per replica, then Polyak update.
-
-        Gradients are written out (`rl.agents.deep._stacked.backward`, `policy_gradient`,
-        `temperature_gradient`), each tested against autograd.
-        """
-        if self.compiled:
-            self._compiled_step(rows)
-            return
-        config = self.config
-        sample, states, next_states = self._sample(rows)
-        alpha = st.take(self.log_alpha, rows).exp()[:, :, None]  # (R, 1, 1)
-        with torch.no_grad():
-            actor = self.layout.views(st.take(self.actor, rows))
-            next_log_pi = log_policy(st.forward_pass(actor, next_states).outputs)
-            next_q = self._min_critic(st.take(self.critics_target, rows), next_states)
-            targets = soft_bellman_targets(
-                sample.rewards, 1.0 - sample.terminated, next_log_pi, next_q, alpha, config.gamma
-            )
-            chosen = sample.actions[:, None, :].repeat_interleave(2, dim=0)
-            params, done = self._critic_pass(st.take(self.critics, rows), states)
-            values = st.chosen_outputs(done, chosen)
-            losses, d_values = td_loss(values, targets.repeat_interleave(2, dim=0), "mse")
-            pair_losses = self._pairs(losses)
-            critic_loss = pair_losses[:, 0] + pair_losses[:, 1]  # MSE of Q1 + MSE of Q2
-            grads = st.backward_chosen(params, done, chosen, d_values)  # (2R, P): Q1, Q2 rows
-            self.critic_optimizer.step(grads.view(len(rows.host), -1), rows)
-
-            actor_pass = st.forward_pass(actor, states)  # the actor has not changed
-            log_pi = log_policy(actor_pass.outputs)
-            min_q = self._min_critic(st.take(self.critics, rows), states)
-            actor_loss, d_logits = policy_gradient(log_pi, min_q, alpha)
-            d_logits = d_logits.transpose(1, 2)  # to the column layout
-            self.actor_optimizer.step(st.backward(actor, actor_pass, d_logits), rows)
-
-            self.losses["critic_loss"][rows.host] = critic_loss.cpu().numpy()
-            self.losses["actor_loss"][rows.host] = actor_loss.cpu().numpy()
-            if config.autotune:
-                # the loss is linear in log alpha: log alpha times its gradient
-                grad = temperature_gradient(log_pi, self.target_entropy)
-                alpha_loss = st.take(self.log_alpha, rows) * grad
-                self.alpha_optimizer.step(grad, rows)
-                self.losses["alpha_loss"][rows.host] = alpha_loss[:, 0].cpu().numpy()
-
-            target = torch.lerp(
-                st.take(self.critics_target, rows), st.take(self.critics, rows), config.tau
-            )
-            st.put(self.critics_target, rows, target)
-
-    def _compiled_step(self, rows: st.Rows) -> None:
-        """`_train_step` by `rl.agents.deep._step_compiled.sac_steps`, one replica after another."""
-        config = self.config
-        batch = self._compiled_batch(rows)
-        trained = 3 if config.autotune else 2  # actor, critics, temperature
-        optimizers = (self.actor_optimizer, self.critic_optimizer, self.alpha_optimizer)
-        factors = np.zeros((3, 2, len(rows.host)), dtype=np.float32)
-        for k, optimizer in enumerate(optimizers[:trained]):
-            factors[k] = optimizer.advance(rows)
-        pairs = lambda critics: critics.numpy().reshape(self.replicas, 2, -1)  # noqa: E731
-        views = (torch.Tensor.numpy, pairs, torch.Tensor.numpy)
-        moments = tuple(
-            view(moment)
-            for optimizer, view in zip(optimizers, views, strict=True)
-            for moment in (optimizer.exp_avg, optimizer.exp_avg_sq)
-        )
-        losses = np.full((3, len(rows.host)), np.nan)
-        compiled.sac_steps(
-            *batch,
-            self.actor.numpy(),
-            pairs(self.critics),
-            pairs(self.critics_target),
-            self.log_alpha.numpy(),
-            moments,
-            factors,
-            self._hyperparameters,
-            config.hidden,
-            self.codec.n_actions,
-            config.autotune,
-            losses,
-        )
-        for key, values in zip(LOSSES[:trained], losses[:trained], strict=True):
-            self.losses[key][rows.host] = values
+            trained = LOSSES if self.config.autotune else LOSSES[:2]
+            losses = self._train(self.step, ready)
+            for key, values in zip(trained, losses, strict=False):
+                self.losses[key][ready.host] = values
 
     # ------------------------------------------------------------------ checkpoints
 
