@@ -116,7 +116,7 @@ def run_batch(
         if log.episode % eval_every and log.episode != episodes:
             return
         q = dense_q(runner.agent)
-        gaps = np.array([reference.normalized_gap(reference.value(q[b])) for b in range(seeds)])
+        gaps = reference.normalized_gap(reference.values(q))
         first[:] = np.where((first < 0) & (gaps <= TARGET_GAP), steps, first)
         last[:] = [q, gaps]
 

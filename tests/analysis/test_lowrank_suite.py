@@ -37,13 +37,19 @@ def test_full_rank_q_star_has_no_low_rank_fit():
     assert rank_bracket(q_star, None, max_rank=6) == (7, None)
 
 
-def test_exact_reference_scores_the_optimum_zero_and_random_one():
-    reference = ExactReference.of(Instance(2, 2, 0.9))
-    assert reference.normalized_gap(reference.value(reference.q_star)) == pytest.approx(
-        0, abs=1e-12
-    )
+@pytest.mark.parametrize("gamma", [0.9, 0.99])
+def test_exact_reference_scores_the_optimum_zero_and_random_one(gamma):
+    reference = ExactReference.of(Instance(2, 2, gamma))
+    q = np.stack([reference.q_star, -reference.q_star])
+    gaps = reference.normalized_gap(reference.values(q))
+    assert gaps[0] == pytest.approx(0, abs=1e-12) and gaps[1] > 1.0
     assert reference.normalized_gap(reference.j_random) == pytest.approx(1.0)
-    assert reference.normalized_gap(reference.value(-reference.q_star)) > 1.0
+    # J of the random policy from the dense model, as a check of the structured solve
+    env = reference.env
+    n = int(np.prod(env.state_dims))
+    transition = env.transition.reshape(n, -1, n).mean(axis=1)
+    values = np.linalg.solve(np.eye(n) - gamma * transition, env.reward.reshape(n, -1).mean(1))
+    assert reference.j_random == pytest.approx(values.mean(), rel=1e-12)
 
 
 @pytest.fixture(scope="module")
