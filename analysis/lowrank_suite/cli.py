@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import io
 import json
 import multiprocessing
@@ -59,6 +60,7 @@ from analysis.lowrank_suite.report import (
     axis_table,
     bracket_row,
     plot_axis,
+    verdict_counts_markdown,
 )
 from analysis.lowrank_suite.verdicts import VERDICT_COLUMNS, verdict_rows
 from analysis.rank.cli import OneLineParser, UsageError, run_command
@@ -203,7 +205,9 @@ def _estimate(settings: dict, probe_episodes: int) -> list[str]:
     from analysis.lowrank_suite.cost import forecast, measure_costs
 
     instances, setups = _plan(settings)
-    probes = measure_costs(instances, setups, episodes=probe_episodes)
+    probes = measure_costs(
+        instances, setups, episodes=probe_episodes, eval_every=settings["eval_every"]
+    )
     lines = ["agent kind, states, rank: seconds = c * seeds + episodes * (a + b * seeds)"]
     lines += [
         f"  {p.kind:<16} {p.states:>5} r{p.rank:<3} a = {p.overhead:.4f}  b = {p.per_seed:.4f}"
@@ -228,7 +232,8 @@ def _summaries(out: Path, rows: list[dict], settings: dict) -> list[str]:
         ("rank_axis", "qstar_rank", {"state_modes": RANK_AXIS_MODES}),
         ("modes_axis", "state_modes", {"qstar_rank": MODES_AXIS_RANK}),
     )
-    lines = []
+    lines = ["", "verdicts per agent (every instance and agent rank):"]
+    lines += verdict_counts_markdown(verdicts)
     for name, axis, fixed in axes:
         table = axis_table(verdicts, axis, fixed)
         write_csv(out / f"{name}.csv", table, VERDICT_COLUMNS)
@@ -243,6 +248,18 @@ def _summaries(out: Path, rows: list[dict], settings: dict) -> list[str]:
                 title=f"TEQL (stable) / tabular, {settings['seeds']} seeds, 95% intervals",
             )
     return lines
+
+
+def _bracket(instance: Instance, instances: Sequence[Instance], known: dict[str, dict]) -> dict:
+    """Return the ``instances.csv`` row of ``instance``, reusing one of another discount.
+
+    The planted Q* of two discounts differ by a positive factor only (the same
+    tensor, scaled to max |R| = 1), so their CP rank brackets are the same.
+    """
+    for twin in instances:
+        if dataclasses.replace(twin, gamma=instance.gamma) == instance and twin.key in known:
+            return {**known[twin.key], "instance": instance.key}
+    return bracket_row(instance, instance.make().q_star)
 
 
 def _batch(instance: Instance, setup: AgentSetup, settings: dict, work: Path) -> list[dict]:
@@ -314,7 +331,7 @@ def _run(args: argparse.Namespace) -> list[str]:
             )
         for instance in instances:
             if instance.key not in brackets:
-                brackets[instance.key] = bracket_row(instance, instance.make().q_star)
+                brackets[instance.key] = _bracket(instance, instances, brackets)
                 write_csv(out / "instances.csv", list(brackets.values()), BRACKET_COLUMNS)
         tables = _summaries(out, rows, settings)
     return [f"wrote {out}: {len(rows)} runs, {len(instances)} instances", *tables]

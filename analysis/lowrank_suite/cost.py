@@ -6,8 +6,10 @@ costs about ``c * S + E * (a + b * S)`` seconds: ``c`` one replica's set-up
 per-episode overhead, ``b`` one replica's episode (its environment steps,
 agent steps and exact evaluations). `measure_costs` times three probe batches
 per agent kind, at the smallest and largest state spaces of a plan and at the
-lowest and highest agent rank, and `forecast` interpolates ``a``, ``b`` and
-``c`` linearly in log(states) and in agent rank to price every batch of a plan.
+lowest and highest agent rank, each after a one-episode warm-up batch whose
+time is not fitted (it loads the compiled kernels, a cost paid once per
+process, not per batch); `forecast` interpolates ``a``, ``b`` and ``c``
+linearly in log(states) and in agent rank to price every batch of a plan.
 """
 
 from __future__ import annotations
@@ -85,13 +87,13 @@ def measure_costs(
                 ranked = sorted(members, key=lambda s: s.rank or 0)
                 for setup in list(dict.fromkeys([ranked[0], ranked[-1]])):
                     walls = {}
-                    for seeds, length in ((2, 1), (8, 1), (8, 3)):
+                    for seeds, length in ((1, 0), (2, 1), (8, 1), (8, 3)):  # (1, 0): warm-up
                         clock = time.perf_counter()
                         run_batch(
                             instance,
                             setup,
                             seeds=seeds,
-                            episodes=episodes * length,
+                            episodes=max(episodes * length, 1),
                             eval_every=eval_every,
                             work_dir=Path(work) / "probe",
                             reference=reference,
