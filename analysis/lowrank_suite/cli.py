@@ -47,6 +47,7 @@ from analysis.lowrank_suite.grid import (
     QSTAR_RANKS,
     RANK_AXIS_MODES,
     STATE_MODES,
+    STEPS_PER_EPISODE,
     TENSOR_AGENTS,
     AgentSetup,
     Instance,
@@ -70,8 +71,6 @@ from tensorq.version import add_version_option
 SETTINGS_FILE = "suite.json"
 RUNS_FILE = "runs.csv"
 MAX_CSV_BYTES = 64 * 1024 * 1024
-STEPS_PER_EPISODE = 100
-"""Episode length of `rl.envs.lowrank_mdp.PlantedRankMDP` under ``gymnasium.make``."""
 
 
 def _list(text: str, parse: type, name: str) -> list:

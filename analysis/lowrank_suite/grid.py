@@ -39,6 +39,8 @@ MODES_AXIS_RANK = 5
 """Q* rank of the instances on the modes axis."""
 MODE_SIZE = 3
 ACTION_DIMS = (3, 3)
+STEPS_PER_EPISODE = 100
+"""Episode length of `rl.envs.lowrank_mdp.PlantedRankMDP` under ``gymnasium.make``."""
 TARGET_GAP = 0.05
 """A greedy policy has reached the target when its normalized value gap is at most this."""
 

@@ -7,10 +7,10 @@ import shutil
 import numpy as np
 import pytest
 
-from analysis.lowrank_suite import cli
+from analysis.lowrank_suite import cli, measure
 from analysis.lowrank_suite.cost import Probe, _fit, batch_seconds
 from analysis.lowrank_suite.grid import AgentSetup, ExactReference, Instance
-from analysis.lowrank_suite.report import rank_bracket
+from analysis.lowrank_suite.report import axis_markdown, rank_bracket, verdict_counts_markdown
 from analysis.lowrank_suite.verdicts import verdict
 
 SMALL = [
@@ -140,3 +140,47 @@ def test_cost_model_recovers_known_costs():
     )
     assert np.isfinite(batch_seconds(probes, Instance(1, 4, 0.9), AgentSetup("tabular", "paper"),
                                      10, 100))  # fmt: skip
+
+
+def test_a_diverged_batch_is_recorded_not_raised(tmp_path, monkeypatch):
+    """An agent whose Q overflows stops its batch: rows say so, censored at the full budget."""
+    real_run = measure.run
+
+    def overflowing_run(runner, config, effective, *, progress, **kwargs):
+        def progress_then_overflow(log):
+            progress(log)
+            if log.episode == 3:
+                raise ValueError("TLRAgent diverged: the TD target of replica 0 is inf.")
+
+        return real_run(runner, config, effective, progress=progress_then_overflow, **kwargs)
+
+    monkeypatch.setattr(measure, "run", overflowing_run)
+    instance, setup = Instance(2, 2, 0.9), AgentSetup("tlr", "paper", 1)
+    rows = measure.run_batch(
+        instance, setup, seeds=2, episodes=8, eval_every=2, work_dir=tmp_path / "w"
+    )
+    assert [r["diverged"] for r in rows] == [1, 1]
+    assert [r["budget_steps"] for r in rows] == [800, 800]
+    assert all(np.isfinite(r["final_gap"]) for r in rows)  # from the evaluation at episode 2
+
+
+def test_figure_tables_are_one_per_discount_and_verdicts_are_counted():
+    rows = [
+        {"gamma": g, "qstar_rank": "", "agent_key": f"teql-stable-r{r}", "agent": "teql",
+         "reading": "stable", "agent_rank": r, "n_params": 18, "table_params": 729,
+         "iqm_steps": 1000, "iqm_low": 900, "iqm_high": 1100, "tabular_iqm_steps": 2000,
+         "tabular_low": 1800, "tabular_high": 2200, "ratio": 0.5, "ratio_low": 0.4,
+         "ratio_high": 0.6, "reached": 3, "tabular_reached": 3, "seeds": 3, "verdict": v}
+        for g, r, v in ((0.99, 10, "faster"), (0.9, 2, "equal"), (0.9, 10, "faster"))
+    ]  # fmt: skip
+    lines = axis_markdown(rows, "qstar_rank")
+    assert lines.index("gamma 0.9:") < lines.index("gamma 0.99:")
+    body = [line for line in lines if line.startswith("| full")]
+    assert [line.split(" | ")[1] for line in body] == [
+        "teql-stable-r2",
+        "teql-stable-r10",
+        "teql-stable-r10",
+    ]  # rank 2 before 10: ranks sort as numbers
+    counts = verdict_counts_markdown(rows)
+    assert counts[2:] == ["| teql | stable | 0.9 | 2 | 1 | 1 | 0 | 0 |",
+                          "| teql | stable | 0.99 | 1 | 1 | 0 | 0 | 0 |"]  # fmt: skip
