@@ -20,8 +20,8 @@ Resumable: rerunning the same command in the same ``--out`` skips every batch
 already in ``runs.csv`` (a batch interrupted midway is run again); other
 settings are refused unless ``--overwrite``. ``--jobs N`` runs N batches at
 once, each in its own process; a batch's rows do not depend on it.
-``--estimate`` times probe batches (`analysis.lowrank_suite.cost`) and prints
-the forecast of the plan instead.
+``--estimate`` times probe batches (`analysis.lowrank_suite.cost`, in CPU
+seconds) and prints the forecast of the plan instead.
 
 Exit codes: 0 done; 2 bad input (one line on stderr).
 """
@@ -200,7 +200,7 @@ def _start(out: Path, settings: dict, overwrite: bool) -> list[dict]:
     return []
 
 
-def _estimate(settings: dict, probe_episodes: int) -> list[str]:
+def _estimate(settings: dict, probe_episodes: int, jobs: int) -> list[str]:
     from analysis.lowrank_suite.cost import forecast, measure_costs
 
     instances, setups = _plan(settings)
@@ -217,7 +217,8 @@ def _estimate(settings: dict, probe_episodes: int) -> list[str]:
     lines.append(
         f"plan: {len(instances)} instances x {len(setups)} agent set-ups, "
         f"{settings['seeds']} seeds, {settings['episodes']} episodes: "
-        f"{total / 3600:.2f} hours on one core"
+        f"{total / 3600:.2f} CPU hours, about {total / 3600 / jobs:.2f} hours of wall time "
+        f"with --jobs {jobs} on {jobs} idle core{'s' if jobs > 1 else ''}"
     )
     return lines
 
@@ -303,7 +304,7 @@ def run(args: argparse.Namespace) -> list[str]:
 def _run(args: argparse.Namespace) -> list[str]:
     settings = _settings(args)
     if args.estimate:
-        return _estimate(settings, args.probe_episodes)
+        return _estimate(settings, args.probe_episodes, args.jobs)
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} is a file, not a directory.")

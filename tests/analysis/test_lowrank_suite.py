@@ -184,3 +184,13 @@ def test_figure_tables_are_one_per_discount_and_verdicts_are_counted():
     counts = verdict_counts_markdown(rows)
     assert counts[2:] == ["| teql | stable | 0.9 | 2 | 1 | 1 | 0 | 0 |",
                           "| teql | stable | 0.99 | 1 | 1 | 0 | 0 | 0 |"]  # fmt: skip
+
+
+def test_estimate_prints_cpu_hours_and_the_wall_time_of_the_jobs(capsys, tmp_path):
+    args = [*SMALL, "--out", str(tmp_path / "o"), "--estimate", "--probe-episodes", "1"]
+    assert cli.main([*args, "--jobs", "2"]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("plan: 2 instances x 2 agent set-ups, 2 seeds, 6 episodes: ")
+    cpu, wall = (float(part.split()[0]) for part in last.split(": ")[-1].split(", about "))
+    assert wall == pytest.approx(cpu / 2, abs=0.01)
+    assert last.endswith("with --jobs 2 on 2 idle cores") and not (tmp_path / "o").exists()
