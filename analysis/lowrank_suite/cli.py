@@ -62,6 +62,7 @@ from analysis.lowrank_suite.report import (
     bracket_row,
     plot_axis,
     verdict_counts_markdown,
+    verdict_grid_markdown,
 )
 from analysis.lowrank_suite.verdicts import VERDICT_COLUMNS, verdict_rows
 from analysis.rank.cli import OneLineParser, UsageError, run_command
@@ -237,7 +238,8 @@ def _summaries(out: Path, rows: list[dict], settings: dict) -> list[str]:
     for name, axis, fixed in axes:
         table = axis_table(verdicts, axis, fixed)
         write_csv(out / f"{name}.csv", table, VERDICT_COLUMNS)
-        lines += ["", f"{name} ({', '.join(f'{k} {v}' for k, v in fixed.items())}):"]
+        lines += ["", f"{name} ({', '.join(f'{k} {v}' for k, v in fixed.items())}):", ""]
+        lines += verdict_grid_markdown(table, axis) + [""]
         lines += axis_markdown(table, axis)
         if table:
             plot_axis(

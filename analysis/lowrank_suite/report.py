@@ -206,6 +206,43 @@ def verdict_counts_markdown(rows: Sequence[dict]) -> list[str]:
     return lines
 
 
+VERDICT_MARKS = {"faster": "F", "equal": "=", "slower": "S", "neither": "-"}
+"""One-letter marks of the verdicts in `verdict_grid_markdown`."""
+
+
+def verdict_grid_markdown(rows: Sequence[dict], axis: str) -> list[str]:
+    """Return one figure's verdicts as a compact Markdown grid, every agent at once.
+
+    One row per (discount, axis value), one column per agent reading; a cell
+    holds one mark of `VERDICT_MARKS` per agent rank, lowest rank first.
+    """
+    label = {"qstar_rank": "Q* rank", "state_modes": "state modes"}[axis]
+    readings = sorted({(str(r["agent"]), str(r["reading"])) for r in rows})
+    ranks = sorted({int(r["agent_rank"]) for r in rows})
+    marks = {
+        (float(r["gamma"]), str(r[axis]), str(r["agent"]), str(r["reading"]), int(r["agent_rank"])):
+        VERDICT_MARKS[r["verdict"]]
+        for r in rows
+    }  # fmt: skip
+    lines = [
+        f"| gamma | {label} | "
+        + " | ".join(f"{a} {g} (R = {', '.join(map(str, ranks))})" for a, g in readings)
+        + " |",
+        "|---|---|" + "---|" * len(readings),
+    ]
+    points = sorted(
+        {(float(r["gamma"]), str(r[axis])) for r in rows},
+        key=lambda p: (p[0], _x_value({axis: p[1]}, axis, 1e9)),
+    )
+    for gamma, x in points:
+        cells = [
+            " ".join(marks.get((gamma, x, agent, reading, rank), " ") for rank in ranks)
+            for agent, reading in readings
+        ]
+        lines.append(f"| {gamma:g} | {x or 'full'} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def _setup_order(row: dict) -> tuple[str, str, int]:
     """Sort key of a set-up: agent, reading, then rank as a number."""
     return (str(row["agent"]), str(row["reading"]), int(row["agent_rank"]))

@@ -10,7 +10,12 @@ import pytest
 from analysis.lowrank_suite import cli, measure
 from analysis.lowrank_suite.cost import Probe, _fit, batch_seconds
 from analysis.lowrank_suite.grid import AgentSetup, ExactReference, Instance
-from analysis.lowrank_suite.report import axis_markdown, rank_bracket, verdict_counts_markdown
+from analysis.lowrank_suite.report import (
+    axis_markdown,
+    rank_bracket,
+    verdict_counts_markdown,
+    verdict_grid_markdown,
+)
 from analysis.lowrank_suite.verdicts import verdict
 
 SMALL = [
@@ -181,6 +186,9 @@ def test_figure_tables_are_one_per_discount_and_verdicts_are_counted():
         "teql-stable-r10",
         "teql-stable-r10",
     ]  # rank 2 before 10: ranks sort as numbers
+    grid = verdict_grid_markdown(rows, "qstar_rank")
+    assert grid[0] == "| gamma | Q* rank | teql stable (R = 2, 10) |"
+    assert grid[2:] == ["| 0.9 | full | = F |", "| 0.99 | full |   F |"]  # no rank 2 at 0.99
     counts = verdict_counts_markdown(rows)
     assert counts[2:] == ["| teql | stable | 0.9 | 2 | 1 | 1 | 0 | 0 |",
                           "| teql | stable | 0.99 | 1 | 1 | 0 | 0 | 0 |"]  # fmt: skip
