@@ -214,7 +214,8 @@ def verdict_grid_markdown(rows: Sequence[dict], axis: str) -> list[str]:
     """Return one figure's verdicts as a compact Markdown grid, every agent at once.
 
     One row per (discount, axis value), one column per agent reading; a cell
-    holds one mark of `VERDICT_MARKS` per agent rank, lowest rank first.
+    holds one mark of `VERDICT_MARKS` per agent rank, lowest rank first (a
+    blank for a rank not run), or ``not run``.
     """
     label = {"qstar_rank": "Q* rank", "state_modes": "state modes"}[axis]
     readings = sorted({(str(r["agent"]), str(r["reading"])) for r in rows})
@@ -239,6 +240,7 @@ def verdict_grid_markdown(rows: Sequence[dict], axis: str) -> list[str]:
             " ".join(marks.get((gamma, x, agent, reading, rank), " ") for rank in ranks)
             for agent, reading in readings
         ]
+        cells = [cell if cell.strip() else "not run" for cell in cells]
         lines.append(f"| {gamma:g} | {x or 'full'} | " + " | ".join(cells) + " |")
     return lines
 
