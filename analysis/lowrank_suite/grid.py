@@ -183,7 +183,7 @@ class ExactReference:
 def greedy_returns(env: gymnasium.Env, q: NDArray) -> NDArray[np.float64]:
     """Return J of the greedy policy of each ``q[b]`` on ``env``, exactly, shape (B,).
 
-    One batched solve of the transitions' rank for all B policies
+    A solve of the size of the transitions' rank per policy
     (`rl.envs.lowrank_mdp.LowRankMDP.policy_values`).
     """
     modes = len(env.state_dims)

@@ -62,8 +62,9 @@ def chain_values(
     """Discounted values of B Markov reward processes with transitions ``weights @ laws``.
 
     Solves ``V = rewards + gamma (weights @ laws) V`` for each process by the
-    Woodbury identity (`LowRankMDP.policy_values`), as one batched solve of
-    size K.
+    Woodbury identity (`LowRankMDP.policy_values`): a solve of size K per
+    process, one process at a time, so that a process's values never depend
+    on the others in the batch, bit for bit.
 
     Parameters
     ----------
@@ -80,10 +81,12 @@ def chain_values(
     -------
     ndarray of float64, shape (B, n)
     """
-    coupling = np.einsum("kn,bnj->bkj", laws, weights)  # M^T U
-    system = np.eye(laws.shape[0]) - gamma * coupling
-    y = np.linalg.solve(system, np.einsum("kn,bn->bk", laws, rewards)[..., None])[..., 0]
-    return rewards + gamma * np.einsum("bnj,bj->bn", weights, y)
+    identity = np.eye(laws.shape[0])
+    values = np.empty(np.shape(rewards))
+    for b, (weight, reward) in enumerate(zip(weights, rewards, strict=True)):
+        y = np.linalg.solve(identity - gamma * (laws @ weight), laws @ reward)  # M^T U, M^T r
+        values[b] = reward + gamma * (weight @ y)
+    return values
 
 
 class LowRankMDP(FactoredMDP):

@@ -43,6 +43,7 @@ def test_policy_values_equal_the_dense_solve(kwargs):
     assert values.shape == (3, *env.state_dims)
     for policy, value in zip(policies, values, strict=True):
         np.testing.assert_allclose(value, policy_value(env, policy), rtol=1e-11, atol=1e-11)
+    np.testing.assert_array_equal(env.policy_values(policies[1:2])[0], values[1])  # bitwise
     with pytest.raises(ValueError, match="'policies' parameter must have shape"):
         env.policy_values(policies[0])
 
