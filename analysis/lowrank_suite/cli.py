@@ -20,8 +20,8 @@ Resumable: rerunning the same command in the same ``--out`` skips every batch
 already in ``runs.csv`` (a batch interrupted midway is run again); other
 settings are refused unless ``--overwrite``. ``--jobs N`` runs N batches at
 once, each in its own process; a batch's rows do not depend on it.
-``--estimate`` times probe batches (`analysis.lowrank_suite.cost`) and prints
-the forecast of the plan instead.
+``--estimate`` times probe batches (`analysis.lowrank_suite.cost`, in CPU
+seconds) and prints the forecast of the plan instead.
 
 Exit codes: 0 done; 2 bad input (one line on stderr).
 """
@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import io
 import json
 import multiprocessing
@@ -46,6 +47,7 @@ from analysis.lowrank_suite.grid import (
     QSTAR_RANKS,
     RANK_AXIS_MODES,
     STATE_MODES,
+    STEPS_PER_EPISODE,
     TENSOR_AGENTS,
     AgentSetup,
     Instance,
@@ -59,6 +61,8 @@ from analysis.lowrank_suite.report import (
     axis_table,
     bracket_row,
     plot_axis,
+    verdict_counts_markdown,
+    verdict_grid_markdown,
 )
 from analysis.lowrank_suite.verdicts import VERDICT_COLUMNS, verdict_rows
 from analysis.rank.cli import OneLineParser, UsageError, run_command
@@ -68,8 +72,6 @@ from tensorq.version import add_version_option
 SETTINGS_FILE = "suite.json"
 RUNS_FILE = "runs.csv"
 MAX_CSV_BYTES = 64 * 1024 * 1024
-STEPS_PER_EPISODE = 100
-"""Episode length of `rl.envs.lowrank_mdp.PlantedRankMDP` under ``gymnasium.make``."""
 
 
 def _list(text: str, parse: type, name: str) -> list:
@@ -199,11 +201,13 @@ def _start(out: Path, settings: dict, overwrite: bool) -> list[dict]:
     return []
 
 
-def _estimate(settings: dict, probe_episodes: int) -> list[str]:
+def _estimate(settings: dict, probe_episodes: int, jobs: int) -> list[str]:
     from analysis.lowrank_suite.cost import forecast, measure_costs
 
     instances, setups = _plan(settings)
-    probes = measure_costs(instances, setups, episodes=probe_episodes)
+    probes = measure_costs(
+        instances, setups, episodes=probe_episodes, eval_every=settings["eval_every"]
+    )
     lines = ["agent kind, states, rank: seconds = c * seeds + episodes * (a + b * seeds)"]
     lines += [
         f"  {p.kind:<16} {p.states:>5} r{p.rank:<3} a = {p.overhead:.4f}  b = {p.per_seed:.4f}"
@@ -214,7 +218,8 @@ def _estimate(settings: dict, probe_episodes: int) -> list[str]:
     lines.append(
         f"plan: {len(instances)} instances x {len(setups)} agent set-ups, "
         f"{settings['seeds']} seeds, {settings['episodes']} episodes: "
-        f"{total / 3600:.2f} hours on one core"
+        f"{total / 3600:.2f} CPU hours, about {total / 3600 / jobs:.2f} hours of wall time "
+        f"with --jobs {jobs} on {jobs} idle core{'s' if jobs > 1 else ''}"
     )
     return lines
 
@@ -228,11 +233,13 @@ def _summaries(out: Path, rows: list[dict], settings: dict) -> list[str]:
         ("rank_axis", "qstar_rank", {"state_modes": RANK_AXIS_MODES}),
         ("modes_axis", "state_modes", {"qstar_rank": MODES_AXIS_RANK}),
     )
-    lines = []
+    lines = ["", "verdicts per agent (every instance and agent rank):"]
+    lines += verdict_counts_markdown(verdicts)
     for name, axis, fixed in axes:
         table = axis_table(verdicts, axis, fixed)
         write_csv(out / f"{name}.csv", table, VERDICT_COLUMNS)
-        lines += ["", f"{name} ({', '.join(f'{k} {v}' for k, v in fixed.items())}):"]
+        lines += ["", f"{name} ({', '.join(f'{k} {v}' for k, v in fixed.items())}):", ""]
+        lines += verdict_grid_markdown(table, axis) + [""]
         lines += axis_markdown(table, axis)
         if table:
             plot_axis(
@@ -243,6 +250,18 @@ def _summaries(out: Path, rows: list[dict], settings: dict) -> list[str]:
                 title=f"TEQL (stable) / tabular, {settings['seeds']} seeds, 95% intervals",
             )
     return lines
+
+
+def _bracket(instance: Instance, instances: Sequence[Instance], known: dict[str, dict]) -> dict:
+    """Return the ``instances.csv`` row of ``instance``, reusing one of another discount.
+
+    The planted Q* of two discounts differ by a positive factor only (the same
+    tensor, scaled to max |R| = 1), so their CP rank brackets are the same.
+    """
+    for twin in instances:
+        if dataclasses.replace(twin, gamma=instance.gamma) == instance and twin.key in known:
+            return {**known[twin.key], "instance": instance.key}
+    return bracket_row(instance, instance.make().q_star)
 
 
 def _batch(instance: Instance, setup: AgentSetup, settings: dict, work: Path) -> list[dict]:
@@ -287,7 +306,7 @@ def run(args: argparse.Namespace) -> list[str]:
 def _run(args: argparse.Namespace) -> list[str]:
     settings = _settings(args)
     if args.estimate:
-        return _estimate(settings, args.probe_episodes)
+        return _estimate(settings, args.probe_episodes, args.jobs)
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} is a file, not a directory.")
@@ -314,7 +333,7 @@ def _run(args: argparse.Namespace) -> list[str]:
             )
         for instance in instances:
             if instance.key not in brackets:
-                brackets[instance.key] = bracket_row(instance, instance.make().q_star)
+                brackets[instance.key] = _bracket(instance, instances, brackets)
                 write_csv(out / "instances.csv", list(brackets.values()), BRACKET_COLUMNS)
         tables = _summaries(out, rows, settings)
     return [f"wrote {out}: {len(rows)} runs, {len(instances)} instances", *tables]

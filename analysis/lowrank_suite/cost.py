@@ -1,13 +1,17 @@
-"""The suite's cost model: seconds per batch from a few timed probe batches.
+"""The suite's cost model: CPU seconds per batch from a few timed probe batches.
 
 A batch (one agent set-up on one instance, S seeds in lockstep, E episodes)
-costs about ``c * S + E * (a + b * S)`` seconds: ``c`` one replica's set-up
+costs about ``c * S + E * (a + b * S)`` seconds of CPU time
+(`time.process_time`: what the batch costs on one core of its own, whatever
+else the machine runs; the wall time on a busy machine is longer): ``c`` one replica's set-up
 (its environment builds the dense model), ``a`` the lockstep loop's
 per-episode overhead, ``b`` one replica's episode (its environment steps,
 agent steps and exact evaluations). `measure_costs` times three probe batches
 per agent kind, at the smallest and largest state spaces of a plan and at the
-lowest and highest agent rank, and `forecast` interpolates ``a``, ``b`` and
-``c`` linearly in log(states) and in agent rank to price every batch of a plan.
+lowest and highest agent rank, each after a one-episode warm-up batch whose
+time is not fitted (it loads the compiled kernels, a cost paid once per
+process, not per batch); `forecast` interpolates ``a``, ``b`` and ``c``
+linearly in log(states) and in agent rank to price every batch of a plan.
 """
 
 from __future__ import annotations
@@ -84,28 +88,28 @@ def measure_costs(
             for kind, members in kinds.items():
                 ranked = sorted(members, key=lambda s: s.rank or 0)
                 for setup in list(dict.fromkeys([ranked[0], ranked[-1]])):
-                    walls = {}
-                    for seeds, length in ((2, 1), (8, 1), (8, 3)):
-                        clock = time.perf_counter()
+                    seconds = {}
+                    for seeds, length in ((1, 0), (2, 1), (8, 1), (8, 3)):  # (1, 0): warm-up
+                        clock = time.process_time()
                         run_batch(
                             instance,
                             setup,
                             seeds=seeds,
-                            episodes=episodes * length,
+                            episodes=max(episodes * length, 1),
                             eval_every=eval_every,
                             work_dir=Path(work) / "probe",
                             reference=reference,
                         )
-                        walls[seeds, length] = time.perf_counter() - clock
-                    probes.append(_fit(kind, states, setup.rank or 0, walls, episodes))
+                        seconds[seeds, length] = time.process_time() - clock
+                    probes.append(_fit(kind, states, setup.rank or 0, seconds, episodes))
     return probes
 
 
-def _fit(kind: str, states: int, rank: int, walls: dict, episodes: int) -> Probe:
-    """Solve ``c S + E (a + b S)`` from the walls at (S, E) = (2, E), (8, E), (8, 3E)."""
-    per_episode_8 = max((walls[8, 3] - walls[8, 1]) / (2 * episodes), 0.0)
-    setup = max((walls[8, 1] - episodes * per_episode_8) / 8, 0.0)
-    per_episode_2 = max((walls[2, 1] - 2 * setup) / episodes, 0.0)
+def _fit(kind: str, states: int, rank: int, seconds: dict, episodes: int) -> Probe:
+    """Solve ``c S + E (a + b S)`` from the CPU seconds at (S, E) = (2, E), (8, E), (8, 3E)."""
+    per_episode_8 = max((seconds[8, 3] - seconds[8, 1]) / (2 * episodes), 0.0)
+    setup = max((seconds[8, 1] - episodes * per_episode_8) / 8, 0.0)
+    per_episode_2 = max((seconds[2, 1] - 2 * setup) / episodes, 0.0)
     per_seed = max((per_episode_8 - per_episode_2) / 6, 0.0)
     return Probe(kind, states, rank, max(per_episode_8 - 8 * per_seed, 0.0), per_seed, setup)
 
@@ -113,7 +117,7 @@ def _fit(kind: str, states: int, rank: int, walls: dict, episodes: int) -> Probe
 def batch_seconds(
     probes: Sequence[Probe], instance: Instance, setup: AgentSetup, seeds: int, episodes: int
 ) -> float:
-    """Predicted wall seconds of one batch, interpolated from ``probes``."""
+    """Predicted CPU seconds of one batch, interpolated from ``probes``."""
     states = instance.mode_size**instance.state_modes
     mine = [p for p in probes if p.kind == _kind(setup)]
     if not mine:
@@ -145,7 +149,7 @@ def forecast(
     seeds: int,
     episodes: int,
 ) -> float:
-    """Predicted wall seconds of the whole plan (batches one after another)."""
+    """Predicted CPU seconds of the whole plan (batches one after another on one core)."""
     return sum(
         batch_seconds(probes, instance, setup, seeds, episodes)
         for instance in instances

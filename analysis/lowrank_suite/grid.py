@@ -20,7 +20,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 import rl  # noqa: F401  (registers the environments)
-from rl.envs import greedy_policy, policy_value
+from rl.envs import greedy_policy
+from rl.envs.lowrank_mdp import chain_values
 
 ENV_ID = "rl/PlantedRankMDP-v0"
 QSTAR_RANKS: tuple[int | None, ...] = (1, 3, 5, 9, 17, None)
@@ -38,6 +39,8 @@ MODES_AXIS_RANK = 5
 """Q* rank of the instances on the modes axis."""
 MODE_SIZE = 3
 ACTION_DIMS = (3, 3)
+STEPS_PER_EPISODE = 100
+"""Episode length of `rl.envs.lowrank_mdp.PlantedRankMDP` under ``gymnasium.make``."""
 TARGET_GAP = 0.05
 """A greedy policy has reached the target when its normalized value gap is at most this."""
 
@@ -158,21 +161,32 @@ class ExactReference:
         """Compute the reference of ``instance`` from its model."""
         env = instance.make()
         q_star = env.q_star
-        modes = len(env.state_dims)
+        n_states = math.prod(env.state_dims)
         rho = env.initial_distribution.reshape(-1)
-        n_states = rho.size
-        transition = env.transition.reshape(n_states, -1, n_states).mean(axis=1)
+        k = env.rank + 1
+        uniform = env.latent_weights().reshape(n_states, -1, k).mean(axis=1)
         reward = env.reward.reshape(n_states, -1).mean(axis=1)
-        random_values = np.linalg.solve(np.eye(n_states) - env.gamma * transition, reward)
-        j_star = float(rho @ policy_value(env, greedy_policy(q_star, modes)).reshape(-1))
+        laws = env.latent_laws().reshape(k, n_states)
+        random_values = chain_values(uniform[None], reward[None], laws, env.gamma)[0]
+        j_star = float(greedy_returns(env, q_star[None])[0])
         return cls(env, q_star, j_star, float(rho @ random_values))
 
-    def value(self, q: NDArray) -> float:
-        """Return J of the greedy policy of ``q`` (exact, from the model)."""
-        modes = len(self.env.state_dims)
-        values = policy_value(self.env, greedy_policy(q, modes))
-        return float((self.env.initial_distribution * values).sum())
+    def values(self, q: NDArray) -> NDArray[np.float64]:
+        """Return J of the greedy policy of each ``q[b]`` (`greedy_returns`), shape (B,)."""
+        return greedy_returns(self.env, q)
 
-    def normalized_gap(self, j: float) -> float:
+    def normalized_gap(self, j: float | NDArray) -> float | NDArray:
         """``(J* - J) / (J* - J^random)``."""
         return (self.j_star - j) / (self.j_star - self.j_random)
+
+
+def greedy_returns(env: gymnasium.Env, q: NDArray) -> NDArray[np.float64]:
+    """Return J of the greedy policy of each ``q[b]`` on ``env``, exactly, shape (B,).
+
+    A solve of the size of the transitions' rank per policy
+    (`rl.envs.lowrank_mdp.LowRankMDP.policy_values`).
+    """
+    modes = len(env.state_dims)
+    policies = np.stack([greedy_policy(q_b, modes) for q_b in q])
+    values = env.policy_values(policies).reshape(len(q), -1)
+    return values @ env.initial_distribution.reshape(-1)

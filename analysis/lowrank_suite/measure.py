@@ -20,7 +20,14 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
-from analysis.lowrank_suite.grid import ENV_ID, TARGET_GAP, AgentSetup, ExactReference, Instance
+from analysis.lowrank_suite.grid import (
+    ENV_ID,
+    STEPS_PER_EPISODE,
+    TARGET_GAP,
+    AgentSetup,
+    ExactReference,
+    Instance,
+)
 from rl.runs.config import TrainConfig
 from rl.runs.training import EpisodeLog, build, run
 
@@ -39,6 +46,7 @@ RUN_COLUMNS = (
     "episodes",
     "budget_steps",
     "reached",
+    "diverged",
     "steps_to_target",
     "final_gap",
     "final_value_gap",
@@ -52,7 +60,10 @@ RUN_COLUMNS = (
 ``steps_to_target`` is empty where the target was not reached within
 ``budget_steps``; ``final_gap`` is the normalized value gap (`ExactReference`)
 and ``final_value_gap`` J* - J of the final greedy policy; ``wall_s`` the
-batch's wall time divided by its seeds."""
+batch's wall time divided by its seeds. ``diverged`` is 1 where the agent's
+Q-values overflowed and the runner stopped the batch: every seed of it then
+has the full budget as ``budget_steps`` (a seed that had not reached the
+target never did) and the final columns of its last evaluation (NaN if none)."""
 
 
 def dense_q(agent: object) -> NDArray[np.float64]:
@@ -116,18 +127,27 @@ def run_batch(
         if log.episode % eval_every and log.episode != episodes:
             return
         q = dense_q(runner.agent)
-        gaps = np.array([reference.normalized_gap(reference.value(q[b])) for b in range(seeds)])
+        gaps = reference.normalized_gap(reference.values(q))
         first[:] = np.where((first < 0) & (gaps <= TARGET_GAP), steps, first)
         last[:] = [q, gaps]
 
     clock = time.perf_counter()
+    diverged = False
     try:
         run(runner, config, effective, overwrite=True, progress=evaluate)
-        n_params = int(runner.agent.n_params)
+    except ValueError as error:  # the agents' divergence error: Q overflowed, the run stopped
+        if " diverged: " not in str(error):
+            raise
+        diverged = True
     finally:
+        n_params = int(runner.agent.n_params)
         runner.close()
         shutil.rmtree(work_dir, ignore_errors=True)
     wall = (time.perf_counter() - clock) / seeds
+    if diverged:  # the budget it was given, so that an unreached seed is censored there
+        steps[:] = episodes * STEPS_PER_EPISODE
+    if not last:  # diverged before its first evaluation
+        last[:] = [np.full((seeds, *reference.q_star.shape), np.nan), np.full(seeds, np.nan)]
     q, gaps = last
     scale = reference.j_star - reference.j_random
     rows = []
@@ -147,6 +167,7 @@ def run_batch(
             "episodes": episodes,
             "budget_steps": int(steps[seed]),
             "reached": int(first[seed] >= 0),
+            "diverged": int(diverged),
             "steps_to_target": int(first[seed]) if first[seed] >= 0 else "",
             "final_gap": float(gaps[seed]),
             "final_value_gap": float(gaps[seed] * scale),

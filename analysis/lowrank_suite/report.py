@@ -23,6 +23,8 @@ EXACT_FIT = 1e-6
 """A CP fit whose sup error is below this times max |Q*| counts as exact (rank <= R)."""
 CERTIFIED = 1e-9
 """A lower bound on B_R above this times max |Q*| certifies CP rank > R."""
+VERDICTS = ("faster", "equal", "slower", "neither")
+"""The verdicts of `analysis.lowrank_suite.verdicts.verdict`, in the order tables show them."""
 MAX_BRACKET_RANK = 20
 """Largest rank fitted for the bracket of a full-rank Q*."""
 BRACKET_COLUMNS = ("instance", "kind", "construction_rank", "rank_low", "rank_high", "entries")
@@ -146,33 +148,106 @@ def plot_axis(
 
 
 def axis_markdown(rows: Sequence[dict], axis: str) -> list[str]:
-    """Return one figure's table as Markdown lines: one row per (axis value, set-up).
+    """Return one figure's tables as Markdown lines: one table per discount.
 
-    Steps are IQMs with their 95% intervals, in thousands; ``reached`` counts
-    the seeds that reached the target (tensor agent / tabular), and a side with
-    unreached seeds has its IQM counted at one evaluation past the budget.
+    Each table has one row per (axis value, set-up). Steps are IQMs with their
+    95% intervals, in thousands; ``reached`` counts the seeds that reached the
+    target (tensor agent / tabular), and a side with unreached seeds has its
+    IQM counted at one evaluation past the budget.
     """
     label = {"qstar_rank": "Q* rank", "state_modes": "state modes"}[axis]
-    lines = [
-        f"| {label} | agent | params (table) | steps, agent (k) | steps, tabular (k) "
-        "| ratio | reached | verdict |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
 
     def steps(row: dict, prefix: str) -> str:
         point, low, high = (float(row[f"{prefix}{k}"]) / 1000 for k in _STEP_KEYS[prefix])
         return f"{point:.1f} [{low:.1f}, {high:.1f}]"
 
-    for row in sorted(rows, key=lambda r: (_x_value(r, axis, 1e9), str(r["agent_key"]))):
-        x = "full" if row[axis] in ("", None) else row[axis]
-        ratio = f"{float(row['ratio']):.2f} [{float(row['ratio_low']):.2f}, "
-        ratio += f"{float(row['ratio_high']):.2f}]"
-        lines.append(
-            f"| {x} | {row['agent_key']} | {row['n_params']} ({row['table_params']}) "
-            f"| {steps(row, '')} | {steps(row, 'tabular_')} | {ratio} "
-            f"| {row['reached']}/{row['tabular_reached']} of {row['seeds']} | {row['verdict']} |"
-        )
+    lines: list[str] = []
+    for gamma in sorted({float(r["gamma"]) for r in rows}):
+        lines += [
+            f"gamma {gamma:g}:",
+            "",
+            f"| {label} | agent | params (table) | steps, agent (k) | steps, tabular (k) "
+            "| ratio | reached | verdict |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        mine = [r for r in rows if float(r["gamma"]) == gamma]
+        for row in sorted(mine, key=lambda r: (_x_value(r, axis, 1e9), _setup_order(r))):
+            x = "full" if row[axis] in ("", None) else row[axis]
+            ratio = f"{float(row['ratio']):.2f} [{float(row['ratio_low']):.2f}, "
+            ratio += f"{float(row['ratio_high']):.2f}]"
+            lines.append(
+                f"| {x} | {row['agent_key']} | {row['n_params']} ({row['table_params']}) "
+                f"| {steps(row, '')} | {steps(row, 'tabular_')} | {ratio} "
+                f"| {row['reached']}/{row['tabular_reached']} of {row['seeds']} "
+                f"| {row['verdict']} |"
+            )
+        lines.append("")
     return lines
+
+
+def verdict_counts_markdown(rows: Sequence[dict]) -> list[str]:
+    """Return Markdown lines counting the verdicts of ``rows`` per agent reading and discount.
+
+    One row per (agent, reading, gamma): how many cells of ``verdicts.csv`` read
+    faster, equal, slower and neither, over every instance and agent rank.
+    """
+    counts: dict[tuple[str, str, float], dict[str, int]] = {}
+    for row in rows:
+        key = (str(row["agent"]), str(row["reading"]), float(row["gamma"]))
+        tally = counts.setdefault(key, dict.fromkeys(VERDICTS, 0))
+        tally[row["verdict"]] += 1
+    lines = [
+        "| agent | reading | gamma | cells | " + " | ".join(VERDICTS) + " |",
+        "|---|---|---|---:|" + "---:|" * len(VERDICTS),
+    ]
+    for (agent, reading, gamma), tally in sorted(counts.items()):
+        cells = " | ".join(str(tally[v]) for v in VERDICTS)
+        lines.append(f"| {agent} | {reading} | {gamma:g} | {sum(tally.values())} | {cells} |")
+    return lines
+
+
+VERDICT_MARKS = {"faster": "F", "equal": "=", "slower": "S", "neither": "-"}
+"""One-letter marks of the verdicts in `verdict_grid_markdown`."""
+
+
+def verdict_grid_markdown(rows: Sequence[dict], axis: str) -> list[str]:
+    """Return one figure's verdicts as a compact Markdown grid, every agent at once.
+
+    One row per (discount, axis value), one column per agent reading; a cell
+    holds one mark of `VERDICT_MARKS` per agent rank, lowest rank first (a
+    blank for a rank not run), or ``not run``.
+    """
+    label = {"qstar_rank": "Q* rank", "state_modes": "state modes"}[axis]
+    readings = sorted({(str(r["agent"]), str(r["reading"])) for r in rows})
+    ranks = sorted({int(r["agent_rank"]) for r in rows})
+    marks = {
+        (float(r["gamma"]), str(r[axis]), str(r["agent"]), str(r["reading"]), int(r["agent_rank"])):
+        VERDICT_MARKS[r["verdict"]]
+        for r in rows
+    }  # fmt: skip
+    lines = [
+        f"| gamma | {label} | "
+        + " | ".join(f"{a} {g} (R = {', '.join(map(str, ranks))})" for a, g in readings)
+        + " |",
+        "|---|---|" + "---|" * len(readings),
+    ]
+    points = sorted(
+        {(float(r["gamma"]), str(r[axis])) for r in rows},
+        key=lambda p: (p[0], _x_value({axis: p[1]}, axis, 1e9)),
+    )
+    for gamma, x in points:
+        cells = [
+            " ".join(marks.get((gamma, x, agent, reading, rank), " ") for rank in ranks)
+            for agent, reading in readings
+        ]
+        cells = [cell if cell.strip() else "not run" for cell in cells]
+        lines.append(f"| {gamma:g} | {x or 'full'} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _setup_order(row: dict) -> tuple[str, str, int]:
+    """Sort key of a set-up: agent, reading, then rank as a number."""
+    return (str(row["agent"]), str(row["reading"]), int(row["agent_rank"]))
 
 
 _STEP_KEYS = {

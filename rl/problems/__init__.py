@@ -22,7 +22,7 @@ name           env id                        state dims ; action dims        ste
 ``highway``    ``rl/Highway-v0``             (20,) * 9 ; (5,)                50     no
 ``inventory``  ``rl/Inventory-v0``           (2, 5, 5) ; (3, 3) by default   100    no
 ``lowrank``    ``rl/LowRankMDP-v0``          (4, 4, 4) ; (3, 3) by default   100    no
-``planted``    ``rl/PlantedRankMDP-v0``      (4, 4, 4) ; (3, 3) by default   100    no
+``planted``    ``rl/PlantedRankMDP-v0``      (4, 4, 4) ; (3, 3) by default   100    yes
 =============  ============================  ==============================  =====  ======
 
 ``highway`` runs on its compiled twin (`rl.envs.highway_twin`, id

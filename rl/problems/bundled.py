@@ -266,7 +266,7 @@ ENVIRONMENTS: dict[str, BundledEnv] = {
             "planted",
             "rl/PlantedRankMDP-v0",
             "rl.envs.lowrank_mdp:PlantedRankMDP",
-            None,
+            "rl.envs.planted_vector:PlantedRankVector",
             100,
             _exact_problem,
         ),

@@ -7,10 +7,15 @@ import shutil
 import numpy as np
 import pytest
 
-from analysis.lowrank_suite import cli
+from analysis.lowrank_suite import cli, measure
 from analysis.lowrank_suite.cost import Probe, _fit, batch_seconds
 from analysis.lowrank_suite.grid import AgentSetup, ExactReference, Instance
-from analysis.lowrank_suite.report import rank_bracket
+from analysis.lowrank_suite.report import (
+    axis_markdown,
+    rank_bracket,
+    verdict_counts_markdown,
+    verdict_grid_markdown,
+)
 from analysis.lowrank_suite.verdicts import verdict
 
 SMALL = [
@@ -37,13 +42,19 @@ def test_full_rank_q_star_has_no_low_rank_fit():
     assert rank_bracket(q_star, None, max_rank=6) == (7, None)
 
 
-def test_exact_reference_scores_the_optimum_zero_and_random_one():
-    reference = ExactReference.of(Instance(2, 2, 0.9))
-    assert reference.normalized_gap(reference.value(reference.q_star)) == pytest.approx(
-        0, abs=1e-12
-    )
+@pytest.mark.parametrize("gamma", [0.9, 0.99])
+def test_exact_reference_scores_the_optimum_zero_and_random_one(gamma):
+    reference = ExactReference.of(Instance(2, 2, gamma))
+    q = np.stack([reference.q_star, -reference.q_star])
+    gaps = reference.normalized_gap(reference.values(q))
+    assert gaps[0] == pytest.approx(0, abs=1e-12) and gaps[1] > 1.0
     assert reference.normalized_gap(reference.j_random) == pytest.approx(1.0)
-    assert reference.normalized_gap(reference.value(-reference.q_star)) > 1.0
+    # J of the random policy from the dense model, as a check of the structured solve
+    env = reference.env
+    n = int(np.prod(env.state_dims))
+    transition = env.transition.reshape(n, -1, n).mean(axis=1)
+    values = np.linalg.solve(np.eye(n) - gamma * transition, env.reward.reshape(n, -1).mean(1))
+    assert reference.j_random == pytest.approx(values.mean(), rel=1e-12)
 
 
 @pytest.fixture(scope="module")
@@ -134,3 +145,60 @@ def test_cost_model_recovers_known_costs():
     )
     assert np.isfinite(batch_seconds(probes, Instance(1, 4, 0.9), AgentSetup("tabular", "paper"),
                                      10, 100))  # fmt: skip
+
+
+def test_a_diverged_batch_is_recorded_not_raised(tmp_path, monkeypatch):
+    """An agent whose Q overflows stops its batch: rows say so, censored at the full budget."""
+    real_run = measure.run
+
+    def overflowing_run(runner, config, effective, *, progress, **kwargs):
+        def progress_then_overflow(log):
+            progress(log)
+            if log.episode == 3:
+                raise ValueError("TLRAgent diverged: the TD target of replica 0 is inf.")
+
+        return real_run(runner, config, effective, progress=progress_then_overflow, **kwargs)
+
+    monkeypatch.setattr(measure, "run", overflowing_run)
+    instance, setup = Instance(2, 2, 0.9), AgentSetup("tlr", "paper", 1)
+    rows = measure.run_batch(
+        instance, setup, seeds=2, episodes=8, eval_every=2, work_dir=tmp_path / "w"
+    )
+    assert [r["diverged"] for r in rows] == [1, 1]
+    assert [r["budget_steps"] for r in rows] == [800, 800]
+    assert all(np.isfinite(r["final_gap"]) for r in rows)  # from the evaluation at episode 2
+
+
+def test_figure_tables_are_one_per_discount_and_verdicts_are_counted():
+    rows = [
+        {"gamma": g, "qstar_rank": "", "agent_key": f"teql-stable-r{r}", "agent": "teql",
+         "reading": "stable", "agent_rank": r, "n_params": 18, "table_params": 729,
+         "iqm_steps": 1000, "iqm_low": 900, "iqm_high": 1100, "tabular_iqm_steps": 2000,
+         "tabular_low": 1800, "tabular_high": 2200, "ratio": 0.5, "ratio_low": 0.4,
+         "ratio_high": 0.6, "reached": 3, "tabular_reached": 3, "seeds": 3, "verdict": v}
+        for g, r, v in ((0.99, 10, "faster"), (0.9, 2, "equal"), (0.9, 10, "faster"))
+    ]  # fmt: skip
+    lines = axis_markdown(rows, "qstar_rank")
+    assert lines.index("gamma 0.9:") < lines.index("gamma 0.99:")
+    body = [line for line in lines if line.startswith("| full")]
+    assert [line.split(" | ")[1] for line in body] == [
+        "teql-stable-r2",
+        "teql-stable-r10",
+        "teql-stable-r10",
+    ]  # rank 2 before 10: ranks sort as numbers
+    grid = verdict_grid_markdown(rows, "qstar_rank")
+    assert grid[0] == "| gamma | Q* rank | teql stable (R = 2, 10) |"
+    assert grid[2:] == ["| 0.9 | full | = F |", "| 0.99 | full |   F |"]  # no rank 2 at 0.99
+    counts = verdict_counts_markdown(rows)
+    assert counts[2:] == ["| teql | stable | 0.9 | 2 | 1 | 1 | 0 | 0 |",
+                          "| teql | stable | 0.99 | 1 | 1 | 0 | 0 | 0 |"]  # fmt: skip
+
+
+def test_estimate_prints_cpu_hours_and_the_wall_time_of_the_jobs(capsys, tmp_path):
+    args = [*SMALL, "--out", str(tmp_path / "o"), "--estimate", "--probe-episodes", "1"]
+    assert cli.main([*args, "--jobs", "2"]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("plan: 2 instances x 2 agent set-ups, 2 seeds, 6 episodes: ")
+    cpu, wall = (float(part.split()[0]) for part in last.split(": ")[-1].split(", about "))
+    assert wall == pytest.approx(cpu / 2, abs=0.01)
+    assert last.endswith("with --jobs 2 on 2 idle cores") and not (tmp_path / "o").exists()

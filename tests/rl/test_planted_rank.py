@@ -6,7 +6,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import rl  # noqa: F401
-from rl.envs import PlantedRankMDP, bellman_residual, value_iteration
+from rl.envs import PlantedRankMDP, bellman_residual, policy_value, value_iteration
 from rl.problems import make_problem
 
 
@@ -26,6 +26,26 @@ def test_planted_q_star_is_the_value_iteration_optimum(kwargs):
     assert np.abs(env.reward).max() == pytest.approx(1.0)
     modes = tuple(range(-len(env.state_dims), 0))
     np.testing.assert_allclose(env.transition.sum(axis=modes), 1.0)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"rank": 4, "state_modes": 3, "gamma": 0.99},
+        {"kind": "full", "state_modes": 2, "mode_size": 4, "transition_rank": 5},
+    ],
+)
+def test_policy_values_equal_the_dense_solve(kwargs):
+    env = PlantedRankMDP(**kwargs)
+    rng = np.random.default_rng(3)
+    policies = rng.integers(0, env.action_dims, size=(3, *env.state_dims, len(env.action_dims)))
+    values = env.policy_values(policies)
+    assert values.shape == (3, *env.state_dims)
+    for policy, value in zip(policies, values, strict=True):
+        np.testing.assert_allclose(value, policy_value(env, policy), rtol=1e-11, atol=1e-11)
+    np.testing.assert_array_equal(env.policy_values(policies[1:2])[0], values[1])  # bitwise
+    with pytest.raises(ValueError, match="'policies' parameter must have shape"):
+        env.policy_values(policies[0])
 
 
 def test_sparse_kind_moves_exactly_the_chosen_entries():

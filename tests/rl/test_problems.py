@@ -19,7 +19,7 @@ def test_encode_decode_shapes_and_env_round_trip(name):
     entry = ENVIRONMENTS[name]
     assert isinstance(problem, Problem) and make_problem(entry.env_id).shape == problem.shape
     assert problem.env_id == entry.env_id and problem.reward_bound > 0
-    assert problem.vectorized == entry.vectorized == (name in ("cartpole", "pendulum"))
+    assert problem.vectorized == entry.vectorized == (name in ("cartpole", "pendulum", "planted"))
     assert bundled_env(entry.env_id) is bundled_env(name) is entry
     env = gym.make(problem.env_id, **problem.env_kwargs)
     obs, _ = env.reset(seed=0)
