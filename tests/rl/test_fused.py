@@ -181,3 +181,31 @@ def test_non_finite_observation_names_the_replica_and_seed(monkeypatch):
         runner = _runner("teql-released", "cartpole", {}, fused=fused)
         with pytest.raises(ValueError, match=r"non-finite .* replica 0 \(seed 0\)"):
             list(runner.episodes(0, 2))
+
+
+@pytest.mark.parametrize(
+    ("agent", "env", "params", "fused", "loop"),
+    [
+        ("teql", "cartpole", {}, True, "fused"),
+        ("tlr", TWIN, {}, True, "fused"),
+        ("teql-released", "pendulum", {"engine": "array"}, True, "device copies"),
+        ("teql-released", "pendulum", {"engine": "reference"}, True, "compiled copies"),
+        ("dqn", "cartpole", {}, True, "compiled copies"),
+        ("teql", "inventory", {}, True, "objects"),
+        ("teql", "cartpole", {}, False, "objects"),
+    ],
+)
+def test_the_runner_picks_its_loop_when_built(agent, env, params, fused, loop):
+    assert _runner(agent, env, params, fused=fused).loop.name == loop
+
+
+def test_a_hook_set_after_the_fused_runner_is_built_is_refused():
+    runner = _runner("teql", "cartpole", {}, fused=True)
+    runner.agent.on_update = lambda record: None
+    with pytest.raises(ValueError, match="on_update hook was set after its Runner was built"):
+        list(runner.episodes(0, 1))
+    calls = []
+    runner.agent.on_update = calls.append
+    runner.fused = True  # picks the loop again: the agent in Python, which calls the hook
+    assert runner.loop.name == "compiled copies" and len(list(runner.episodes(0, 1))) == 1
+    assert sum(int(r.active.sum()) for r in calls) == runner.agent_steps > 0  # every step learnt
