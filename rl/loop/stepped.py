@@ -12,6 +12,7 @@ and decode), `rl.loop.copies.CompiledCopies` in compiled code, and
 
 from __future__ import annotations
 
+import abc
 import math
 from collections.abc import Callable, Sequence
 
@@ -40,7 +41,7 @@ def _check_finite(
         raise non_finite_error(env_id, i, seeds[i], step.rewards[i], observations[i])
 
 
-class SteppedLoop:
+class SteppedLoop(abc.ABC):
     """One lockstep step per call, the copies stepped and reset by the subclass.
 
     Parameters
@@ -102,17 +103,17 @@ class SteppedLoop:
             agent.observe(Transitions(*batch))
         return step, next_states
 
+    @abc.abstractmethod
     def _step_copies(
         self, actions: NDArray[np.int64], active: NDArray[np.bool_], states: NDArray[np.int64]
     ) -> tuple[StepResult, NDArray[np.int64]]:
         """Step the active copies with the agent's ``actions``; returns the step and next states."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _reset(
         self, segment: Segment, mask: NDArray[np.bool_], states: NDArray[np.int64] | None
     ) -> NDArray[np.int64]:
         """Reset the masked slots for the episode their phase says; returns all states."""
-        raise NotImplementedError
 
 
 class ObjectSteps(SteppedLoop):
