@@ -41,7 +41,7 @@ from gymnasium import spaces
 from numpy.typing import NDArray
 
 from rl.envs import physics
-from rl.envs.physics import SCALAR_OPS, PhysicsEnv, PhysicsVectorEnv
+from rl.envs.physics import SCALAR_OPS, PhysicsEnv, PhysicsVectorEnv, RowCopies
 from rl.jit import drop_stale, kernel
 
 drop_stale(__file__, [physics.__file__])  # the kernels compile in SCALAR_OPS
@@ -180,6 +180,19 @@ def cartpole_step(
     return next_state, reward, terminated
 
 
+@kernel
+def cartpole_copy(copies: CartPoleCopies, b: int, action: float) -> tuple:
+    """Step copy ``b`` of ``copies`` in place (`cartpole_row`), for compiled loops."""
+    return cartpole_row(copies.obs[b], action, copies.obs[b])
+
+
+class CartPoleCopies(RowCopies):
+    """B cart-poles as compiled loops step them (`rl.envs.physics.RowCopies`)."""
+
+    step_kernel = cartpole_copy
+    sources = (__file__, *RowCopies.sources)
+
+
 class ContinuousCartPole(PhysicsEnv):
     """Cart-pole with a continuous force, the reward of Rozada et al. and 100-step episodes.
 
@@ -212,8 +225,6 @@ class ContinuousCartPole(PhysicsEnv):
 
     #: Apply force 30 a for one step of 0.02 s (the compiled `cartpole_step`).
     _transition = staticmethod(cartpole_step)
-    #: One copy's step, ``(state, action, out) -> (reward, terminated)`` (compiled).
-    row_kernel = staticmethod(cartpole_row)
     #: The dynamics over any array namespace (one definition; see `cartpole_dynamics`).
     dynamics = staticmethod(cartpole_dynamics)
 
@@ -229,5 +240,6 @@ class ContinuousCartPoleVector(PhysicsVectorEnv):
     """
 
     single_env = ContinuousCartPole
+    copies = CartPoleCopies
     state_dim = 4
     reward_bound: float = REWARD_BOUND

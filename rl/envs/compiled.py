@@ -1,194 +1,121 @@
-"""The compiled environments behind one compiled call: their state arrays, reset and step.
+"""The compiled-environment protocol: how compiled loops reset and step copy ``b`` of any system.
 
-A vector environment whose copies compiled loops (`rl.loop.fused`) can step
-declares ``compiled_layout()`` (`rl.envs.physics.CompiledLayout`): its
-one-copy step kernel and the sizes of its per-copy arrays. `compiled_state`
-allocates the arrays of B copies as a named tuple with at least two fields,
+A vector environment whose copies compiled loops (`rl.loop.copies`,
+`rl.loop.fused`) can step is a `CompiledVectorEnv`: ``compiled_copies(B)``
+allocates the arrays of B copies as a named tuple (`CopyArrays`) with at least
 ``obs`` (B, D), every copy's observation (float64, or float32 where the
-environment returns float32), and ``max_steps``, the
-truncation horizon (-1: none); `reset_copy` and `step_copy` reset and step copy
-``b`` of any of them. A compiled loop reads nothing else, so it steps every
-declared environment without knowing which:
+environment returns float32), and ``max_steps``, the truncation horizon (-1:
+none). The named tuple's class names the two kernels of one copy,
+``reset_kernel(copies, b, seed)`` (reset copy ``b`` as ``reset(seed=seed)``
+does, observing into ``obs[b]``) and ``step_kernel(copies, b, action) ->
+(reward, terminated)``, and the ``sources`` its kernels compile in. That class,
+its kernels and ``compiled_copies`` live in the environment's own module
+(`rl.envs.physics.RowCopies` for the physical systems, with one subclass per
+system in `rl.envs.cartpole` and `rl.envs.pendulum`;
+`rl.envs.highway_twin.TwinCopies`), so a new compiled environment touches only
+its module.
 
-- `RowState`, a physical system (`rl.envs.physics.PhysicsVectorEnv`: CartPole,
-  Pendulum): the state row is the observation; a reset draws it uniformly from
-  the system's ``reset_interval`` as ``reset(seed=)`` does; a step is the
-  system's ``row_kernel`` (`ROW_KERNELS`, dispatched on ``kind``);
-- `TwinState`, the Highway twin (`rl.envs.highway_twin`): the vehicle table,
-  the copy's generator (kept across steps), and a reset draws the scene as
-  ``reset(seed=)`` does (`rl.envs.highway_twin.twin_reset`, ``twin_step``).
-
-`reset_copy` and `step_copy` are resolved by the state's type when a loop is
-compiled (``numba.extending.overload``), so a loop compiled for one kind holds
-that kind's code only (the Highway simulator does not lengthen CartPole's
-compile). Numba's on-disk cache cannot key a function on a compiled function
-passed as an argument, hence this explicit registry: a new compiled environment
-adds its state type and its two overloads here.
+A compiled loop calls `reset_copy` and `step_copy`, which Numba resolves by
+the named tuple's class when the loop is compiled (``numba.extending.overload``
+reads the class's kernels), so a loop compiled for one environment holds that
+environment's code only. The kernels are found through the class, not passed
+as arguments, because Numba's on-disk cache does not keep a function that takes
+a compiled function as an argument; and since that cache only watches the
+loop's own source file, the loops drop their cache when one of the
+environment's ``sources`` is newer (`kernel_sources`, `rl.jit.drop_stale`).
 """
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 from numba import types
 from numba.extending import overload
 from numpy.typing import NDArray
 
-from rl.envs import cartpole, highway_twin, highway_twin_kernels, pendulum, seeding_kernels
-from rl.envs.cartpole import cartpole_row
-from rl.envs.highway_twin import twin_reset, twin_step
-from rl.envs.highway_twin_kernels import N_FIELDS, N_VEHICLES
-from rl.envs.pendulum import pendulum_row
-from rl.envs.seeding_kernels import seed_pcg64, uniform_into
 
-DEPENDENCIES = [
-    m.__file__ for m in (cartpole, pendulum, highway_twin, highway_twin_kernels, seeding_kernels)
-]
-"""The files whose kernels compiled loops compile in through this module (`rl.jit`)."""
-
-ROW_KERNELS = (cartpole_row, pendulum_row)
-"""The physical systems' row kernels; a system's ``RowState.kind`` is its position here."""
-CARTPOLE_KIND, PENDULUM_KIND = (ROW_KERNELS.index(k) for k in (cartpole_row, pendulum_row))
-"""The kinds `step_copy` dispatches on (a new system adds its kind and a branch there)."""
-
-
-class RowState(NamedTuple):
-    """B copies of a physical system (`rl.envs.physics.PhysicsVectorEnv`).
+class CopyArrays(Protocol):
+    """The arrays of B copies that a compiled loop steps (a named tuple, see the module doc).
 
     Attributes
     ----------
-    kind : int
-        The position of the system's ``row_kernel`` in `ROW_KERNELS`.
-    obs : ndarray of float64, shape (B, D)
-        Every copy's state, which is its observation.
-    rng : ndarray of uint64, shape (B, 4)
-        PCG64 state scratch of every copy (`rl.envs.seeding_kernels`).
-    low, high : float
-        Initial states are uniform in [low, high) per coordinate.
+    obs : ndarray, shape (B, D)
+        Every copy's observation.
     max_steps : int
         Truncation horizon (-1: none).
+    reset_kernel, step_kernel : compiled function
+        Class attributes: one copy's reset ``(copies, b, seed)`` and step
+        ``(copies, b, action) -> (reward, terminated)``.
+    sources : tuple of str
+        Class attribute: the source files the two kernels compile in.
     """
 
-    kind: int
-    obs: NDArray[np.float64]
-    rng: NDArray[np.uint64]
-    low: float
-    high: float
+    obs: NDArray[np.floating]
     max_steps: int
+    reset_kernel: ClassVar[Any]
+    step_kernel: ClassVar[Any]
+    sources: ClassVar[tuple[str, ...]]
 
 
-class TwinState(NamedTuple):
-    """B copies of the Highway twin (`rl.envs.highway_twin.HighwayTwinVector`).
+@runtime_checkable
+class CompiledVectorEnv(Protocol):
+    """A vector environment whose copies compiled loops can step (see the module doc)."""
 
-    Attributes
-    ----------
-    vehicles : ndarray of float64, shape (B, N_VEHICLES, N_FIELDS)
-        Every copy's vehicle table (`rl.envs.highway_twin_kernels`).
-    rng, buffers : ndarray of uint64, shapes (B, 4) and (B, 2)
-        Every copy's ``np_random``: PCG64 state and buffered 32-bit draw.
-    obs : ndarray of float32, shape (B, 9)
-        Every copy's observation, float32 as highway-env returns it (and as the
-        vector env's kernels write it, so the fused loop shares their compiled code).
-    informative : bool
-        highway-env's normalization (else the paper's).
-    max_steps : int
-        Truncation horizon (the task's 50 steps).
-    """
-
-    vehicles: NDArray[np.float64]
-    rng: NDArray[np.uint64]
-    buffers: NDArray[np.uint64]
-    obs: NDArray[np.float32]
-    informative: bool
-    max_steps: int
+    def compiled_copies(self, copies: int) -> CopyArrays:
+        """Allocate the arrays of ``copies`` copies (each reset by `reset_copy` before use)."""
+        ...
 
 
-def compiled_state(vector: Any, copies: int) -> RowState | TwinState | None:
-    """Allocate the arrays of ``copies`` copies of ``vector``'s compiled environment.
-
-    Returns None when ``vector`` declares no compiled step kernel known here.
-    """
-    declare = getattr(vector, "compiled_layout", None)
-    if declare is None:
-        return None
-    layout = declare()
-    rng = np.zeros((copies, 4), dtype=np.uint64)
-    kind = next((k for k, kernel in enumerate(ROW_KERNELS) if kernel is layout.step_kernel), None)
-    if kind is not None:
-        low, high = layout.params
-        obs = np.zeros((copies, layout.floats))
-        return RowState(kind, obs, rng, float(low), float(high), layout.max_episode_steps)
-    if layout.step_kernel is twin_step:
-        return TwinState(
-            vehicles=np.zeros((copies, N_VEHICLES, N_FIELDS)),
-            rng=rng,
-            buffers=np.zeros((copies, 2), dtype=np.uint64),
-            obs=np.zeros((copies, layout.observation), dtype=np.float32),
-            informative=bool(layout.params[0]),
-            max_steps=layout.max_episode_steps,
-        )
-    return None
+def kernel_sources(arrays: CopyArrays) -> list[str]:
+    """Return the source files compiled into a loop that steps ``arrays`` (`rl.jit.drop_stale`)."""
+    return [__file__, *type(arrays).sources]
 
 
-def _is(state_type: Any, cls: type) -> bool:
-    return isinstance(state_type, types.BaseNamedTuple) and state_type.instance_class is cls
-
-
-def reset_copy(env: RowState | TwinState, b: int, seed: int) -> None:
+def reset_copy(copies: CopyArrays, b: int, seed: int) -> None:
     """Reset copy ``b`` as the environment's ``reset(seed=seed)`` does, observing into ``obs[b]``.
 
-    Compiled code only (an overload per state type).
+    Compiled code only: the class of ``copies`` supplies the kernel.
     """
     raise NotImplementedError("reset_copy is called from compiled code only.")
 
 
-def step_copy(env: RowState | TwinState, b: int, action: float) -> tuple[float, bool]:
+def step_copy(copies: CopyArrays, b: int, action: float) -> tuple[float, bool]:
     """Step copy ``b`` with ``action`` (an index, as a float, for discrete actions).
 
     Writes the next observation into ``obs[b]`` and returns (reward, terminated);
-    truncation (``max_steps``) is the caller's. Compiled code only (an overload
-    per state type).
+    truncation (``max_steps``) is the caller's. Compiled code only: the class
+    of ``copies`` supplies the kernel.
     """
     raise NotImplementedError("step_copy is called from compiled code only.")
 
 
+def _declared(copies: Any, name: str) -> Any:
+    """Return the kernel ``name`` that the named tuple type ``copies`` declares, or None."""
+    if not isinstance(copies, types.BaseNamedTuple):
+        return None
+    return getattr(copies.instance_class, name, None)
+
+
 @overload(reset_copy)
-def _reset_copy(env, b, seed):
-    if _is(env, RowState):
+def _reset_copy(copies, b, seed):
+    reset = _declared(copies, "reset_kernel")
+    if reset is None:
+        return None
 
-        def reset_row(env, b, seed):
-            seed_pcg64(seed, env.rng[b])
-            uniform_into(env.rng[b], env.low, env.high, env.obs[b])
+    def declared_reset(copies, b, seed):
+        reset(copies, b, seed)
 
-        return reset_row
-    if _is(env, TwinState):
-
-        def reset_twin(env, b, seed):
-            seed_pcg64(seed, env.rng[b])
-            env.buffers[b, 0] = 0
-            env.buffers[b, 1] = 0
-            twin_reset(env.vehicles[b], env.rng[b], env.buffers[b], env.informative, env.obs[b])
-
-        return reset_twin
-    return None
+    return declared_reset
 
 
 @overload(step_copy)
-def _step_copy(env, b, action):
-    if _is(env, RowState):
+def _step_copy(copies, b, action):
+    step = _declared(copies, "step_kernel")
+    if step is None:
+        return None
 
-        def step_row(env, b, action):
-            if env.kind == CARTPOLE_KIND:
-                return cartpole_row(env.obs[b], action, env.obs[b])
-            assert env.kind == PENDULUM_KIND
-            return pendulum_row(env.obs[b], action, env.obs[b])
+    def declared_step(copies, b, action):
+        return step(copies, b, action)
 
-        return step_row
-    if _is(env, TwinState):
-
-        def step_twin(env, b, action):
-            return twin_step(env.vehicles[b], int(action), env.informative, env.obs[b])
-
-        return step_twin
-    return None
+    return declared_step

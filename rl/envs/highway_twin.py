@@ -22,7 +22,7 @@ registered as ``rl/HighwayTwin-v0`` and selected by
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import gymnasium as gym
 import numpy as np
@@ -35,7 +35,6 @@ from numpy.typing import NDArray
 from rl.envs import highway_twin_kernels as kernels
 from rl.envs import seeding_kernels
 from rl.envs.highway import NORMALIZATIONS, reward_bound
-from rl.envs.physics import CompiledLayout
 from rl.envs.seeding_kernels import seed_pcg64
 from rl.envs.vector import check_autoreset_mode, copy_seeds, reset_mask
 from rl.jit import drop_stale
@@ -73,12 +72,57 @@ def twin_reset(vehicles, rng, buffer, informative, obs):
 def twin_step(vehicles, action, informative, obs):
     """One policy step of one copy: observe into ``obs``; return (reward, terminated).
 
-    The copy's compiled step kernel (`rl.envs.physics.CompiledLayout`); truncation
-    after `rl.envs.highway_twin_kernels.DURATION` steps is the caller's.
+    Truncation after `rl.envs.highway_twin_kernels.DURATION` steps is the caller's.
     """
     kernels.simulate_step(vehicles, action)
     kernels.observe(vehicles, informative, obs)
     return reward(vehicles), vehicles[0, kernels.F_CRASHED] != 0.0
+
+
+@njit(cache=True)
+def twin_reset_copy(copies, b, seed):
+    """Reset copy ``b`` of `TwinCopies` as ``reset(seed=seed)`` does (a fresh generator)."""
+    seed_pcg64(seed, copies.rng[b])
+    copies.buffers[b, 0] = 0
+    copies.buffers[b, 1] = 0
+    twin_reset(copies.vehicles[b], copies.rng[b], copies.buffers[b], copies.informative,
+               copies.obs[b])  # fmt: skip
+
+
+@njit(cache=True)
+def twin_step_copy(copies, b, action):
+    """Step copy ``b`` of `TwinCopies` with the meta-action ``action`` (`twin_step`)."""
+    return twin_step(copies.vehicles[b], int(action), copies.informative, copies.obs[b])
+
+
+class TwinCopies(NamedTuple):
+    """B copies of the Highway twin as compiled loops step them (`rl.envs.compiled`).
+
+    Attributes
+    ----------
+    vehicles : ndarray of float64, shape (B, N_VEHICLES, N_FIELDS)
+        Every copy's vehicle table (`rl.envs.highway_twin_kernels`).
+    rng, buffers : ndarray of uint64, shapes (B, 4) and (B, 2)
+        Every copy's ``np_random``: PCG64 state and buffered 32-bit draw.
+    obs : ndarray of float32, shape (B, 9)
+        Every copy's observation, float32 as highway-env returns it (and as the
+        vector env's kernels write it, so the fused loop shares their compiled code).
+    informative : bool
+        highway-env's normalization (else the paper's).
+    max_steps : int
+        Truncation horizon (the task's 50 steps).
+    """
+
+    vehicles: NDArray[np.float64]
+    rng: NDArray[np.uint64]
+    buffers: NDArray[np.uint64]
+    obs: NDArray[np.float32]
+    informative: bool
+    max_steps: int
+
+    reset_kernel = twin_reset_copy
+    step_kernel = twin_step_copy
+    sources = (__file__, kernels.__file__, seeding_kernels.__file__)
 
 
 @njit(cache=True)
@@ -277,11 +321,16 @@ class HighwayTwinVector(VectorEnv):
             {},
         )
 
-    def compiled_layout(self) -> CompiledLayout:
-        """Return how compiled loops step the copies (`twin_step` on the vehicle tables)."""
-        informative = float(self.normalization == "informative")
-        rows = kernels.N_VEHICLES * kernels.N_FIELDS
-        return CompiledLayout(twin_step, rows, OBS_DIM, (informative,), kernels.DURATION)
+    def compiled_copies(self, copies: int) -> TwinCopies:
+        """Allocate ``copies`` copies for compiled loops (`rl.envs.compiled`)."""
+        return TwinCopies(
+            vehicles=np.zeros((copies, kernels.N_VEHICLES, kernels.N_FIELDS)),
+            rng=np.zeros((copies, 4), dtype=np.uint64),
+            buffers=np.zeros((copies, 2), dtype=np.uint64),
+            obs=np.zeros((copies, OBS_DIM), dtype=np.float32),
+            informative=self.normalization == "informative",
+            max_steps=kernels.DURATION,
+        )
 
 
 class HighwayTwin(gym.Env[NDArray[np.float32], np.int64]):

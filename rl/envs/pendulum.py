@@ -34,7 +34,7 @@ from gymnasium import spaces
 from numpy.typing import NDArray
 
 from rl.envs import physics
-from rl.envs.physics import SCALAR_OPS, PhysicsEnv, PhysicsVectorEnv
+from rl.envs.physics import SCALAR_OPS, PhysicsEnv, PhysicsVectorEnv, RowCopies
 from rl.jit import drop_stale, kernel
 
 drop_stale(__file__, [physics.__file__])  # the kernels compile in SCALAR_OPS
@@ -155,6 +155,19 @@ def pendulum_step(
     return next_state, reward, terminated
 
 
+@kernel
+def pendulum_copy(copies: PendulumCopies, b: int, action: float) -> tuple:
+    """Step copy ``b`` of ``copies`` in place (`pendulum_row`), for compiled loops."""
+    return pendulum_row(copies.obs[b], action, copies.obs[b])
+
+
+class PendulumCopies(RowCopies):
+    """B bounded pendulums as compiled loops step them (`rl.envs.physics.RowCopies`)."""
+
+    step_kernel = pendulum_copy
+    sources = (__file__, *RowCopies.sources)
+
+
 class BoundedPendulum(PhysicsEnv):
     """Pendulum kept near upright: observation (theta, theta_dot), termination at |theta| > pi/4.
 
@@ -187,8 +200,6 @@ class BoundedPendulum(PhysicsEnv):
 
     #: Apply torque u for dt = 0.05 s (the compiled `pendulum_step`).
     _transition = staticmethod(pendulum_step)
-    #: One copy's step, ``(state, action, out) -> (reward, terminated)`` (compiled).
-    row_kernel = staticmethod(pendulum_row)
     #: The dynamics over any array namespace (one definition; see `pendulum_dynamics`).
     dynamics = staticmethod(pendulum_dynamics)
 
@@ -204,5 +215,6 @@ class BoundedPendulumVector(PhysicsVectorEnv):
     """
 
     single_env = BoundedPendulum
+    copies = PendulumCopies
     state_dim = 2
     reward_bound: float = REWARD_BOUND

@@ -17,13 +17,11 @@ the vector environment equals the single environment bit for bit.
 
 Used by `rl.envs.cartpole` and `rl.envs.pendulum`.
 
-The compiled-environment protocol. A vector environment whose copies compiled
-loops (`rl.loop.fused`) can step declares ``compiled_layout()``, a
-`CompiledLayout`: its one-copy step kernel and the sizes of its per-copy
-arrays. `rl.envs.compiled` allocates those arrays (`rl.envs.compiled.compiled_state`)
-and steps and resets any declared environment through one compiled call.
-`PhysicsVectorEnv` declares its system's ``row_kernel``; the Highway twin
-(`rl.envs.highway_twin`) declares its own.
+Compiled loops (`rl.loop.copies`, `rl.loop.fused`) step the copies through
+the compiled-environment protocol (`rl.envs.compiled`): `PhysicsVectorEnv`
+allocates its system's `RowCopies` subclass (named by ``copies``), whose
+reset draws the state uniformly from the system's ``reset_interval`` as
+``reset(seed=)`` does and whose step is the system's one-copy kernel.
 """
 
 from __future__ import annotations
@@ -40,6 +38,8 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 from numpy.typing import NDArray
 
+from rl.envs import seeding_kernels
+from rl.envs.seeding_kernels import seed_pcg64, uniform_into
 from rl.envs.vector import NumpyVectorEnv
 from rl.jit import kernel
 
@@ -66,30 +66,40 @@ SCALAR_OPS.sin, SCALAR_OPS.cos = math.sin, math.cos
 SCALAR_OPS.where, SCALAR_OPS.clip = kernel(_select), kernel(_clip)
 
 
-class CompiledLayout(NamedTuple):
-    """What a vector environment declares so that compiled loops can step its copies.
+@kernel
+def reset_row(copies: RowCopies, b: int, seed: int) -> None:
+    """Reset copy ``b`` as ``reset(seed=seed)`` does: a uniform draw in [low, high)."""
+    seed_pcg64(seed, copies.rng[b])
+    uniform_into(copies.rng[b], copies.low, copies.high, copies.obs[b])
+
+
+class RowCopies(NamedTuple):
+    """B copies of a physical system as compiled loops step them (`rl.envs.compiled`).
+
+    A system declares a subclass that names its ``step_kernel``, ``(copies, b,
+    action) -> (reward, terminated)`` stepping the state row ``obs[b]`` in place,
+    and adds its module to ``sources`` (`rl.envs.cartpole.CartPoleCopies`).
 
     Attributes
     ----------
-    step_kernel : numba dispatcher
-        The compiled one-copy step, one that `rl.envs.compiled` knows (a physical
-        system's ``row_kernel``, the Highway twin's ``twin_step``).
-    floats : int
-        Length of a copy's float64 state row.
-    observation : int
-        Length of a copy's observation (0: the observation is the state row itself).
-    params : tuple of float
-        The environment's constants, read by its kernels (the initial-state
-        interval of a physical system, the Highway twin's normalization).
-    max_episode_steps : int
+    obs : ndarray of float64, shape (B, D)
+        Every copy's state, which is its observation.
+    rng : ndarray of uint64, shape (B, 4)
+        PCG64 state scratch of every copy (`rl.envs.seeding_kernels`).
+    low, high : float
+        Initial states are uniform in [low, high) per coordinate.
+    max_steps : int
         Truncation horizon (-1: none).
     """
 
-    step_kernel: Any
-    floats: int
-    observation: int
-    params: tuple[float, ...]
-    max_episode_steps: int
+    obs: NDArray[np.float64]
+    rng: NDArray[np.uint64]
+    low: float
+    high: float
+    max_steps: int
+
+    reset_kernel = reset_row
+    sources = (__file__, seeding_kernels.__file__)
 
 
 class PhysicsEnv(gym.Env[NDArray[np.float64], NDArray[np.float64]], abc.ABC):
@@ -108,10 +118,6 @@ class PhysicsEnv(gym.Env[NDArray[np.float64], NDArray[np.float64]], abc.ABC):
     """``dynamics(xp)``: the system's one step over the array namespace ``xp``,
     ``step(*state_coordinates, action) -> (next_coordinates, reward, terminated)``
     (the one definition, `rl.envs.cartpole.cartpole_dynamics`)."""
-    row_kernel: Any
-    """The compiled step of one copy, ``row_kernel(state, action, out) -> (reward,
-    terminated)``, on which `_transition` loops; compiled loops (`rl.loop.fused`) call it
-    through `rl.envs.compiled.step_copy` (see `PhysicsVectorEnv.compiled_layout`)."""
 
     def __init__(self) -> None:
         self.observation_space = self._observation_space()
@@ -179,6 +185,8 @@ class PhysicsVectorEnv(NumpyVectorEnv):
     """
 
     single_env: type[PhysicsEnv]
+    copies: type[RowCopies]
+    """The system's `RowCopies` subclass (`compiled_copies`)."""
 
     def __init__(
         self,
@@ -200,10 +208,11 @@ class PhysicsVectorEnv(NumpyVectorEnv):
     def _transition(self, state: NDArray[np.float64], action: NDArray[np.float64]) -> Transition:
         return self.single_env._transition(state, action)
 
-    def compiled_layout(self) -> CompiledLayout:
-        """Return how compiled loops step the copies: the state row is the observation."""
+    def compiled_copies(self, copies: int) -> RowCopies:
+        """Allocate ``copies`` copies for compiled loops (`rl.envs.compiled`): rows are states."""
         low, high = self.single_env.reset_interval
         horizon = -1 if self.max_episode_steps is None else int(self.max_episode_steps)
-        return CompiledLayout(
-            self.single_env.row_kernel, self.state_dim, 0, (float(low), float(high)), horizon
-        )
+        return self.copies(
+            np.zeros((copies, self.state_dim)), np.zeros((copies, 4), dtype=np.uint64),
+            float(low), float(high), horizon,
+        )  # fmt: skip

@@ -39,8 +39,9 @@ good algorithms for random number generation", HMC-CS-2014-0905 (2014).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 from numpy.typing import NDArray
+
+from rl.jit import kernel
 
 # SeedSequence's constants (bit_generator.pyx); all arithmetic is modulo 2**32.
 POOL_SIZE = 4
@@ -70,7 +71,7 @@ _TWO_POW_MINUS_53 = 1.0 / 9007199254740992.0
 # ---------------------------------------------------------------- SeedSequence
 
 
-@njit(cache=True)
+@kernel
 def int_to_uint32_words(value: int, words: NDArray[np.uint32], start: int) -> int:
     """Write the little-endian uint32 words of a non-negative int, as NumPy does.
 
@@ -102,7 +103,7 @@ def int_to_uint32_words(value: int, words: NDArray[np.uint32], start: int) -> in
     return start + 2
 
 
-@njit(cache=True)
+@kernel
 def _hashmix(value, hash_const, mult):
     """SeedSequence's hash step: returns (mixed value, next hash constant).
 
@@ -115,14 +116,14 @@ def _hashmix(value, hash_const, mult):
     return value ^ (value >> XSHIFT), hash_const
 
 
-@njit(cache=True)
+@kernel
 def _mix(x, y):
     """SeedSequence's ``mix`` of two 32-bit words."""
     result = (MIX_MULT_L * x - MIX_MULT_R * y) & MASK32
     return result ^ (result >> XSHIFT)
 
 
-@njit(cache=True)
+@kernel
 def mix_entropy(entropy: NDArray[np.uint32], pool: NDArray[np.uint32]) -> None:
     """Mix entropy words into a SeedSequence pool, as ``SeedSequence.__init__`` does.
 
@@ -155,7 +156,7 @@ def mix_entropy(entropy: NDArray[np.uint32], pool: NDArray[np.uint32]) -> None:
             pool[i_dst] = np.uint32(_mix(np.uint64(pool[i_dst]), mixed))
 
 
-@njit(cache=True)
+@kernel
 def generate_state_uint64(pool: NDArray[np.uint32], out: NDArray[np.uint64]) -> None:
     """Fill out as ``SeedSequence.generate_state(len(out), np.uint64)`` does.
 
@@ -181,7 +182,7 @@ def generate_state_uint64(pool: NDArray[np.uint32], out: NDArray[np.uint64]) -> 
         out[i] = low | (high << _SHIFT32)
 
 
-@njit(cache=True)
+@kernel
 def episode_seed_kernel(base: int, episode: int, k: int) -> int:
     """Seed of one environment reset: `rl.loop.runner.episode_seed`, compiled.
 
@@ -216,7 +217,7 @@ def episode_seed_kernel(base: int, episode: int, k: int) -> int:
 # ---------------------------------------------------------------- PCG64
 
 
-@njit(cache=True)
+@kernel
 def _mul_64x64(a, b):
     """Full 128-bit product of two uint64, as (hi, lo), by 32-bit halves."""
     a_lo, a_hi = a & MASK32, a >> _SHIFT32
@@ -230,7 +231,7 @@ def _mul_64x64(a, b):
     return hi, lo
 
 
-@njit(cache=True)
+@kernel
 def _pcg_step(state):
     """Step PCG64 in place: state = state * MULT + inc modulo 2**128."""
     hi, lo = _mul_64x64(state[1], PCG_MULT_LO)
@@ -241,7 +242,7 @@ def _pcg_step(state):
     state[1] = new_lo
 
 
-@njit(cache=True)
+@kernel
 def seed_pcg64(seed: int, state: NDArray[np.uint64]) -> None:
     """Seed a PCG64 state as ``PCG64(SeedSequence(seed))`` does.
 
@@ -278,7 +279,7 @@ def seed_pcg64(seed: int, state: NDArray[np.uint64]) -> None:
     _pcg_step(state)
 
 
-@njit(cache=True)
+@kernel
 def next_uint64(state: NDArray[np.uint64]) -> np.uint64:
     """Advance a PCG64 state and return its next uint64 (XSL-RR of the new state).
 
@@ -299,7 +300,7 @@ def next_uint64(state: NDArray[np.uint64]) -> np.uint64:
     return (value >> rotation) | (value << ((_SIXTY_FOUR - rotation) & _SHIFT63))
 
 
-@njit(cache=True)
+@kernel
 def next_double(state: NDArray[np.uint64]) -> float:
     """Advance a PCG64 state and return what ``Generator.random()`` returns.
 
@@ -316,7 +317,7 @@ def next_double(state: NDArray[np.uint64]) -> float:
     return np.float64(next_uint64(state) >> _SHIFT11) * _TWO_POW_MINUS_53
 
 
-@njit(cache=True)
+@kernel
 def uniform_into(
     state: NDArray[np.uint64], low: float, high: float, out: NDArray[np.float64]
 ) -> None:
@@ -336,7 +337,7 @@ def uniform_into(
         out[i] = low + span * next_double(state)
 
 
-@njit(cache=True)
+@kernel
 def next_uint32(state: NDArray[np.uint64], buffer: NDArray[np.uint64]) -> np.uint64:
     """Return PCG64's next uint32, buffering the upper half of a uint64 as NumPy does.
 
@@ -366,7 +367,7 @@ def next_uint32(state: NDArray[np.uint64], buffer: NDArray[np.uint64]) -> np.uin
     return value & MASK32
 
 
-@njit(cache=True)
+@kernel
 def bounded_uint32(state: NDArray[np.uint64], buffer: NDArray[np.uint64], n: int) -> int:
     """Draw an int in [0, n) as ``Generator.integers(n)`` and ``Generator.choice(n)`` do.
 

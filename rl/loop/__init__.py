@@ -1,9 +1,11 @@
 """The training loop: B replicas of one agent on B copies of a problem, in lockstep.
 
-`rl.loop.runner.Runner` plays episodes step by step through
-`rl.loop.replicas.ReplicaEnvs` (one environment per replica, reset with its own
-seed); `rl.loop.fused` plays the same steps many at a time in one compiled call
-where the environment and the agent have compiled twins;
-`rl.loop.device_copies` keeps an array-engine run's CartPole or Pendulum copies on
-its device; `rl.loop.slots` holds the episode bookkeeping all of them share.
+`rl.loop.runner.Runner` plays the episodes with the one loop it picks when
+built (`rl.loop.lockstep.Loop`): the environment objects step by step
+(`rl.loop.stepped`, through `rl.loop.replicas.ReplicaEnvs`), the copies in
+compiled code (`rl.loop.copies`), the copies on an array engine's device
+(`rl.loop.device_copies`), or many steps at a time in one compiled call
+(`rl.loop.fused`). `rl.loop.lockstep` holds what they all read (the run's
+parts, a segment's results, episode seeds) and `rl.loop.slots` the episode
+bookkeeping they share.
 """

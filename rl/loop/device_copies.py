@@ -13,10 +13,10 @@ running, exploring and training slots go up and one (B, 4) array comes down
 episode bookkeeping (`rl.loop.slots`), which stays on the host; that read is
 the step's one wait for the device, after the update has been queued (a
 non-finite copy or TD target makes that update change nothing, and the step
-then raises). When episodes end, the new initial
-states go up: the host draws them with the compiled copies' seeded reset
-(`rl.loop.fused.reset_envs`), as every other engine does, so each episode of
-a seed starts from the same state on every engine.
+then raises). When episodes end, the new initial states go up: the host draws
+them with the compiled copies' seeded reset (`rl.loop.copies.reset_envs`), as
+every other engine does, so each episode of a seed starts from the same state
+on every engine.
 
 Equality. NumPy evaluates the dynamics as Numba does, bit for bit on the
 development machine (the same C library's ``sin`` and ``cos``, unless
@@ -30,67 +30,71 @@ whole CartPole and Pendulum runs with the compiled engine.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from rl.agents.tensor._array_engine import ArrayEngine
+from rl.agents.tensor.agent import TensorAgent
 from rl.envs.physics import PhysicsVectorEnv
-from rl.loop.fused import EnvArrays, compiled_envs_apply
+from rl.loop.copies import CompiledCopies, compiled_copies_apply, reset_envs
+from rl.loop.lockstep import Lockstep, Segment
 from rl.loop.replicas import StepResult, non_finite_error
-
-if TYPE_CHECKING:
-    from rl.loop.runner import Runner, Segment
 
 Array = Any
 
 
-def device_copies_apply(runner: Runner) -> bool:
-    """Whether ``runner``'s copies can run on its agent's device (see the module docstring).
+def device_copies_apply(lockstep: Lockstep) -> bool:
+    """Whether the run's copies can run on its agent's device (see the module docstring).
 
-    The agent runs on the array engine, the environment is a physical system
-    and its copies step in compiled code (`rl.loop.fused.compiled_envs_apply`,
-    whose seeded resets draw the initial states).
+    A tensor agent on the array engine, on a physical system whose copies step
+    in compiled code (`rl.loop.copies.compiled_copies_apply`, whose seeded
+    resets draw the initial states).
     """
-    engine = getattr(runner.agent, "engine_", None)
+    agent, vector = lockstep.agent, lockstep.env.vector
     return (
-        getattr(engine, "name", None) == "array"
-        and isinstance(runner.env.vector, PhysicsVectorEnv)
-        and compiled_envs_apply(runner)
+        isinstance(agent, TensorAgent)
+        and isinstance(agent.engine_, ArrayEngine)
+        and isinstance(vector, PhysicsVectorEnv)
+        and compiled_copies_apply(lockstep.problem, vector)
     )
 
 
-class DeviceCopies:
-    """The B copies of ``runner``'s physical system on its agent's device.
+class DeviceCopies(CompiledCopies):
+    """The B copies of the run's physical system on its agent's device, one step per call.
+
+    The compiled copies (`rl.loop.copies.CompiledCopies`) stay on the host to
+    draw the initial states.
 
     Parameters
     ----------
-    runner : rl.loop.runner.Runner
-        One for which `device_copies_apply` holds.
-    host : rl.loop.fused.EnvArrays
-        The runner's compiled copies, which draw the initial states.
+    lockstep : rl.loop.lockstep.Lockstep
+        The run's parts, for which `device_copies_apply` holds.
     """
 
-    def __init__(self, runner: Runner, host: EnvArrays) -> None:
-        self.runner = runner
-        self.engine = engine = runner.agent.engine_
+    name = "device copies"
+
+    def __init__(self, lockstep: Lockstep) -> None:
+        super().__init__(lockstep)
+        self.engine = engine = lockstep.agent.engine_
         self.space = space = engine.space
-        self.host = host
-        self.dynamics = runner.env.vector.single_env.dynamics(space.xp)
+        host, problem = self.envs, lockstep.problem
+        self.dynamics = lockstep.env.vector.single_env.dynamics(space.xp)
         replicas, dims = host.sim.obs.shape
         self.obs = space.zeros((replicas, dims), np.float64)
         self.elapsed = space.zeros((replicas,), np.int64)
         grid = host.states
         self._low, self._scale = space.put(grid.low), space.put(grid.scale)
         self._last = space.put(grid.last.astype(np.float64))
-        action_grid = runner.problem.grids[1]
-        indices = np.arange(runner.problem.action_dims[0])
+        action_grid = problem.grids[1]
+        indices = np.arange(problem.action_dims[0])
         table = indices if host.discrete_actions else action_grid.value(indices[:, None])[:, 0]
         self._actions = space.put(np.asarray(table, dtype=np.float64))
-        self._step = space.compile(self._step_core)
-        self._reset = space.compile(self._reset_core)
+        self._step_device = space.compile(self._step_core)
+        self._reset_device = space.compile(self._reset_core)
 
-    def step(self, segment: Segment, states: Array) -> tuple[StepResult, Array]:
+    def _play(self, segment: Segment, states: Array) -> tuple[StepResult, Array]:
         """Play one lockstep step of ``segment``'s running slots from the device ``states``.
 
         The agent acts, the copies step, and the agent learns from the slots on a
@@ -105,12 +109,12 @@ class DeviceCopies:
             reward or state is not finite, else the agent's divergence error
             for a TD target that is not finite; the agent has not learned then.
         """
-        engine, space = self.engine, self.space
+        engine, space, parts = self.engine, self.space, self.lockstep
         active = segment.running
         greedy = segment.greedy if segment.any_greedy else None
         flat, explored, drawn = engine.act_arrays(states, active, greedy)
-        self.obs, self.elapsed, next_states, rewards, terminated, finite, report = self._step(
-            self.obs, self.elapsed, flat, explored, drawn, space.put(active)
+        self.obs, self.elapsed, next_states, rewards, terminated, finite, report = (
+            self._step_device(self.obs, self.elapsed, flat, explored, drawn, space.put(active))
         )
         if segment.any_training:  # learns unless a copy or a target is not finite
             batch = (states, flat, rewards, next_states, terminated, segment.training, finite)
@@ -120,12 +124,18 @@ class DeviceCopies:
         if bad.size:
             b = int(bad[0])
             raise non_finite_error(
-                self.runner.problem.env_id, b, self.runner.seeds[b], float(report[b, 0]),
+                parts.problem.env_id, b, parts.seeds[b], float(report[b, 0]),
                 np.asarray(space.host(self.obs))[b],
             )  # fmt: skip
         engine.check_targets()
         result = StepResult(None, report[:, 0], report[:, 1] > 0, report[:, 2] > 0)
         return result, next_states
+
+    def _reset(self, segment: Segment, mask: NDArray[np.bool_], states: Array | None) -> Array:
+        """Draw the masked copies' initial states on the host (`reset_envs`); see `reset`."""
+        fresh = self._fresh()
+        reset_envs(self.envs, segment.slots.episode, segment.slots.eval_index, mask, fresh)
+        return self.reset(mask, fresh, states)
 
     def reset(
         self, mask: NDArray[np.bool_], fresh: NDArray[np.int64], states: Array | None
@@ -133,13 +143,13 @@ class DeviceCopies:
         """Take the masked copies' new initial states from the host copies; return all states.
 
         ``fresh`` holds the masked copies' encoded initial states (from
-        `rl.loop.fused.reset_envs`), ``states`` the others' (None: every copy resets).
+        `rl.loop.copies.reset_envs`), ``states`` the others' (None: every copy resets).
         """
         space = self.space
         fresh = space.put(fresh, space.ops.int64)
-        self.obs, self.elapsed, states = self._reset(
+        self.obs, self.elapsed, states = self._reset_device(
             self.obs, self.elapsed, fresh if states is None else states, space.put(mask),
-            space.put(self.host.sim.obs), fresh,
+            space.put(self.envs.sim.obs), fresh,
         )  # fmt: skip
         return states
 
@@ -163,7 +173,7 @@ class DeviceCopies:
 
         The action is the agent's continuous draw where it explored with one (the
         released reading), else the point of its bin; inactive copies keep their
-        state and get reward 0 and both flags False, as `rl.loop.fused.step_envs` does.
+        state and get reward 0 and both flags False, as `rl.loop.copies.step_envs` does.
         """
         space = self.space
         ops, int64, float64 = space.ops, space.ops.int64, space.ops.float64
@@ -176,8 +186,8 @@ class DeviceCopies:
         terminated = terminated & active
         elapsed = elapsed + space.astype(active, int64)
         truncated = active & False
-        if self.host.sim.max_steps >= 0:
-            truncated = active & (elapsed >= self.host.sim.max_steps)
+        if self.envs.sim.max_steps >= 0:
+            truncated = active & (elapsed >= self.envs.sim.max_steps)
         finite = space.xp.isfinite(reward) & space.xp.all(space.xp.isfinite(moved), axis=1)
         flags = (terminated, truncated, finite)
         report = ops.stack([reward, *(space.astype(f, float64) for f in flags)], axis=1)
@@ -192,7 +202,7 @@ class DeviceCopies:
         space = self.space
         ops, xp = space.ops, space.xp
         scaled = (obs - self._low) * self._scale
-        raw = xp.floor(scaled) if self.host.states.centre else xp.round(scaled)
+        raw = xp.floor(scaled) if self.envs.states.centre else xp.round(scaled)
         raw = ops.where(raw >= self._last, self._last, raw)
         raw = ops.where(xp.isnan(raw) | (raw <= 0.0), 0.0, raw)
         return space.astype(raw, ops.int64)

@@ -104,8 +104,8 @@ def _play(runner, episodes):
 def _assert_same_run(case, backend, env, seeds, episodes):
     expected, got = _runner(case, None, env, seeds), _runner(case, backend, env, seeds)
     played = _play(expected, episodes), _play(got, episodes)
-    assert isinstance(got._device, DeviceCopies)
-    assert got._device.obs.__class__ is got.agent.q_.factors[0].__class__
+    assert isinstance(got.loop, DeviceCopies)
+    assert got.loop.obs.__class__ is got.agent.q_.factors[0].__class__
     for a, b in zip(*played, strict=True):
         np.testing.assert_allclose(b, a, rtol=0, atol=RETURN_TOL)
 
@@ -195,7 +195,7 @@ def test_cuda_copies_stay_on_the_device(backend):
         pytest.skip(f"{backend} sees no CUDA device")
     runner = _runner("teql-released", backend, "cartpole", range(4), device="cuda")
     got = _play(runner, 20)
-    device = str(getattr(runner._device.obs, "device", None) or runner._device.obs.devices())
+    device = str(getattr(runner.loop.obs, "device", None) or runner.loop.obs.devices())
     assert "cuda" in device.lower() or "gpu" in device.lower()
     expected = _play(_runner("teql-released", None, "cartpole", range(4)), 20)
     np.testing.assert_allclose(got[0][:3], expected[0][:3], rtol=0, atol=RETURN_TOL)

@@ -4,8 +4,10 @@ import numpy as np
 import pytest
 
 from rl.envs.cartpole import ContinuousCartPole
+from rl.loop.copies import CompiledCopies
 from rl.loop.fused import FusedLoop
 from rl.loop.runner import Segment
+from rl.loop.stepped import ObjectSteps
 from rl.runs.config import TrainConfig
 from rl.runs.training import build
 from tests.rl.agent_drivers import assert_tree_equal
@@ -64,7 +66,7 @@ def test_fused_equals_step_by_step(case):
     agent, env, params = {**CASES, **SLOW_CASES}[case]
     fused, stepped = (_runner(agent, env, params, fused=f) for f in (True, False))
     rows = [_play(runner, (10, 20, 30)) for runner in (fused, stepped)]
-    assert fused._fused is not None and stepped._fused is None
+    assert isinstance(fused.loop, FusedLoop) and isinstance(stepped.loop, ObjectSteps)
     assert len(rows[0]) == len(rows[1]) == 30
     for a, b in zip(*rows, strict=True):
         for x, y in zip(a, b, strict=True):
@@ -90,7 +92,7 @@ def test_compiled_copies_equal_the_environment_objects(case):
     agent, env, params = COPIES_CASES[case]
     compiled, stepped = (_runner(agent, env, params, fused=f) for f in (True, False))
     rows = [_play(runner, (4, 9)) for runner in (compiled, stepped)]
-    assert compiled._fused is None and compiled._envs is not None and stepped._envs is None
+    assert isinstance(compiled.loop, CompiledCopies) and isinstance(stepped.loop, ObjectSteps)
     for a, b in zip(*rows, strict=True):
         for x, y in zip(a, b, strict=True):
             np.testing.assert_array_equal(x, y)
@@ -99,16 +101,16 @@ def test_compiled_copies_equal_the_environment_objects(case):
 
 
 def test_fused_false_takes_the_environment_objects_from_the_next_segment():
-    """``fused`` is read at every segment, for the compiled copies as for the fused loop."""
+    """Setting ``fused`` picks the loop again, for the compiled copies as for the fused loop."""
     runner = _runner("dqn", "cartpole", {}, fused=True)
     _play(runner, (1,))
-    assert runner._envs is not None
+    assert isinstance(runner.loop, CompiledCopies)
     runner.fused = False
     calls = []
     step = runner.env.step
     runner.env.step = lambda actions, active: calls.append(1) or step(actions, active)
     assert len(list(runner.episodes(1, 2))) == 1
-    assert runner._envs is None and calls
+    assert isinstance(runner.loop, ObjectSteps) and calls
 
 
 def test_visit_table_grows_inside_a_fused_run():
@@ -146,16 +148,20 @@ def test_request_stop_never_lowers_below_a_replica_waiting_at_the_barrier():
     assert segment.stop == 2
 
 
+def _applies(agent, env, params):
+    return FusedLoop.applies(_runner(agent, env, params, fused=True).lockstep)
+
+
 def test_applies_only_where_every_part_is_compiled():
-    assert FusedLoop.applies(_runner("teql", "cartpole", {}, fused=True))
-    assert FusedLoop.applies(_runner("tlr", "pendulum", {}, fused=True))
-    assert not FusedLoop.applies(_runner("teql", "cartpole", {"engine": "reference"}, fused=True))
-    assert not FusedLoop.applies(_runner("tabular", "cartpole", {}, fused=True))
-    assert not FusedLoop.applies(_runner("teql-released", "inventory", {}, fused=True))
-    assert FusedLoop.applies(_runner("teql-released", TWIN, {}, fused=True))
+    assert _applies("teql", "cartpole", {})
+    assert _applies("tlr", "pendulum", {})
+    assert not _applies("teql", "cartpole", {"engine": "reference"})
+    assert not _applies("tabular", "cartpole", {})
+    assert not _applies("teql-released", "inventory", {})
+    assert _applies("teql-released", TWIN, {})
     hooked = _runner("teql", "cartpole", {}, fused=True)
     hooked.agent.on_update = lambda record: None
-    assert not FusedLoop.applies(hooked)
+    assert not FusedLoop.applies(hooked.lockstep)
 
 
 def test_divergence_gives_the_step_by_step_error():
@@ -175,3 +181,31 @@ def test_non_finite_observation_names_the_replica_and_seed(monkeypatch):
         runner = _runner("teql-released", "cartpole", {}, fused=fused)
         with pytest.raises(ValueError, match=r"non-finite .* replica 0 \(seed 0\)"):
             list(runner.episodes(0, 2))
+
+
+@pytest.mark.parametrize(
+    ("agent", "env", "params", "fused", "loop"),
+    [
+        ("teql", "cartpole", {}, True, "fused"),
+        ("tlr", TWIN, {}, True, "fused"),
+        ("teql-released", "pendulum", {"engine": "array"}, True, "device copies"),
+        ("teql-released", "pendulum", {"engine": "reference"}, True, "compiled copies"),
+        ("dqn", "cartpole", {}, True, "compiled copies"),
+        ("teql", "inventory", {}, True, "objects"),
+        ("teql", "cartpole", {}, False, "objects"),
+    ],
+)
+def test_the_runner_picks_its_loop_when_built(agent, env, params, fused, loop):
+    assert _runner(agent, env, params, fused=fused).loop.name == loop
+
+
+def test_a_hook_set_after_the_fused_runner_is_built_is_refused():
+    runner = _runner("teql", "cartpole", {}, fused=True)
+    runner.agent.on_update = lambda record: None
+    with pytest.raises(ValueError, match="on_update hook was set after its Runner was built"):
+        list(runner.episodes(0, 1))
+    calls = []
+    runner.agent.on_update = calls.append
+    runner.fused = True  # picks the loop again: the agent in Python, which calls the hook
+    assert runner.loop.name == "compiled copies" and len(list(runner.episodes(0, 1))) == 1
+    assert sum(int(r.active.sum()) for r in calls) == runner.agent_steps > 0  # every step learnt
