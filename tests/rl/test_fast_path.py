@@ -132,7 +132,7 @@ def _assert_same_draws(reference, compiled, active):
 
 
 def _assert_same_generators(reference, compiled):
-    for ours, theirs in zip(compiled._rngs, reference._rngs, strict=True):
+    for ours, theirs in zip(compiled.state_.generators, reference.state_.generators, strict=True):
         assert ours.bit_generator.state == theirs.bit_generator.state
 
 

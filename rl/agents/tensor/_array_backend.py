@@ -1,26 +1,20 @@
-"""The array functions and random streams of the array engine (`rl.agents.tensor._array_engine`).
+"""The array namespace of the tensor step (`rl.agents.tensor.step`): one backend, one device.
 
 `ArrayNamespace` holds, once per backend and device, the few functions the
-engine needs beyond `tensorq._backend.ArrayOps` (argmax, max, log, floor,
-cumulative sums, zeros on a device, and a scatter that writes in place on
-NumPy and PyTorch and is a donated ``jax.jit`` function on JAX, whose arrays
-are immutable).
-
-`UniformStreams` gives each replica the doubles its exploration generator
-(`rl.seeding.AgentRandom.explore`, a PCG64 `numpy.random.Generator`) would
-give one ``random()`` call at a time, drawn ``K`` at a time on the host and
-read on the device by a cursor per replica, so that a step reads them with
-array operations and no loop over replicas. ``sync`` rewinds every generator
-(``bit_generator.advance``) to just after the doubles actually used, so that
-a checkpoint saves the exact streams.
+step needs beyond `tensorq._backend.ArrayOps` (argmax, max, log, floor,
+cumulative sums, gathers along an axis, zeros on a device, and a scatter that
+writes in place on NumPy and PyTorch and is a donated ``jax.jit`` function on
+JAX, whose arrays are immutable). `check_backend` checks a tensor agent's
+backend, device and engine together.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from typing import Any, Literal
 
 import numpy as np
@@ -133,6 +127,17 @@ class ArrayNamespace:
         """``array`` converted to ``dtype``."""
         return array.to(dtype) if self.ops.name == "pytorch" else array.astype(dtype)
 
+    @property
+    def on_host(self) -> bool:
+        """Whether the arrays are the host's own (NumPy): written in place, never copied back."""
+        return self.xp is np
+
+    def take_along(self, array: Array, index: Array) -> Array:
+        """``take_along_axis(array, index, axis=1)`` on the backend."""
+        if self.ops.name == "pytorch":
+            return self.xp.take_along_dim(array, index, dim=1)
+        return self.xp.take_along_axis(array, index, axis=1)
+
     def zeros(self, shape: tuple[int, ...], dtype: Any) -> Array:
         """Zeros of ``shape`` and ``dtype`` on the device."""
         return self.put(np.zeros(shape, dtype=dtype))
@@ -156,7 +161,8 @@ class ArrayNamespace:
         return jax.jit(function, donate_argnums=donate)
 
 
-def array_namespace(backend: str, device: str) -> ArrayNamespace:
+@cache
+def array_namespace(backend: str, device: str = "cpu") -> ArrayNamespace:
     """Return the `ArrayNamespace` of ``backend`` on ``device`` ("cpu", "cuda", "cuda:N")."""
     ops = ops_for_backend(backend)
     if backend == "pytorch":
@@ -168,77 +174,3 @@ def array_namespace(backend: str, device: str) -> ArrayNamespace:
     else:
         xp = np
     return ArrayNamespace(ops, ops.device(None if backend == "numpy" else device), xp)
-
-
-def read_uniform(space: ArrayNamespace, buffer: Array, cursor: Array, offset: Any = 0) -> Array:
-    """Return the double at ``cursor + offset`` of every replica's row of ``buffer``, (B,)."""
-    index = space.ops.clip(cursor + offset, 0, buffer.shape[1] - 1)[:, None]
-    if space.ops.name == "pytorch":
-        return space.xp.take_along_dim(buffer, index, dim=1)[:, 0]
-    return space.xp.take_along_axis(buffer, index, axis=1)[:, 0]
-
-
-class UniformStreams:
-    """The replicas' exploration doubles, buffered K at a time (see the module docstring).
-
-    Parameters
-    ----------
-    generators : sequence of numpy.random.Generator
-        One per replica, each with a PCG64 bit generator (``advance`` rewinds it).
-    space : ArrayNamespace
-    per_step : int
-        The most doubles a replica uses in one step.
-    block : int, default 64
-        Steps per refill.
-
-    Attributes
-    ----------
-    buffer : float64 array of shape (B, K)
-        The next K doubles of every replica's generator (read by `read_uniform`).
-    cursor : int64 array of shape (B,)
-        How many of its row each replica has used.
-    """
-
-    def __init__(
-        self,
-        generators: Sequence[np.random.Generator],
-        space: ArrayNamespace,
-        per_step: int,
-        block: int = 64,
-    ) -> None:
-        if not all(hasattr(g.bit_generator, "advance") for g in generators):
-            raise ValueError(
-                "The array engine needs exploration generators whose bit generator can "
-                "advance (PCG64, as rl.seeding gives)."
-            )
-        self.generators = list(generators)
-        self.space = space
-        self.per_step = per_step
-        self.width = per_step * block
-        replicas = len(self.generators)
-        self.buffer = space.zeros((replicas, self.width), np.float64)
-        self.cursor = space.put(np.full(replicas, self.width, dtype=np.int64))
-        self._steps_left = 0
-
-    def reserve(self) -> None:
-        """Make sure every replica has ``per_step`` doubles ahead (refills every ``block`` steps).
-
-        The refill draws K doubles from each generator on the host (one call
-        per replica every ``block`` steps) and puts them on the device at once.
-        """
-        if self._steps_left == 0:
-            self.sync()
-            rows = np.stack([g.random(self.width) for g in self.generators])
-            self.buffer = self.space.put(rows)
-            self.cursor = self.space.put(np.zeros(len(self.generators), dtype=np.int64))
-            self._steps_left = self.width // self.per_step
-        self._steps_left -= 1
-
-    def sync(self) -> None:
-        """Rewind each generator to just after the doubles used; the buffer is then empty."""
-        unused = self.width - self.space.host(self.cursor)
-        for generator, count in zip(self.generators, unused.tolist(), strict=True):
-            if count:
-                generator.bit_generator.advance(-count)
-        self.cursor = self.space.put(np.full(len(self.generators), self.width, dtype=np.int64))
-        self._steps_left = 0
