@@ -10,7 +10,7 @@ import pytest
 from rl.agents.base import Transitions
 from rl.agents.readings import TABULAR_LIKE_STEPS, reading
 from rl.agents.tensor import _visits_compiled, visits
-from rl.agents.tensor.engine import resolve_engine
+from rl.agents.tensor.state import resolve_engine
 from rl.agents.tensor.teql import TEQLAgent, TEQLConfig
 from rl.agents.tensor.tlr import TLRAgent, TLRConfig
 from rl.problems import make_problem

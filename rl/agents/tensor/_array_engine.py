@@ -1,16 +1,16 @@
 """The array engine of the tensor agents: `rl.agents.tensor.step` run on a backend.
 
-`ArrayEngine` (`rl.agents.tensor.engine.Engine`) runs TEQL (every reading)
+`ArrayEngine` (`rl.agents.tensor.state.Engine`) runs TEQL (every reading)
 and TLR as the array code of `rl.agents.tensor.step`, batched over the B
 replicas, with no Python loop over replicas or actions, on the
 `rl.agents.tensor.state.TensorState` it is given:
 
 - ``name="reference"``: on NumPy, each replica drawing from its own generator
-  as the paper's step is written (`rl.agents.tensor.draws.GeneratorDraws`):
+  as the paper's step is written (`rl.agents.tensor._array_backend.GeneratorDraws`):
   the reference engine, which the compiled engine is tested against;
 - ``name="array"``: on the state's ``backend`` (NumPy, PyTorch, JAX) and
   ``device`` (CPU or GPU), with buffered doubles
-  (`rl.agents.tensor.draws.UniformStreams`). The factors, the visit table
+  (`rl.agents.tensor._array_backend.UniformStreams`). The factors, the visit table
   (`rl.agents.tensor._visits_array.DeviceVisits`), the step counters and
   epsilon stay on the device; what crosses to the host each step is what the
   environments need: the states come in, the actions (and the released
@@ -39,9 +39,8 @@ from numpy.typing import NDArray
 
 from rl.agents.base import Transitions
 from rl.agents.tensor import step
-from rl.agents.tensor._array_backend import array_namespace
+from rl.agents.tensor._array_backend import GeneratorSource, UniformStreams, array_namespace
 from rl.agents.tensor._visits_array import DeviceVisits, VisitState
-from rl.agents.tensor.draws import GeneratorSource, UniformStreams
 from rl.agents.tensor.state import TensorState, UpdateStats
 from tensorq import FactorBound
 from tensorq.functional import update_setting

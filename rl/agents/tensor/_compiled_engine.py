@@ -1,4 +1,4 @@
-"""The compiled engine of the tensor agents (`rl.agents.tensor.engine`): kernel arguments, once.
+"""The compiled engine of the tensor agents (`rl.agents.tensor.state.Engine`): kernel arguments.
 
 `CompiledEngine` builds, from the agent's `rl.agents.tensor.state.TensorState`,
 the named tuples that `rl.agents.tensor._step_compiled` reads: `AgentArrays`
@@ -83,7 +83,7 @@ def kernel_settings(state: TensorState) -> tuple[Settings, RuleSettings]:
 
 
 class CompiledEngine:
-    """The compiled act, greedy and observe of one tensor agent (`rl.agents.tensor.engine.Engine`).
+    """The compiled act, greedy and observe of one tensor agent (`rl.agents.tensor.state.Engine`).
 
     Parameters
     ----------

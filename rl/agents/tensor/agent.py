@@ -24,8 +24,14 @@ from rl.agents._explore import generator_states, set_generator_states
 from rl.agents._restore import check_generator_states, saved_array
 from rl.agents.base import DEFAULT_GAMMA, Agent, ContinuousActions, Transitions
 from rl.agents.tensor._array_backend import Backend, array_namespace, check_backend
-from rl.agents.tensor.engine import Engine, EngineName, make_engine, resolve_engine
-from rl.agents.tensor.state import StepRule, TensorState, pack_factors
+from rl.agents.tensor.state import (
+    Engine,
+    EngineName,
+    StepRule,
+    TensorState,
+    pack_factors,
+    resolve_engine,
+)
 from rl.agents.tensor.visits import VisitTable
 from rl.validation import (
     MAX_JOINT_ACTIONS,
@@ -79,8 +85,9 @@ class TensorAgentConfig:
     centre. Needs a continuous action interval (CartPole, Pendulum)."""
     engine: EngineName = "auto"
     """``"compiled"``: the Numba kernels (`rl.agents.tensor._compiled_engine.CompiledEngine`);
-    ``"reference"``: the NumPy/TensorLy mathematics (`rl.agents.tensor.engine.ReferenceEngine`);
-    ``"array"``: array operations on ``backend`` (`rl.agents.tensor._array_engine.ArrayEngine`);
+    ``"reference"``: the step of `rl.agents.tensor.step` on NumPy with each replica's own
+    generator draws; ``"array"``: the same step on ``backend`` with buffered draws
+    (`rl.agents.tensor._array_engine.ArrayEngine`);
     ``"auto"``: the array engine for a backend other than NumPy, else compiled wherever
     it applies (NumPy float64 factors)."""
     backend: Backend = "numpy"
@@ -143,7 +150,7 @@ class TensorAgent(Agent):
     The constructor builds the agent's `rl.agents.tensor.state.TensorState`
     (``state_``: the factors, counters, epsilon, generators, visit table and
     the subclass's `StepRule`) completely, then the engine on it (``engine_``,
-    `rl.agents.tensor.engine`); ``act``, ``greedy`` and ``observe`` go through
+    `rl.agents.tensor.state`); ``act``, ``greedy`` and ``observe`` go through
     the engine, which runs the step of `rl.agents.tensor.step` (or its compiled
     twin). A subclass declares its step (`own_rule`) and its visit table
     (`visit_table`); it writes no step of its own.
@@ -162,7 +169,7 @@ class TensorAgent(Agent):
     ----------
     state_ : rl.agents.tensor.state.TensorState
         What the engine reads; ``q_.factors``, ``steps_`` and ``epsilon_`` are its arrays.
-    engine_ : rl.agents.tensor.engine.Engine
+    engine_ : rl.agents.tensor.state.Engine
         Runs ``act``, ``greedy`` and ``observe`` (``engine_.name`` says which).
     """
 
@@ -356,3 +363,14 @@ class TensorAgent(Agent):
         self.epsilon_[...] = epsilon
         set_generator_states(generators, state["rngs"])
         self.engine_.reload(saved)
+
+
+def make_engine(name: str, state: TensorState) -> Engine:
+    """Build the engine ``name`` (``"compiled"``, ``"array"`` or ``"reference"``) on ``state``."""
+    if name == "compiled":
+        from rl.agents.tensor._compiled_engine import CompiledEngine
+
+        return CompiledEngine(state)
+    from rl.agents.tensor._array_engine import ArrayEngine
+
+    return ArrayEngine(state, name)

@@ -1,11 +1,20 @@
-"""What a tensor agent's engine reads: the resolved step (`StepRule`) and the state (`TensorState`).
+"""The engine seam of the tensor agents: what an engine reads (`TensorState`) and does (`Engine`).
 
 A `rl.agents.tensor.agent.TensorAgent` builds its `TensorState` completely
 (factors, step counters, epsilon, exploration generators, visit table, the
-continuous draws' record and the `StepRule`) before it builds its engine
-(`rl.agents.tensor.engine`), which reads only the bundle: never the agent.
-The agent's own attributes (``q_.factors``, ``steps_``, ``epsilon_``) are the
-bundle's arrays, shared, not copied.
+continuous draws' record and the resolved `StepRule`), then one `Engine` on
+it, picked once from ``config.engine`` by `resolve_engine`, and routes
+``act``, ``greedy`` and ``observe`` through it. An engine reads only the
+bundle, never the agent; the agent's own attributes (``q_.factors``,
+``steps_``, ``epsilon_``) are the bundle's arrays, shared, not copied.
+
+- ``"reference"``: `rl.agents.tensor._array_engine.ArrayEngine` on NumPy with each
+  replica's own generator draws, the step of `rl.agents.tensor.step` as written;
+- ``"array"``: the same engine with buffered draws on the config's ``backend``
+  (NumPy, PyTorch, JAX) and ``device``;
+- ``"compiled"``: `rl.agents.tensor._compiled_engine.CompiledEngine`, the step's
+  Numba twin (imported only when chosen). It gives the reference's numbers to
+  1e-12 (``tests/rl/test_fast_path.py``).
 """
 
 from __future__ import annotations
@@ -13,12 +22,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
-from rl.agents.base import ContinuousActions
+from rl.agents.base import ContinuousActions, Transitions
 from rl.agents.tensor.visits import VisitTable
 
 Array = Any
@@ -60,7 +69,7 @@ class StepRule(NamedTuple):
     kappa, lam, eps, c, tol : float
         Step-size decay, lambda and epsilon of eq. (loss_function), EUGE's c, tau.
     bonus_unit : float
-        The reward unit u of EUGE's count bonus (`rl.agents.tensor.euge`; 1 as printed).
+        The reward unit u of EUGE's count bonus (`rl.agents.tensor.step.euge_scores`; 1 as printed).
     max_inner : int
         I_max.
     f_max : float or None
@@ -200,3 +209,59 @@ def packed_factors(factors: list[NDArray[np.float64]]) -> NDArray[np.float64]:
         factors[:] = pack_factors(factors)
         packed = factors[0].base
     return packed
+
+
+EngineName = Literal["auto", "compiled", "reference", "array"]
+
+
+class Engine(Protocol):
+    """What a tensor agent asks of its engine (see `Agent.act`, `Agent.greedy`, `Agent.observe`)."""
+
+    name: str
+    """``"reference"``, ``"compiled"`` or ``"array"``."""
+
+    def act(
+        self,
+        states: NDArray[np.int64],
+        active: NDArray[np.bool_],
+        greedy: NDArray[np.bool_] | None = None,
+    ) -> NDArray[np.int64]:
+        """Explore where ``active & ~greedy``, act greedily where ``greedy``; (B, D_A)."""
+
+    def greedy(self, states: NDArray[np.int64]) -> NDArray[np.int64]:
+        """Return the first maximizer of Q per replica, (B, D_A); no randomness."""
+
+    def observe(self, batch: Transitions) -> UpdateStats:
+        """Learn from one transition per active replica (some replica is active)."""
+
+    def sync(self) -> None:
+        """Bring the state's host copies (counters, visits, generators) up to date."""
+
+    def reload(self, factors: list[NDArray[np.float64]]) -> None:
+        """Take the factors and the state's host copies as restored from a checkpoint."""
+
+
+def resolve_engine(engine: EngineName, factors: Sequence[Any], backend: str = "numpy") -> str:
+    """Return the engine to use.
+
+    ``"array"`` when asked for or for a ``backend`` other than NumPy; otherwise
+    ``"compiled"`` wherever it applies (NumPy float64 factors), else ``"reference"``.
+
+    Raises
+    ------
+    ValueError
+        If ``engine="compiled"`` is asked for factors it does not support.
+    """
+    if engine == "array" or backend != "numpy":
+        return "array"
+    if engine == "reference":
+        return "reference"
+    applies = all(isinstance(f, np.ndarray) and f.dtype == np.float64 for f in factors)
+    if not applies:
+        if engine == "compiled":
+            raise ValueError(
+                "The 'engine' parameter 'compiled' needs NumPy float64 factors; use 'auto' or "
+                "'reference' for other backends."
+            )
+        return "reference"
+    return "compiled"

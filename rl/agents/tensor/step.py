@@ -4,17 +4,19 @@ One step of every replica (Algorithm 3, lines 9-11), as array operations on
 `rl.agents.tensor._array_backend.ArrayNamespace` (NumPy, PyTorch or JAX),
 batched over the B replicas:
 
-- acting (`act`): the action values Q_{t-1}(s_t, .), EUGE's scores of
-  eq. (euge) (`rl.agents.tensor.euge`) or Q itself, an epsilon-greedy layer
-  (its random actions on the grid or continuous), the argmax with ties broken
-  at random (Algorithm 2);
+- acting (`act`): the action values Q_{t-1}(s_t, .), the scores (`scores`:
+  Q itself, or EUGE's EU_t(s, a) = Q_{t-1}(s, a) + c (Delta Q_{t-1}(s, a) +
+  u sqrt(log N_total(s) / (N(s, a) + 1))) of eq. (euge), `euge_scores`, with
+  u = 1 as printed: ``bonus_unit`` of `rl.agents.tensor.teql.TEQLConfig`), an
+  epsilon-greedy layer (its random actions on the grid or continuous), the
+  argmax with ties broken at random (Algorithm 2);
 - learning (`td_targets`, `learn`): the TD target r + gamma max_a' Q_{t-1}(s', a')
   (Algorithm 1, line 3), alpha_t = alpha_0 / (1 + kappa t)
   (`tensorq.schedule.step_size`), Algorithm 1's update (`tensorq.functional.pure_update`)
   in the order of Algorithm 3 (count before or after the update, Delta Q of
   eq. (decomp_error)), the step counters and epsilon's decay.
 
-The random draws come from a `rl.agents.tensor.draws.Draws`: on NumPy with
+The random draws come from a `rl.agents.tensor._array_backend.Draws`: on NumPy with
 each replica's own generator (`GeneratorDraws`) this code *is* the reference
 engine; with buffered doubles on any backend it is the array engine
 (`rl.agents.tensor._array_engine`). The compiled engine's Numba kernels
@@ -31,10 +33,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from rl.agents.tensor import _visits_array as visits_ops
-from rl.agents.tensor._array_backend import ArrayNamespace
+from rl.agents.tensor._array_backend import ArrayNamespace, Draws, array_namespace
 from rl.agents.tensor._visits_array import VisitState
-from rl.agents.tensor.draws import Draws
-from rl.agents.tensor.euge import euge_scores
 from rl.agents.tensor.state import StepRule
 from tensorq.functional import pure_subtensor, pure_update
 from tensorq.schedule import step_size
@@ -68,6 +68,49 @@ def action_values(
     """Q(s, a) for every joint action, (B, |A|): one (|A| x R) product per replica."""
     values = pure_subtensor(tuple(factors), ids, states, tuple(action_dims))
     return values.reshape(values.shape[0], math.prod(action_dims))
+
+
+def euge_scores(
+    action_values: Array,
+    delta: Array,
+    counts: Array,
+    c: float,
+    bonus_unit: float = 1.0,
+    space: ArrayNamespace | None = None,
+) -> Array:
+    """EUGE score of every action, eq. (euge).
+
+    Parameters
+    ----------
+    action_values : array, shape (B, |A|)
+        Q_{t-1}(s, a) of the current state for every action.
+    delta : array, shape (B, |A|)
+        Delta Q_{t-1}(s, a), the last decomposition error of eq. (decomp_error).
+    counts : array, shape (B, |A|)
+        N_{t-1}(s, a); N_total(s) is their sum over actions.
+    c : float
+        Exploration coefficient.
+    bonus_unit : float
+        u, the reward unit of the count bonus (1: eq. (euge) as printed).
+    space : ArrayNamespace, optional
+        The arrays' backend (default NumPy).
+
+    Returns
+    -------
+    array, shape (B, |A|)
+        EU_t(s, a). The log term is taken as 0 while N_total(s) = 0 (log of an
+        empty count is undefined; the authors' code takes N_total as 1 there,
+        which gives the same 0).
+
+    References
+    ----------
+    Eq. (euge) and Algorithm 2 (EUGE) of the TEQL paper.
+    """
+    space = array_namespace("numpy") if space is None else space
+    totals = counts.sum(axis=-1)[:, None]
+    log_total = space.xp.log(space.ops.clip(totals, 1.0, math.inf))
+    bonus = delta + bonus_unit * space.ops.sqrt(log_total / (counts + 1.0))
+    return action_values + c * bonus
 
 
 def scores(
