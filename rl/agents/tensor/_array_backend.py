@@ -1,11 +1,8 @@
-"""The array namespace of the tensor step (`rl.agents.tensor.step`) and its random draws.
+"""The tensor step's backend check and random draws (`rl.agents.tensor.step`).
 
-`ArrayNamespace` holds, once per backend and device, the few functions the
-step needs beyond `tensorq._backend.ArrayOps` (argmax, max, log, floor,
-cumulative sums, gathers along an axis, zeros on a device, and a scatter that
-writes in place on NumPy and PyTorch and is a donated ``jax.jit`` function on
-JAX, whose arrays are immutable). `check_backend` checks a tensor agent's
-backend, device and engine together.
+`check_backend` checks a tensor agent's backend, device and engine together;
+the step's arrays live in a `tensorq._backend.ArrayNamespace` (one backend,
+one device).
 
 The step asks for two kinds of draw, each for a mask of replicas and in the
 order the reference makes them: ``uniform(mask)``, one double in [0, 1) per
@@ -28,14 +25,12 @@ from __future__ import annotations
 
 import importlib.util
 import re
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from functools import cache
+from collections.abc import Sequence
 from typing import Any, Literal, Protocol
 
 import numpy as np
 
-from tensorq._backend import SUPPORTED_BACKENDS, ArrayOps, ops_for_backend
+from tensorq._backend import SUPPORTED_BACKENDS, ArrayNamespace, ops_for_backend
 
 Array = Any
 Backend = Literal["numpy", "pytorch", "jax"]
@@ -106,90 +101,6 @@ def _check_cuda(backend: str, device: str) -> None:
             f"The 'device' parameter {device!r} needs a CUDA GPU that PyTorch sees; "
             f"it sees {count} here."
         )
-
-
-@dataclass(frozen=True)
-class ArrayNamespace:
-    """Array functions of one backend and device (see the module docstring).
-
-    Attributes
-    ----------
-    ops : tensorq._backend.ArrayOps
-        TensorLy's handles for the backend (``where``, ``sqrt``, ``asarray``, ...).
-    device : Any
-        The backend's device (None for NumPy).
-    xp : module
-        ``numpy``, ``torch`` or ``jax.numpy``: argmax, max, log, floor,
-        cumsum, isfinite, maximum and minimum take ``axis`` on all three.
-    """
-
-    ops: ArrayOps
-    device: Any
-    xp: Any
-
-    def put(self, data: Any, dtype: Any = None) -> Array:
-        """Return ``data`` (NumPy or the backend's) as a backend array on the device."""
-        if self.ops.functional and isinstance(data, np.ndarray):  # jnp.asarray is slower
-            import jax
-
-            return jax.device_put(data if dtype is None else data.astype(dtype), self.device)
-        return self.ops.asarray(data, dtype, self.device)
-
-    def host(self, array: Array) -> np.ndarray:
-        """Return a NumPy copy (or view, for NumPy) of a backend array."""
-        return self.ops.to_numpy(array)
-
-    def astype(self, array: Array, dtype: Any) -> Array:
-        """``array`` converted to ``dtype``."""
-        return array.to(dtype) if self.ops.name == "pytorch" else array.astype(dtype)
-
-    @property
-    def on_host(self) -> bool:
-        """Whether the arrays are the host's own (NumPy): written in place, never copied back."""
-        return self.xp is np
-
-    def take_along(self, array: Array, index: Array) -> Array:
-        """``take_along_axis(array, index, axis=1)`` on the backend."""
-        if self.ops.name == "pytorch":
-            return self.xp.take_along_dim(array, index, dim=1)
-        return self.xp.take_along_axis(array, index, axis=1)
-
-    def zeros(self, shape: tuple[int, ...], dtype: Any) -> Array:
-        """Zeros of ``shape`` and ``dtype`` on the device."""
-        return self.put(np.zeros(shape, dtype=dtype))
-
-    def scatter(self, array: Array, index: tuple[Array, ...], values: Array) -> Array:
-        """``array[index] = values``: in place and returned (NumPy, PyTorch), or a new JAX array.
-
-        On JAX this is meant to run inside ``jax.jit``, where XLA writes in place.
-        """
-        if self.ops.functional:
-            return array.at[index].set(values)
-        array[index] = values
-        return array
-
-    def compile(self, function: Callable[..., Any], donate: tuple[int, ...] = ()) -> Any:
-        """Return ``function`` compiled by ``jax.jit`` (donating ``donate``) on JAX, else itself."""
-        if not self.ops.functional:
-            return function
-        import jax
-
-        return jax.jit(function, donate_argnums=donate)
-
-
-@cache
-def array_namespace(backend: str, device: str = "cpu") -> ArrayNamespace:
-    """Return the `ArrayNamespace` of ``backend`` on ``device`` ("cpu", "cuda", "cuda:N")."""
-    ops = ops_for_backend(backend)
-    if backend == "pytorch":
-        import torch
-
-        xp = torch
-    elif backend == "jax":
-        import jax.numpy as xp
-    else:
-        xp = np
-    return ArrayNamespace(ops, ops.device(None if backend == "numpy" else device), xp)
 
 
 class Draws(Protocol):

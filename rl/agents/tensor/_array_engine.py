@@ -39,10 +39,11 @@ from numpy.typing import NDArray
 
 from rl.agents.base import Transitions
 from rl.agents.tensor import step
-from rl.agents.tensor._array_backend import GeneratorSource, UniformStreams, array_namespace
+from rl.agents.tensor._array_backend import GeneratorSource, UniformStreams
 from rl.agents.tensor._visits_array import DeviceVisits, VisitState
 from rl.agents.tensor.state import TensorState, UpdateStats
 from tensorq import FactorBound
+from tensorq._backend import array_namespace
 from tensorq.functional import update_setting
 
 Array = Any

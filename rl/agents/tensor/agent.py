@@ -23,7 +23,7 @@ from numpy.typing import NDArray
 from rl.agents._explore import generator_states, set_generator_states
 from rl.agents._restore import check_generator_states, saved_array
 from rl.agents.base import DEFAULT_GAMMA, Agent, ContinuousActions, Transitions
-from rl.agents.tensor._array_backend import Backend, array_namespace, check_backend
+from rl.agents.tensor._array_backend import Backend, check_backend
 from rl.agents.tensor.state import (
     Engine,
     EngineName,
@@ -44,6 +44,7 @@ from rl.validation import (
     check_real,
 )
 from tensorq import OnlineCP
+from tensorq._backend import array_namespace
 from tensorq.validation import as_numpy
 
 if TYPE_CHECKING:

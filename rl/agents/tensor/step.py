@@ -1,7 +1,7 @@
 """The training step of the tensor agents (TEQL, TLR), written once over an array namespace.
 
 One step of every replica (Algorithm 3, lines 9-11), as array operations on
-`rl.agents.tensor._array_backend.ArrayNamespace` (NumPy, PyTorch or JAX),
+`tensorq._backend.ArrayNamespace` (NumPy, PyTorch or JAX),
 batched over the B replicas:
 
 - acting (`act`): the action values Q_{t-1}(s_t, .), the scores (`scores`:
@@ -33,9 +33,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from rl.agents.tensor import _visits_array as visits_ops
-from rl.agents.tensor._array_backend import ArrayNamespace, Draws, array_namespace
+from rl.agents.tensor._array_backend import Draws
 from rl.agents.tensor._visits_array import VisitState
 from rl.agents.tensor.state import StepRule
+from tensorq._backend import ArrayNamespace, array_namespace
 from tensorq.functional import pure_subtensor, pure_update
 from tensorq.schedule import step_size
 
