@@ -16,6 +16,11 @@ immutable: ``ArrayOps.functional`` is True for JAX, and the update code
 replaces factors (``.at[].set()``) where NumPy and PyTorch write in place.
 Choosing the JAX backend enables ``jax_enable_x64`` (TensorLy's JAX backend
 does so when it loads), so JAX holds float64 as the other backends do.
+
+:class:`ArrayNamespace` binds one backend's :class:`ArrayOps` to a device and
+adds what code compiled around the update needs (the array module ``xp``,
+dtype casts, gathers and scatters, ``jax.jit``): every backend-specific
+branch of the project's array code lives in this module.
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ import tensorly as tl
 from tensorly.backend import BackendManager
 
 SUPPORTED_BACKENDS = ("numpy", "pytorch", "jax")
+
+Array = Any
 
 
 def _numpy_clip(x: Any, low: float, high: float) -> Any:
@@ -284,3 +291,87 @@ def device_of(array: Any) -> Any:
         return None
     device = getattr(array, "device", None)  # torch.device; jax: a Device (jax >= 0.4.27)
     return device() if callable(device) else device
+
+
+@dataclass(frozen=True)
+class ArrayNamespace:
+    """Array functions of one backend and device (see the module docstring).
+
+    Attributes
+    ----------
+    ops : tensorq._backend.ArrayOps
+        TensorLy's handles for the backend (``where``, ``sqrt``, ``asarray``, ...).
+    device : Any
+        The backend's device (None for NumPy).
+    xp : module
+        ``numpy``, ``torch`` or ``jax.numpy``: argmax, max, log, floor,
+        cumsum, isfinite, maximum and minimum take ``axis`` on all three.
+    """
+
+    ops: ArrayOps
+    device: Any
+    xp: Any
+
+    def put(self, data: Any, dtype: Any = None) -> Array:
+        """Return ``data`` (NumPy or the backend's) as a backend array on the device."""
+        if self.ops.functional and isinstance(data, np.ndarray):  # jnp.asarray is slower
+            import jax
+
+            return jax.device_put(data if dtype is None else data.astype(dtype), self.device)
+        return self.ops.asarray(data, dtype, self.device)
+
+    def host(self, array: Array) -> np.ndarray:
+        """Return a NumPy copy (or view, for NumPy) of a backend array."""
+        return self.ops.to_numpy(array)
+
+    def astype(self, array: Array, dtype: Any) -> Array:
+        """``array`` converted to ``dtype``."""
+        return array.to(dtype) if self.ops.name == "pytorch" else array.astype(dtype)
+
+    @property
+    def on_host(self) -> bool:
+        """Whether the arrays are the host's own (NumPy): written in place, never copied back."""
+        return self.xp is np
+
+    def take_along(self, array: Array, index: Array) -> Array:
+        """``take_along_axis(array, index, axis=1)`` on the backend."""
+        if self.ops.name == "pytorch":
+            return self.xp.take_along_dim(array, index, dim=1)
+        return self.xp.take_along_axis(array, index, axis=1)
+
+    def zeros(self, shape: tuple[int, ...], dtype: Any) -> Array:
+        """Zeros of ``shape`` and ``dtype`` on the device."""
+        return self.put(np.zeros(shape, dtype=dtype))
+
+    def scatter(self, array: Array, index: tuple[Array, ...], values: Array) -> Array:
+        """``array[index] = values``: in place and returned (NumPy, PyTorch), or a new JAX array.
+
+        On JAX this is meant to run inside ``jax.jit``, where XLA writes in place.
+        """
+        if self.ops.functional:
+            return array.at[index].set(values)
+        array[index] = values
+        return array
+
+    def compile(self, function: Callable[..., Any], donate: tuple[int, ...] = ()) -> Any:
+        """Return ``function`` compiled by ``jax.jit`` (donating ``donate``) on JAX, else itself."""
+        if not self.ops.functional:
+            return function
+        import jax
+
+        return jax.jit(function, donate_argnums=donate)
+
+
+@cache
+def array_namespace(backend: str, device: str = "cpu") -> ArrayNamespace:
+    """Return the `ArrayNamespace` of ``backend`` on ``device`` ("cpu", "cuda", "cuda:N")."""
+    ops = ops_for_backend(backend)
+    if backend == "pytorch":
+        import torch
+
+        xp = torch
+    elif backend == "jax":
+        import jax.numpy as xp
+    else:
+        xp = np
+    return ArrayNamespace(ops, ops.device(None if backend == "numpy" else device), xp)

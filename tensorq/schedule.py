@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -55,5 +56,17 @@ class StepSchedule:
         steps = np.asarray(t)
         if steps.dtype.kind not in "iuf" or (steps < 0).any():
             raise ValueError(f"The 't' parameter must be a time step >= 0. Got {t!r} instead.")
-        alpha = self.alpha0 / (1.0 + self.kappa * steps)
+        alpha = step_size(self.alpha0, self.kappa, steps)
         return float(alpha) if steps.ndim == 0 else alpha
+
+
+def step_size(alpha0: float, kappa: float, t: Any) -> Any:
+    """Return alpha_t = alpha_0 / (1 + kappa t) for time steps ``t`` of any array backend.
+
+    Unchecked: `StepSchedule` checks its settings and time steps, then calls this.
+
+    References
+    ----------
+    Algorithm 1, line 2.
+    """
+    return alpha0 / (1.0 + kappa * t)

@@ -1,7 +1,7 @@
 """Action selection shared by the agents: argmax with random tie-breaking, epsilon-greedy.
 
-Used by TabularQ, LoRa-VI, TLR and TEQL (whose EUGE scores go through the same
-tie-breaking argmax); any agent that picks actions from a (B, |A|) array of
+Used by TabularQ and LoRa-VI (the tensor agents draw the same way, batched, in
+`rl.agents.tensor.step`); any agent that picks actions from a (B, |A|) array of
 scores may reuse it. Everything here works on flat action indices (one joint action per
 column); agents convert to and from index vectors with ``numpy.ravel_multi_index``
 and ``numpy.unravel_index``.
@@ -112,66 +112,6 @@ def epsilon_greedy(
             random_actions[b] = rng.integers(n_actions)
     greedy = argmax_random_ties(action_values, generators, active & ~explored)
     return np.where(explored, random_actions, greedy)
-
-
-def epsilon_greedy_continuous(
-    action_values: NDArray[np.float64],
-    epsilon: NDArray[np.float64],
-    active: NDArray[np.bool_],
-    generators: Sequence[np.random.Generator],
-    low: NDArray[np.float64],
-    high: NDArray[np.float64],
-    action_dims: Sequence[int],
-    drawn: NDArray[np.float64],
-    drawn_mask: NDArray[np.bool_],
-) -> NDArray[np.int64]:
-    """Epsilon-greedy whose random actions are continuous draws, as the released code's.
-
-    Like `epsilon_greedy`, but an exploring replica b draws each action
-    component k as ``a = low[k] + (high[k] - low[k]) * u``, ``u ~ U[0, 1)`` from
-    ``generators[b]`` (in place of one ``integers(|A|)`` draw), writes it to
-    ``drawn[b, k]`` and sets ``drawn_mask[b]``; the returned grid index is
-    ``rint((a - low) / (high - low) (d_k - 1))`` (endpoint rounding, so the edge
-    bins are half as wide as the others). Replicas that do not explore get
-    ``drawn_mask[b] = False``.
-
-    Parameters
-    ----------
-    action_values, epsilon, active, generators
-        As in `epsilon_greedy`.
-    low, high : ndarray of float, shape (D_A,)
-        The action interval of each component.
-    action_dims : sequence of int, length D_A
-        Bins of each action component (the joint index is their C-order ravel).
-    drawn : ndarray of float, shape (B, D_A)
-        Receives the drawn actions (in place).
-    drawn_mask : ndarray of bool, shape (B,)
-        Receives which replicas drew (in place).
-
-    Returns
-    -------
-    ndarray of int64, shape (B,)
-        Flat joint action indices.
-
-    References
-    ----------
-    "The authors' code and this one" (docs/authors-code.md), "Exploratory actions".
-    """
-    drawn_mask[:] = False
-    random_actions = np.zeros(len(action_values), dtype=np.int64)
-    for b in np.flatnonzero(active):
-        rng = generators[b]
-        if rng.random() < epsilon[b]:
-            drawn_mask[b] = True
-            flat = 0
-            for k, size in enumerate(action_dims):
-                value = low[k] + (high[k] - low[k]) * rng.random()
-                drawn[b, k] = value
-                index = np.rint((value - low[k]) / (high[k] - low[k]) * (size - 1))
-                flat = flat * size + int(min(max(index, 0.0), size - 1.0))
-            random_actions[b] = flat
-    greedy = argmax_random_ties(action_values, generators, active & ~drawn_mask)
-    return np.where(drawn_mask, random_actions, greedy)
 
 
 def decay_epsilon(

@@ -116,8 +116,8 @@ def epsilon_continuous(values, epsilon, generator, dims, n_state, low, high, dra
     ``low[k] + (high[k] - low[k]) * random()`` into ``drawn[k]`` and credited to
     the grid index ``rint((a - low) / (high - low) (d - 1))`` (the released code's
     endpoint rounding); returns (flat joint index, True). Otherwise a maximizer
-    with random ties and False. The reference is
-    `rl.agents._explore.epsilon_greedy_continuous`.
+    with random ties and False. The reference is the tensor step's
+    ``random_actions`` (``rl/agents/tensor/step.py``).
     """
     if generator.random() < epsilon:
         flat = 0

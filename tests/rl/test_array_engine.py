@@ -225,7 +225,6 @@ def test_cuda_run_equals_the_compiled_engine(case, backend):
 @pytest.mark.parametrize("backend", LONG_BACKENDS)
 def test_device_visit_table_grows_in_place(backend):
     """Through doublings of rows and pages, and a restore midway: the host's sparse table."""
-    from rl.agents.tensor._array_backend import array_namespace
     from rl.agents.tensor._visits_array import (
         DeviceVisits,
         increment,
@@ -234,6 +233,7 @@ def test_device_visit_table_grows_in_place(backend):
         visit_rows,
     )
     from rl.agents.tensor.visits import SparseVisits
+    from tensorq._backend import array_namespace
 
     replicas, n_states, n_actions = 3, 100_000, 2
     space = array_namespace(backend, "cpu")

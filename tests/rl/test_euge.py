@@ -1,7 +1,7 @@
 import numpy as np
 
 from rl.agents._explore import argmax_random_ties
-from rl.agents.tensor.euge import euge_scores
+from rl.agents.tensor.step import euge_scores
 
 
 def test_euge_scores_by_hand():

@@ -10,7 +10,7 @@ import pytest
 from rl.agents.base import Transitions
 from rl.agents.readings import TABULAR_LIKE_STEPS, reading
 from rl.agents.tensor import _visits_compiled, visits
-from rl.agents.tensor.engine import resolve_engine
+from rl.agents.tensor.state import resolve_engine
 from rl.agents.tensor.teql import TEQLAgent, TEQLConfig
 from rl.agents.tensor.tlr import TLRAgent, TLRConfig
 from rl.problems import make_problem
@@ -132,7 +132,7 @@ def _assert_same_draws(reference, compiled, active):
 
 
 def _assert_same_generators(reference, compiled):
-    for ours, theirs in zip(compiled._rngs, reference._rngs, strict=True):
+    for ours, theirs in zip(compiled.state_.generators, reference.state_.generators, strict=True):
         assert ours.bit_generator.state == theirs.bit_generator.state
 
 

@@ -1,31 +1,36 @@
-"""The array functions and random streams of the array engine (`rl.agents.tensor._array_engine`).
+"""The tensor step's backend check and random draws (`rl.agents.tensor.step`).
 
-`ArrayNamespace` holds, once per backend and device, the few functions the
-engine needs beyond `tensorq._backend.ArrayOps` (argmax, max, log, floor,
-cumulative sums, zeros on a device, and a scatter that writes in place on
-NumPy and PyTorch and is a donated ``jax.jit`` function on JAX, whose arrays
-are immutable).
+`check_backend` checks a tensor agent's backend, device and engine together;
+the step's arrays live in a `tensorq._backend.ArrayNamespace` (one backend,
+one device).
 
-`UniformStreams` gives each replica the doubles its exploration generator
-(`rl.seeding.AgentRandom.explore`, a PCG64 `numpy.random.Generator`) would
-give one ``random()`` call at a time, drawn ``K`` at a time on the host and
-read on the device by a cursor per replica, so that a step reads them with
-array operations and no loop over replicas. ``sync`` rewinds every generator
-(``bit_generator.advance``) to just after the doubles actually used, so that
-a checkpoint saves the exact streams.
+The step asks for two kinds of draw, each for a mask of replicas and in the
+order the reference makes them: ``uniform(mask)``, one double in [0, 1) per
+replica of ``mask`` (epsilon's test, a continuous action component), and
+``integers(mask, high)``, one integer in [0, high) per replica (a discrete
+random action, the pick among tied maximizers). Replicas outside the mask
+draw nothing. Two sources answer:
+
+- `GeneratorDraws` calls each replica's own generator
+  (`rl.seeding.AgentRandom.explore`) as the reference does
+  (``Generator.random``, ``Generator.integers``): the NumPy reference engine.
+- `BufferedDraws` reads the doubles each generator would give, drawn ``K``
+  at a time on the host by `UniformStreams` and read on the device by a
+  cursor per replica, so that a step draws with array operations and no loop
+  over replicas (the array engine, any backend; ``jax.jit`` traces it). An
+  integer is ``floor(u high)``; there it differs from ``Generator.integers``.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import re
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from collections.abc import Sequence
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
-from tensorq._backend import SUPPORTED_BACKENDS, ArrayOps, ops_for_backend
+from tensorq._backend import SUPPORTED_BACKENDS, ArrayNamespace, ops_for_backend
 
 Array = Any
 Backend = Literal["numpy", "pytorch", "jax"]
@@ -98,88 +103,110 @@ def _check_cuda(backend: str, device: str) -> None:
         )
 
 
-@dataclass(frozen=True)
-class ArrayNamespace:
-    """Array functions of one backend and device (see the module docstring).
+class Draws(Protocol):
+    """What the tensor step draws (see the module docstring)."""
 
-    Attributes
+    def uniform(self, mask: Array) -> Array:
+        """One double in [0, 1) per replica of ``mask`` (B,); meaningless elsewhere."""
+
+    def integers(self, mask: Array, high: Any) -> Array:
+        """One int64 in [0, high) per replica of ``mask`` (B,); ``high`` an int or (B,)."""
+
+    def result(self) -> tuple[Array, ...]:
+        """Return what the source keeps of these draws (the new cursor; nothing for generators)."""
+
+
+class GeneratorDraws:
+    """Draws from each replica's own generator, one call per replica, as the reference makes them.
+
+    Parameters
     ----------
-    ops : tensorq._backend.ArrayOps
-        TensorLy's handles for the backend (``where``, ``sqrt``, ``asarray``, ...).
-    device : Any
-        The backend's device (None for NumPy).
-    xp : module
-        ``numpy``, ``torch`` or ``jax.numpy``: argmax, max, log, floor,
-        cumsum, isfinite, maximum and minimum take ``axis`` on all three.
+    generators : sequence of numpy.random.Generator
+        One per replica (shared, not copied).
     """
 
-    ops: ArrayOps
-    device: Any
-    xp: Any
+    def __init__(self, generators: Sequence[np.random.Generator]) -> None:
+        self.generators = generators
 
-    def put(self, data: Any, dtype: Any = None) -> Array:
-        """Return ``data`` (NumPy or the backend's) as a backend array on the device."""
-        if self.ops.functional and isinstance(data, np.ndarray):  # jnp.asarray is slower
-            import jax
+    def uniform(self, mask: np.ndarray) -> np.ndarray:  # noqa: D102
+        out = np.zeros(len(mask))
+        for b in np.flatnonzero(mask).tolist():
+            out[b] = self.generators[b].random()
+        return out
 
-            return jax.device_put(data if dtype is None else data.astype(dtype), self.device)
-        return self.ops.asarray(data, dtype, self.device)
+    def integers(self, mask: np.ndarray, high: Any) -> np.ndarray:  # noqa: D102
+        out = np.zeros(len(mask), dtype=np.int64)
+        high = np.broadcast_to(high, mask.shape)
+        for b in np.flatnonzero(mask).tolist():
+            out[b] = self.generators[b].integers(int(high[b]))
+        return out
 
-    def host(self, array: Array) -> np.ndarray:
-        """Return a NumPy copy (or view, for NumPy) of a backend array."""
-        return self.ops.to_numpy(array)
-
-    def astype(self, array: Array, dtype: Any) -> Array:
-        """``array`` converted to ``dtype``."""
-        return array.to(dtype) if self.ops.name == "pytorch" else array.astype(dtype)
-
-    def zeros(self, shape: tuple[int, ...], dtype: Any) -> Array:
-        """Zeros of ``shape`` and ``dtype`` on the device."""
-        return self.put(np.zeros(shape, dtype=dtype))
-
-    def scatter(self, array: Array, index: tuple[Array, ...], values: Array) -> Array:
-        """``array[index] = values``: in place and returned (NumPy, PyTorch), or a new JAX array.
-
-        On JAX this is meant to run inside ``jax.jit``, where XLA writes in place.
-        """
-        if self.ops.functional:
-            return array.at[index].set(values)
-        array[index] = values
-        return array
-
-    def compile(self, function: Callable[..., Any], donate: tuple[int, ...] = ()) -> Any:
-        """Return ``function`` compiled by ``jax.jit`` (donating ``donate``) on JAX, else itself."""
-        if not self.ops.functional:
-            return function
-        import jax
-
-        return jax.jit(function, donate_argnums=donate)
+    def result(self) -> tuple[Array, ...]:  # noqa: D102
+        return ()
 
 
-def array_namespace(backend: str, device: str) -> ArrayNamespace:
-    """Return the `ArrayNamespace` of ``backend`` on ``device`` ("cpu", "cuda", "cuda:N")."""
-    ops = ops_for_backend(backend)
-    if backend == "pytorch":
-        import torch
+class GeneratorSource:
+    """`GeneratorDraws` for the engines: no arrays cross into the step, nothing to keep."""
 
-        xp = torch
-    elif backend == "jax":
-        import jax.numpy as xp
-    else:
-        xp = np
-    return ArrayNamespace(ops, ops.device(None if backend == "numpy" else device), xp)
+    def __init__(self, generators: Sequence[np.random.Generator]) -> None:
+        self._draws = GeneratorDraws(generators)
+
+    def args(self) -> tuple[Array, ...]:
+        """Return the arrays the step's draws read (none)."""
+        return ()
+
+    def open(self, space: ArrayNamespace, args: tuple[Array, ...]) -> GeneratorDraws:
+        """Return the draws of one step."""
+        return self._draws
+
+    def take(self, result: tuple[Array, ...]) -> None:
+        """Keep what the step's draws return (nothing)."""
+
+    def sync(self) -> None:
+        """Nothing to do: the generators were drawn from directly."""
 
 
 def read_uniform(space: ArrayNamespace, buffer: Array, cursor: Array, offset: Any = 0) -> Array:
     """Return the double at ``cursor + offset`` of every replica's row of ``buffer``, (B,)."""
     index = space.ops.clip(cursor + offset, 0, buffer.shape[1] - 1)[:, None]
-    if space.ops.name == "pytorch":
-        return space.xp.take_along_dim(buffer, index, dim=1)[:, 0]
-    return space.xp.take_along_axis(buffer, index, axis=1)[:, 0]
+    return space.take_along(buffer, index)[:, 0]
+
+
+class BufferedDraws:
+    """Draws read from `UniformStreams`' buffer by a cursor per replica (array operations).
+
+    Parameters
+    ----------
+    space : ArrayNamespace
+    buffer : float64 array of shape (B, K)
+    cursor : int64 array of shape (B,)
+        The next unread double of every row.
+    """
+
+    def __init__(self, space: ArrayNamespace, buffer: Array, cursor: Array) -> None:
+        self.space, self.buffer, self.cursor = space, buffer, cursor
+        self.used: Any = 0
+
+    def uniform(self, mask: Array) -> Array:  # noqa: D102
+        space = self.space
+        value = read_uniform(space, self.buffer, self.cursor, self.used)
+        self.used = self.used + space.astype(mask, space.ops.int64)
+        return value
+
+    def integers(self, mask: Array, high: Any) -> Array:  # noqa: D102
+        space = self.space
+        index = space.astype(space.xp.floor(self.uniform(mask) * high), space.ops.int64)
+        return space.ops.where(index < high, index, high - 1)
+
+    def result(self) -> tuple[Array, ...]:  # noqa: D102
+        return (self.cursor + self.used,)
 
 
 class UniformStreams:
     """The replicas' exploration doubles, buffered K at a time (see the module docstring).
+
+    ``sync`` rewinds every generator (``bit_generator.advance``) to just after
+    the doubles actually used, so that a checkpoint saves the exact streams.
 
     Parameters
     ----------
@@ -220,11 +247,11 @@ class UniformStreams:
         self.cursor = space.put(np.full(replicas, self.width, dtype=np.int64))
         self._steps_left = 0
 
-    def reserve(self) -> None:
-        """Make sure every replica has ``per_step`` doubles ahead (refills every ``block`` steps).
+    def args(self) -> tuple[Array, ...]:
+        """Return the buffer and cursor, with ``per_step`` doubles ahead of every replica.
 
-        The refill draws K doubles from each generator on the host (one call
-        per replica every ``block`` steps) and puts them on the device at once.
+        The refill (every ``block`` steps) draws K doubles from each generator
+        on the host, one call per replica, and puts them on the device at once.
         """
         if self._steps_left == 0:
             self.sync()
@@ -233,6 +260,15 @@ class UniformStreams:
             self.cursor = self.space.put(np.zeros(len(self.generators), dtype=np.int64))
             self._steps_left = self.width // self.per_step
         self._steps_left -= 1
+        return self.buffer, self.cursor
+
+    def open(self, space: ArrayNamespace, args: tuple[Array, ...]) -> BufferedDraws:
+        """Return the draws of one step on ``args`` (`args`' buffer and cursor)."""
+        return BufferedDraws(space, *args)
+
+    def take(self, result: tuple[Array, ...]) -> None:
+        """Keep the cursor the step's draws returned."""
+        (self.cursor,) = result
 
     def sync(self) -> None:
         """Rewind each generator to just after the doubles used; the buffer is then empty."""

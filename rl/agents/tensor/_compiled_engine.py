@@ -1,20 +1,21 @@
-"""The compiled engine of the tensor agents (`rl.agents.tensor.engine`): kernel arguments, once.
+"""The compiled engine of the tensor agents (`rl.agents.tensor.state.Engine`): kernel arguments.
 
-`CompiledEngine` builds, from the agent's `rl.agents.tensor.engine.StepRule`, the
-named tuples that `rl.agents.tensor._step_compiled` reads: `AgentArrays` (the packed
-factors, counters, epsilon, the typed list of the replicas' exploration
-generators, which shares their state with the Python objects so that
-checkpoints and the reference path see the same streams, and the record of the
-last update), `Settings`, `tensorq._compiled.RuleSettings` and the visit
-table's `rl.agents.tensor.visits.VisitArrays`. The agent's ``q_.factors`` are views
-of the one packed array (B, sum_n d_n, R) the kernels read (`packed_factors`),
-so one compiled kernel serves any number of modes.
+`CompiledEngine` builds, from the agent's `rl.agents.tensor.state.TensorState`,
+the named tuples that `rl.agents.tensor._step_compiled` reads: `AgentArrays`
+(the packed factors, counters, epsilon, the typed list of the replicas'
+exploration generators, which shares their state with the Python objects so
+that checkpoints and the reference engine see the same streams, and the record
+of the last update), `Settings`, `tensorq._compiled.RuleSettings` and the
+visit table's `rl.agents.tensor.visits.VisitArrays`. The state's factors are
+views of the one packed array (B, sum_n d_n, R) the kernels read
+(`rl.agents.tensor.state.packed_factors`), so one compiled kernel serves any
+number of modes.
 """
 
 from __future__ import annotations
 
 import operator
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -23,13 +24,9 @@ from rl.agents._explore_compiled import typed_generators
 from rl.agents.base import Transitions
 from rl.agents.tensor import _step_compiled as _kernels
 from rl.agents.tensor._step_compiled import EXPLORATION, AgentArrays, Settings
-from rl.agents.tensor.engine import UpdateStats, copy_factors, packed_factors
+from rl.agents.tensor.state import StepRule, TensorState, UpdateStats, packed_factors
 from rl.agents.tensor.visits import VisitArrays
 from tensorq._compiled import RULES, RuleSettings
-
-if TYPE_CHECKING:
-    from rl.agents.tensor.agent import TensorAgent
-
 
 _NO_TABLE = VisitArrays(*([np.zeros(0, np.int64)] * 3), np.zeros((0, 0), np.int64),
                         np.zeros((0, 0)), np.zeros(0, np.int64))  # fmt: skip
@@ -44,102 +41,97 @@ class _PlainArguments(NamedTuple):
     table: tuple
 
 
+def kernel_settings(state: TensorState) -> tuple[Settings, RuleSettings]:
+    """Return the state's `StepRule` and mode sizes as the kernels read them."""
+    rule: StepRule = state.rule
+    dims = np.array(state.state_dims + state.action_dims, dtype=np.int64)
+    interval = rule.action_interval
+    low, high = (np.zeros(1), np.ones(1)) if interval is None else map(np.array, interval)
+    settings = Settings(
+        dims=dims,
+        offsets=np.concatenate([[0], np.cumsum(dims)[:-1]]).astype(np.int64),
+        n_state=len(state.state_dims),
+        n_states=int(state.n_states),
+        explore=EXPLORATION[rule.exploration],
+        c=float(rule.c),
+        bonus_unit=float(rule.bonus_unit),
+        continuous=interval is not None,
+        low=np.asarray(low, dtype=np.float64),
+        high=np.asarray(high, dtype=np.float64),
+        gamma=float(rule.gamma),
+        alpha0=float(rule.alpha0),
+        kappa=float(rule.kappa),
+        lam=float(rule.lam),
+        eps=float(rule.eps),
+        epsilon_decay=float(rule.epsilon_decay),
+        epsilon_min=float(rule.epsilon_min),
+        count_before_update=bool(rule.count_before_update),
+        signed_delta=bool(rule.signed_delta),
+        visits=state.visits is not None,
+        entry_steps=rule.step_count == "entry",
+    )
+    f_max = rule.f_max
+    rule_settings = RuleSettings(
+        rule=RULES[rule.update],
+        tol=float(rule.tol),
+        max_inner=int(rule.max_inner),
+        f_max=0.0 if f_max is None else float(f_max),
+        bounded=f_max is not None,
+        mode_scale=np.ones(len(dims)) if rule.mode_scale is None else np.array(rule.mode_scale),
+    )
+    return settings, rule_settings
+
+
 class CompiledEngine:
-    """The compiled act, greedy and observe of one tensor agent (`rl.agents.tensor.engine.Engine`).
+    """The compiled act, greedy and observe of one tensor agent (`rl.agents.tensor.state.Engine`).
 
     Parameters
     ----------
-    agent : rl.agents.tensor.agent.TensorAgent
-        Supplies the factors (``q_``, packed here), ``problem``, ``steps_``,
-        ``epsilon_``, the exploration generators, ``visits_`` (None: no counts,
-        no Delta Q) and its `rl.agents.tensor.engine.StepRule` (read on first use,
-        once the agent is fully built).
+    state : rl.agents.tensor.state.TensorState
+        Complete, on NumPy with float64 factors (packed here).
     """
 
     name = "compiled"
 
-    def __init__(self, agent: TensorAgent) -> None:
-        self.agent = agent
-        replicas, action_modes = agent.replicas, len(agent.problem.action_dims)
-        packed_factors(agent.q_.factors)
-        self._views: list[NDArray[np.float64]] = []
-        self._packed = np.zeros((0, 0, 0))
+    def __init__(self, state: TensorState) -> None:
+        self.state = state
+        replicas, action_modes = state.replicas, len(state.action_dims)
+        self._packed = packed_factors(state.factors)
+        self._views: list[NDArray[np.float64]] = list(state.factors)
         self._no_greedy = np.zeros(replicas, dtype=bool)
         self._all = np.ones(replicas, dtype=bool)
         self.stats = UpdateStats(*np.zeros((5, replicas)))
         """The last update's record (rows of inactive replicas are stale)."""
-        drawn = agent.continuous_actions_
+        drawn = state.drawn
         if drawn is None:
             drawn = (np.zeros(replicas, dtype=bool), np.zeros((replicas, action_modes)))
         self._drawn_mask, self._drawn = drawn
-        self.generators = typed_generators(agent.exploration_generators())
+        self.generators = typed_generators(state.generators)
         """The replicas' exploration generators as the kernels draw from them (shared state)."""
-        self._constants: tuple[Settings, RuleSettings] | None = None
-        self._plain_settings: tuple[tuple, tuple] | None = None
+        self._constants = kernel_settings(state)
+        self._plain_settings = tuple(map(_kernels.as_plain, self._constants))
 
     def settings(self) -> tuple[Settings, RuleSettings]:
-        """Return the agent's constants as the kernels read them (built on first use)."""
-        if self._constants is None:
-            self._constants = self._build_settings()
+        """Return the state's constants as the kernels read them."""
         return self._constants
 
-    def _build_settings(self) -> tuple[Settings, RuleSettings]:
-        agent = self.agent
-        config, problem, rule = agent.config, agent.problem, agent.step_rule()
-        dims = np.array(problem.shape, dtype=np.int64)
-        interval = agent.action_interval_
-        low, high = interval if interval is not None else (np.zeros(1), np.ones(1))
-        settings = Settings(
-            dims=dims,
-            offsets=np.concatenate([[0], np.cumsum(dims)[:-1]]).astype(np.int64),
-            n_state=len(problem.state_dims),
-            n_states=int(agent.n_states),
-            explore=EXPLORATION[rule.exploration],
-            c=float(rule.c),
-            bonus_unit=float(rule.bonus_unit),
-            continuous=bool(config.continuous_random_actions),
-            low=low,
-            high=high,
-            gamma=float(config.gamma),
-            alpha0=float(rule.alpha0),
-            kappa=float(rule.kappa),
-            lam=float(rule.lam),
-            eps=float(rule.eps),
-            epsilon_decay=float(config.epsilon_decay),
-            epsilon_min=float(config.epsilon_min),
-            count_before_update=bool(rule.count_before_update),
-            signed_delta=bool(rule.signed_delta),
-            visits=agent.visits_ is not None,
-            entry_steps=rule.step_count == "entry",
-        )
-        f_max = rule.f_max
-        rule_settings = RuleSettings(
-            rule=RULES[rule.update],
-            tol=float(rule.tol),
-            max_inner=int(rule.max_inner),
-            f_max=0.0 if f_max is None else float(f_max),
-            bounded=f_max is not None,
-            mode_scale=np.ones(len(dims)) if rule.mode_scale is None else np.array(rule.mode_scale),
-        )
-        return settings, rule_settings
-
     def arrays(self) -> AgentArrays:
-        """Return the agent's arrays as the kernels read and write them.
+        """Return the state's arrays as the kernels read and write them.
 
         The factors are checked to still be views of the packed array (repacked if not).
         """
-        agent = self.agent
-        factors = agent.q_.factors
+        state = self.state
+        factors = state.factors
         if len(factors) != len(self._views) or not all(map(operator.is_, factors, self._views)):
             self._packed = packed_factors(factors)
             self._views = list(factors)
         return AgentArrays(
-            self._packed, agent.steps_, agent.epsilon_, self._drawn, self._drawn_mask, *self.stats,
+            self._packed, state.steps, state.epsilon, self._drawn, self._drawn_mask, *self.stats,
         )  # fmt: skip
 
     def visit_arrays(self, room: int = 0) -> VisitArrays:
         """Return the visit table's arrays, with room for ``room`` new rows (empty without one)."""
-        visits = self.agent.visits_
+        visits = self.state.visits
         if visits is None:
             return _NO_TABLE
         if room:
@@ -148,8 +140,6 @@ class CompiledEngine:
 
     def _plain(self, room: int = 0) -> _PlainArguments:
         """Return the kernels' arguments as plain tuples (`._step_compiled.as_plain`)."""
-        if self._plain_settings is None:
-            self._plain_settings = tuple(map(_kernels.as_plain, self.settings()))
         settings, rule = self._plain_settings
         arrays = _kernels.as_plain(self.arrays())
         return _PlainArguments(arrays, settings, rule, _kernels.as_plain(self.visit_arrays(room)))
@@ -161,8 +151,8 @@ class CompiledEngine:
         greedy: NDArray[np.bool_] | None = None,
     ) -> NDArray[np.int64]:
         """Return actions (B, D_A): explore where ``active & ~greedy``, argmax Q where greedy."""
-        agent = self.agent
-        actions = np.zeros((agent.replicas, len(agent.problem.action_dims)), dtype=np.int64)
+        state = self.state
+        actions = np.zeros((state.replicas, len(state.action_dims)), dtype=np.int64)
         plain = self._plain()
         _kernels.act_entry(
             plain.arrays, self.generators, plain.settings, plain.table,
@@ -172,10 +162,6 @@ class CompiledEngine:
             actions,
         )  # fmt: skip
         return actions
-
-    def explore(self, states: NDArray[np.int64], active: NDArray[np.bool_]) -> NDArray[np.int64]:
-        """Exploratory actions of the active replicas (B, D_A)."""
-        return self.act(states, active)
 
     def greedy(self, states: NDArray[np.int64]) -> NDArray[np.int64]:
         """Return the first maximizer of Q per replica; no randomness."""
@@ -197,18 +183,18 @@ class CompiledEngine:
             np.ascontiguousarray(batch.terminated, dtype=bool),
             np.ascontiguousarray(batch.active, dtype=bool),
         )
-        bad = _kernels.observe_entry(*self._plain(self.agent.replicas), _kernels.as_plain(batch))
+        bad = _kernels.observe_entry(*self._plain(self.state.replicas), _kernels.as_plain(batch))
         if bad >= 0:
             raise self.divergence(bad)
         return self.stats
 
     def sync(self) -> None:
-        """Nothing to do: the kernels write the agent's own arrays."""
+        """Nothing to do: the kernels write the state's own arrays."""
 
     def reload(self, factors: list[NDArray[np.float64]]) -> None:
-        """Copy ``factors`` into the agent's (packed) factors in place."""
-        copy_factors(self.agent, factors)
+        """Copy ``factors`` into the state's (packed) factors in place."""
+        self.state.reload(factors)
 
     def divergence(self, replica: int) -> ValueError:
         """Return the error of replica ``replica``'s non-finite TD target."""
-        return self.agent.divergence(replica, float(self.stats.targets[replica]))
+        return self.state.divergence(replica, float(self.stats.targets[replica]))

@@ -1,4 +1,4 @@
-"""Compiled (Numba) twin of EUGE's scores (`rl.agents.tensor.euge`) on the compiled visit table."""
+"""Compiled (Numba) twin of EUGE's scores (`rl.agents.tensor.step.euge_scores`)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ drop_stale(__file__, [_visits_compiled.__file__, _visit_layout.__file__, visits.
 def euge_scores(values, table, key, c, unit, out):
     """EU(s, a) = Q(s, a) + c (Delta Q(s, a) + u sqrt(log N_total(s) / (N(s, a) + 1))), eq. (euge).
 
-    ``unit`` is u, the reward unit of the count bonus (`rl.agents.tensor.euge`).
+    ``unit`` is u, the reward unit of the count bonus (`rl.agents.tensor.step.euge_scores`).
     """
     row = visit_row(table, key, False)
     if row < 0:  # unvisited: no counts, no errors, no log term

@@ -68,7 +68,7 @@ EPSILON_GREEDY = 0  # epsilon-greedy on Q (TLR)
 EUGE = 1  # argmax of eq. (euge), random ties (TEQL)
 EUGE_EPSILON = 2  # epsilon-greedy layer over EUGE (TEQL as released)
 EXPLORATION = {"epsilon": EPSILON_GREEDY, "euge": EUGE, "euge-epsilon": EUGE_EPSILON}
-"""The `Settings.explore` number of each `rl.agents.tensor.engine.StepRule.exploration`."""
+"""The `Settings.explore` number of each `rl.agents.tensor.state.StepRule.exploration`."""
 
 
 class AgentArrays(NamedTuple):
@@ -87,7 +87,7 @@ class AgentArrays(NamedTuple):
     drawn_mask : ndarray of bool, shape (B,)
         Replicas whose last action is in ``drawn``.
     targets, before, after, visits, step_size : ndarray of float64, shape (B,)
-        The last update (`rl.agents.tensor.engine.UpdateStats`).
+        The last update (`rl.agents.tensor.state.UpdateStats`).
     """
 
     factors: NDArray[np.float64]

@@ -33,9 +33,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from rl.agents.tensor._array_backend import ArrayNamespace
 from rl.agents.tensor.visits import DenseVisits, VisitTable
 from rl.validation import check_memory
+from tensorq._backend import ArrayNamespace
 
 Array = Any
 

@@ -20,25 +20,19 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from rl.agents._explore import (
-    decay_epsilon,
-    epsilon_greedy,
-    epsilon_greedy_continuous,
-    generator_states,
-    set_generator_states,
-)
+from rl.agents._explore import generator_states, set_generator_states
 from rl.agents._restore import check_generator_states, saved_array
 from rl.agents.base import DEFAULT_GAMMA, Agent, ContinuousActions, Transitions
 from rl.agents.tensor._array_backend import Backend, check_backend
-from rl.agents.tensor.engine import (
+from rl.agents.tensor.state import (
     Engine,
     EngineName,
-    ReferenceEngine,
     StepRule,
-    UpdateStats,
+    TensorState,
     pack_factors,
     resolve_engine,
 )
+from rl.agents.tensor.visits import VisitTable
 from rl.validation import (
     MAX_JOINT_ACTIONS,
     MAX_RANK,
@@ -50,10 +44,10 @@ from rl.validation import (
     check_real,
 )
 from tensorq import OnlineCP
+from tensorq._backend import array_namespace
 from tensorq.validation import as_numpy
 
 if TYPE_CHECKING:
-    from rl.agents.tensor.visits import VisitTable
     from rl.problems import Problem
     from rl.seeding import AgentRandom
 
@@ -92,8 +86,9 @@ class TensorAgentConfig:
     centre. Needs a continuous action interval (CartPole, Pendulum)."""
     engine: EngineName = "auto"
     """``"compiled"``: the Numba kernels (`rl.agents.tensor._compiled_engine.CompiledEngine`);
-    ``"reference"``: the NumPy/TensorLy mathematics (`rl.agents.tensor.engine.ReferenceEngine`);
-    ``"array"``: array operations on ``backend`` (`rl.agents.tensor._array_engine.ArrayEngine`);
+    ``"reference"``: the step of `rl.agents.tensor.step` on NumPy with each replica's own
+    generator draws; ``"array"``: the same step on ``backend`` with buffered draws
+    (`rl.agents.tensor._array_engine.ArrayEngine`);
     ``"auto"``: the array engine for a backend other than NumPy, else compiled wherever
     it applies (NumPy float64 factors)."""
     backend: Backend = "numpy"
@@ -151,12 +146,15 @@ def identity_action_factors(
 
 
 class TensorAgent(Agent):
-    """Base class: a B-replica `tensorq.OnlineCP` Q-tensor, its reading helpers and its engine.
+    """Base class: a B-replica `tensorq.OnlineCP` Q-tensor, its state bundle and its engine.
 
-    ``act``, ``greedy`` and ``observe`` go through ``engine_``
-    (`rl.agents.tensor.engine`), chosen at construction: the reference engine runs the
-    subclass's mathematics (`choose_actions`, `learn`), the compiled engine the
-    same step as declared by `step_rule`.
+    The constructor builds the agent's `rl.agents.tensor.state.TensorState`
+    (``state_``: the factors, counters, epsilon, generators, visit table and
+    the subclass's `StepRule`) completely, then the engine on it (``engine_``,
+    `rl.agents.tensor.state`); ``act``, ``greedy`` and ``observe`` go through
+    the engine, which runs the step of `rl.agents.tensor.step` (or its compiled
+    twin). A subclass declares its step (`own_rule`) and its visit table
+    (`visit_table`); it writes no step of its own.
 
     Parameters
     ----------
@@ -170,14 +168,13 @@ class TensorAgent(Agent):
 
     Attributes
     ----------
-    engine_ : rl.agents.tensor.engine.Engine
+    state_ : rl.agents.tensor.state.TensorState
+        What the engine reads; ``q_.factors``, ``steps_`` and ``epsilon_`` are its arrays.
+    engine_ : rl.agents.tensor.state.Engine
         Runs ``act``, ``greedy`` and ``observe`` (``engine_.name`` says which).
-    visits_ : rl.agents.tensor.visits.VisitTable or None
-        The visit table, for agents that keep one (TEQL).
     """
 
     config: TensorAgentConfig
-    visits_: VisitTable | None = None
 
     def __init__(
         self, problem: Problem, config: TensorAgentConfig, streams: Sequence[AgentRandom]
@@ -193,8 +190,7 @@ class TensorAgent(Agent):
         )
         factor_bytes = 8.0 * self.replicas * sum(problem.shape) * config.rank
         check_memory("rank", factor_bytes, "the CP factors (B x sum(d_n) x R float64)")
-        self._rngs = [stream.explore for stream in streams]
-        self.action_interval_: tuple[NDArray[np.float64], NDArray[np.float64]] | None = None
+        interval = None
         if config.continuous_random_actions:
             interval = getattr(problem, "action_interval", None)
             if interval is None:
@@ -202,13 +198,17 @@ class TensorAgent(Agent):
                     "The 'continuous_random_actions' parameter needs a problem with a "
                     f"continuous action interval (cartpole, pendulum); {problem.name!r} has none."
                 )
-            low, high = (np.asarray(bound, dtype=np.float64) for bound in interval)
-            self.action_interval_ = (low, high)
+            interval = tuple(tuple(float(v) for v in np.ravel(bound)) for bound in interval)
             self.continuous_actions_ = ContinuousActions(
                 np.zeros(self.replicas, dtype=bool),
                 np.zeros((self.replicas, len(problem.action_dims))),
             )
-        self.q_ = OnlineCP(self._initial_factors(streams))
+        factors = self._initial_factors(streams)
+        engine = resolve_engine(config.engine, factors, config.backend)
+        if engine == "array":
+            space = array_namespace(config.backend, config.device)
+            factors = [space.put(np.array(f)) for f in factors]
+        self.q_ = OnlineCP(factors)
         table = self.n_states * self.n_actions
         if self.q_.n_params > table:
             warnings.warn(
@@ -219,8 +219,26 @@ class TensorAgent(Agent):
             )
         self.steps_ = np.zeros(self.replicas, dtype=np.int64)
         self.epsilon_ = np.full(self.replicas, float(config.epsilon_start))
-        name = resolve_engine(config.engine, self.q_.factors, config.backend)
-        self.engine_: Engine = make_engine(name, self)
+        rule = self.own_rule()._replace(
+            gamma=float(config.gamma), epsilon_decay=float(config.epsilon_decay),
+            epsilon_min=float(config.epsilon_min), action_interval=interval,
+        )  # fmt: skip
+        self.state_ = TensorState(
+            rule=rule,
+            factors=self.q_.factors,
+            steps=self.steps_,
+            epsilon=self.epsilon_,
+            generators=[stream.explore for stream in streams],
+            visits=self.visit_table(engine),
+            drawn=self.continuous_actions_,
+            state_dims=tuple(problem.state_dims),
+            action_dims=tuple(problem.action_dims),
+            backend=config.backend,
+            device=config.device,
+            label=type(self).__name__,
+            remedies=tuple(self.divergence_remedies()),
+        )
+        self.engine_: Engine = make_engine(engine, self.state_)
 
     def _initial_factors(self, streams: Sequence[AgentRandom]) -> list[NDArray[np.float64]]:
         shape, rank, scale = self.problem.shape, self.config.rank, self.config.init_scale
@@ -237,28 +255,28 @@ class TensorAgent(Agent):
                 stacked[first + mode][:] = rows
         return pack_factors(stacked)  # views of one array, which the compiled kernels read
 
-    @property
-    def compiled(self) -> bool:
-        """Whether the engine is the compiled one."""
-        return self.engine_.name == "compiled"
+    def own_rule(self) -> StepRule:
+        """Return the subclass's exploration and update in numbers (a `StepRule`).
+
+        The constructor adds what every tensor agent shares (gamma, epsilon's
+        schedule, the continuous action interval).
+        """
+        raise NotImplementedError
+
+    def visit_table(self, engine: str) -> VisitTable | None:
+        """Return the visit table the step keeps, for the engine ``engine`` (None: none)."""
+        return None
 
     def step_rule(self) -> StepRule:
         """Return the exploration and update of one training step in numbers (a `StepRule`)."""
-        raise NotImplementedError
+        return self.state_.rule
 
-    def choose_actions(
-        self, states: NDArray[np.int64], active: NDArray[np.bool_]
-    ) -> NDArray[np.int64]:
-        """Exploratory flat joint actions (B,) of the active replicas: the reference mathematics."""
-        raise NotImplementedError
-
-    def learn(self, batch: Transitions) -> UpdateStats:
-        """One update of every active replica: the reference mathematics."""
-        raise NotImplementedError
-
-    def exploration_generators(self) -> list[np.random.Generator]:
-        """Return the replicas' exploration generators (shared, not copied)."""
-        return self._rngs
+    @property
+    def visits_(self) -> VisitTable | None:
+        """N(s, a) and Delta Q(s, a) per replica, up to date (None: the agent keeps none)."""
+        if self.state_.visits is not None:
+            self.engine_.sync()
+        return self.state_.visits
 
     def act(
         self,
@@ -273,26 +291,13 @@ class TensorAgent(Agent):
         return self.engine_.act(states, active, greedy)
 
     def explore(self, states: NDArray[np.int64], active: NDArray[np.bool_]) -> NDArray[np.int64]:
-        """Exploratory actions (B, D_A) of the active replicas (`choose_actions`)."""
+        """Exploratory actions (B, D_A) of the active replicas (`rl.agents.tensor.step.act`)."""
         return self.engine_.act(states, active)
 
     def observe(self, batch: Transitions) -> None:
-        """Learn from one transition per active replica (`learn`)."""
+        """Learn from one transition per active replica (`rl.agents.tensor.step.learn`)."""
         if batch.active.any():
             self.engine_.observe(batch)
-
-    def _epsilon_greedy(
-        self, scores: NDArray[np.float64], active: NDArray[np.bool_]
-    ) -> NDArray[np.int64]:
-        """Epsilon-greedy on ``scores`` (B, |A|), with continuous random actions if configured."""
-        if self.action_interval_ is None or self.continuous_actions_ is None:
-            return epsilon_greedy(scores, self.epsilon_, active, self._rngs)
-        low, high = self.action_interval_
-        drawn = self.continuous_actions_
-        return epsilon_greedy_continuous(
-            scores, self.epsilon_, active, self._rngs, low, high, self.problem.action_dims,
-            drawn.values, drawn.mask,
-        )  # fmt: skip
 
     @property
     def n_params(self) -> int:
@@ -307,10 +312,6 @@ class TensorAgent(Agent):
         """Flat (joint) action index per replica, shape (B,)."""
         return np.ravel_multi_index(tuple(actions.T), self.problem.action_dims)
 
-    def action_vectors(self, flat: NDArray[np.int64]) -> NDArray[np.int64]:
-        """Convert flat joint actions (B,) to action index vectors (B, D_A)."""
-        return np.stack(np.unravel_index(flat, self.problem.action_dims), axis=-1)
-
     def action_values(self, states: NDArray[np.int64]) -> NDArray[np.float64]:
         """Q(s, a) for every joint action, shape (B, |A|): one (|A| x R) product per replica."""
         return np.asarray(self.q_.subtensor(states)).reshape(self.replicas, self.n_actions)
@@ -319,57 +320,22 @@ class TensorAgent(Agent):
         """Argmax_a Q(s, a) per replica (first maximum on ties; no randomness)."""
         return self.engine_.greedy(states)
 
-    def targets(
-        self,
-        rewards: NDArray[np.float64],
-        next_states: NDArray[np.int64],
-        terminated: NDArray[np.bool_],
-    ) -> NDArray[np.float64]:
-        """TD targets r + gamma max_a' Q(s', a'), the reward alone at termination.
-
-        References
-        ----------
-        Algorithm 1, line 3 (the target uses the factors before the update).
-        """
-        bootstrap = self.action_values(next_states).max(axis=-1)
-        targets = rewards + self.config.gamma * np.where(terminated, 0.0, bootstrap)
-        if not np.isfinite(targets).all():
-            replica = int(np.flatnonzero(~np.isfinite(targets))[0])
-            raise self.divergence(replica, targets[replica])
-        return targets
-
     def divergence_remedies(self) -> list[str]:
         """Return the settings of this agent that can stop its Q-values from overflowing."""
         return ["a smaller step size 'alpha'", "a smaller 'gamma'"]
 
-    def divergence(self, replica: int, target: float) -> ValueError:
-        """Return the error raised when replica ``replica``'s TD target ``target`` is not finite."""
-        return ValueError(
-            f"{type(self).__name__} diverged: the TD target of replica {replica} is "
-            f"{target} (its Q-values overflowed); the run stops. Try "
-            f"{', or '.join(self.divergence_remedies())}."
-        )
-
-    def count_step(self, batch: Transitions) -> None:
-        """Advance the step counters and decay epsilon after a training step.
-
-        Epsilon decays after every non-terminal step of an active replica, as in
-        the authors' code.
-        """
-        self.steps_[batch.active] += 1
-        config = self.config
-        mask = batch.active & ~batch.terminated
-        decay_epsilon(self.epsilon_, mask, config.epsilon_decay, config.epsilon_min)
-
     def state_dict(self) -> dict[str, Any]:
-        """Factors, step counters, epsilon and exploration generator states (NumPy)."""
+        """Factors, step counters, epsilon, generator states and visit table (NumPy)."""
         self.engine_.sync()
-        return {
+        saved = {
             "factors": [np.array(as_numpy(f), copy=True) for f in self.q_.factors],
             "steps": self.steps_.copy(),
             "epsilon": self.epsilon_.copy(),
-            "rngs": generator_states(self._rngs),
+            "rngs": generator_states(self.state_.generators),
         }
+        if self.state_.visits is not None:
+            saved["visits"] = self.state_.visits.state_dict()
+        return saved
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what `state_dict` returned, once checked (`rl.agents._restore`).
@@ -390,21 +356,22 @@ class TensorAgent(Agent):
         ]
         steps = saved_array(state, "steps", self.steps_, low=0)
         epsilon = saved_array(state, "epsilon", self.epsilon_, low=0.0, high=1.0)
-        check_generator_states(state["rngs"], len(self._rngs), "rngs")
-        self.engine_.reload(saved)
+        generators = self.state_.generators
+        check_generator_states(state["rngs"], len(generators), "rngs")
+        if self.state_.visits is not None:
+            self.state_.visits.load_state_dict(state["visits"])
         self.steps_[...] = steps
         self.epsilon_[...] = epsilon
-        set_generator_states(self._rngs, state["rngs"])
+        set_generator_states(generators, state["rngs"])
+        self.engine_.reload(saved)
 
 
-def make_engine(name: str, agent: TensorAgent) -> Engine:
-    """Build the engine ``name`` (``"compiled"``, ``"array"`` or ``"reference"``) of ``agent``."""
+def make_engine(name: str, state: TensorState) -> Engine:
+    """Build the engine ``name`` (``"compiled"``, ``"array"`` or ``"reference"``) on ``state``."""
     if name == "compiled":
         from rl.agents.tensor._compiled_engine import CompiledEngine
 
-        return CompiledEngine(agent)
-    if name == "array":
-        from rl.agents.tensor._array_engine import ArrayEngine
+        return CompiledEngine(state)
+    from rl.agents.tensor._array_engine import ArrayEngine
 
-        return ArrayEngine(agent)
-    return ReferenceEngine(agent)
+    return ArrayEngine(state, name)

@@ -45,20 +45,18 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
 
-from rl.agents._explore import argmax_random_ties
 from rl.agents.base import Transitions
 from rl.agents.registry import AgentSpec
 from rl.agents.tensor.agent import TensorAgent, TensorAgentConfig
-from rl.agents.tensor.engine import StepRule, UpdateStats
-from rl.agents.tensor.euge import euge_scores
+from rl.agents.tensor.state import StepRule, UpdateStats
 from rl.agents.tensor.visits import Storage, VisitTable, make_visit_table
 from rl.validation import check_choice, check_int, check_real
-from tensorq import FactorBound, StepSchedule, bcd_update
+from tensorq import FactorBound, StepSchedule
 
 if TYPE_CHECKING:
     from rl.problems import Problem
@@ -194,31 +192,19 @@ class TEQLAgent(TensorAgent):
     """
 
     config: TEQLConfig
-    visits_: VisitTable
 
     def __init__(
         self, problem: Problem, config: TEQLConfig, streams: Sequence[AgentRandom]
     ) -> None:
-        super().__init__(problem, config, streams)
-        self.visits_ = make_visit_table(
-            self.replicas, self.n_states, self.n_actions, config.visit_storage, self.compiled
-        )
         self.schedule = StepSchedule(config.alpha0, config.kappa)
         self.bound = None
         if config.bounded:
             v_max = problem.reward_bound / (1.0 - config.gamma)
             self.bound = FactorBound.from_value_bound(v_max, config.rank, len(problem.shape))
         self.on_update: Callable[[UpdateRecord], None] | None = None
+        super().__init__(problem, config, streams)
 
-    def exploration_scores(self, states: NDArray[np.int64]) -> NDArray[np.float64]:
-        """EU_t(s, a) of eq. (euge) for every joint action, shape (B, |A|)."""
-        rows = self.visits_.rows(self.flat_states(states))
-        config = self.config
-        return euge_scores(
-            self.action_values(states), rows.delta, rows.counts, config.c, config.bonus_unit
-        )
-
-    def step_rule(self) -> StepRule:
+    def own_rule(self) -> StepRule:
         """EUGE (under epsilon-greedy when epsilon_start > 0) and the configured update."""
         config = self.config
         return StepRule(
@@ -229,6 +215,13 @@ class TEQLAgent(TensorAgent):
             f_max=None if self.bound is None else self.bound.f_max,
             count_before_update=config.count_before_update, signed_delta=config.signed_delta,
             step_count=config.step_count, mode_scale=self.mode_scale,
+        )  # fmt: skip
+
+    def visit_table(self, engine: str) -> VisitTable:
+        """N(s, a) and Delta Q(s, a), dense or sparse (``visit_storage``)."""
+        return make_visit_table(
+            self.replicas, self.n_states, self.n_actions, self.config.visit_storage,
+            engine == "compiled",
         )  # fmt: skip
 
     @property
@@ -245,15 +238,6 @@ class TEQLAgent(TensorAgent):
         first = len(self.problem.state_dims)
         return tuple(1.0 if mode < first else share for mode in range(len(self.problem.shape)))
 
-    def choose_actions(
-        self, states: NDArray[np.int64], active: NDArray[np.bool_]
-    ) -> NDArray[np.int64]:
-        """EUGE action (Algorithm 2), under an epsilon-greedy layer when epsilon_start > 0."""
-        scores = self.exploration_scores(states)
-        if self.config.epsilon_start > 0:
-            return self._epsilon_greedy(scores, active)
-        return argmax_random_ties(scores, self._rngs, active)
-
     def divergence_remedies(self) -> list[str]:
         """Return TEQL's settings that keep Q finite: step size, gamma, stable rule, bounds."""
         remedies = ["a smaller step size 'alpha0'", "a smaller 'gamma'"]
@@ -263,40 +247,8 @@ class TEQLAgent(TensorAgent):
             remedies.append("bounded iterates ('bounded': true)")
         return remedies
 
-    def learn(self, batch: Transitions) -> UpdateStats:
-        """One Algorithm 1 update per active replica, then Delta Q and N (Algorithm 3)."""
-        config, active = self.config, batch.active
-        states, actions = self.flat_states(batch.states), self.flat_actions(batch.actions)
-        targets = self.targets(batch.rewards, batch.next_states, batch.terminated)
-        if config.count_before_update:
-            self.visits_.increment(states, actions, active)
-        visits = self.visits_.counts(states, actions)
-        step_size = self.schedule(visits if config.step_count == "entry" else self.steps_ + 1)
-        result = bcd_update(
-            self.q_,
-            np.concatenate([batch.states, batch.actions], axis=1),
-            targets,
-            visits,
-            step_size=step_size,
-            lam=config.lam,
-            eps=config.eps,
-            tol=config.tol,
-            max_inner=config.max_inner,
-            bound=self.bound,
-            mask=~active,
-            variant=config.update,
-            mode_scale=self.mode_scale,
-        )
-        change = result.before - result.after
-        delta = change if config.signed_delta else np.abs(change)
-        self.visits_.set_delta(states, actions, delta, active)
-        if not config.count_before_update:
-            self.visits_.increment(states, actions, active)
-        self.count_step(batch)
-        return UpdateStats(targets, result.before, result.after, visits, step_size)
-
     def observe(self, batch: Transitions) -> None:
-        """Learn from the batch (`learn` or its compiled twin), then call `on_update` if set."""
+        """Learn from the batch (`rl.agents.tensor.step.learn`), then call `on_update` if set."""
         if not batch.active.any():
             return
         stats = self.engine_.observe(batch)
@@ -313,15 +265,6 @@ class TEQLAgent(TensorAgent):
             np.array(stats.step_size, dtype=np.float64), f_max, batch.active,
         )  # fmt: skip
         self.on_update(record)
-
-    def state_dict(self) -> dict[str, Any]:
-        """Factors, counters, visit table, epsilon and generator states."""
-        return {**super().state_dict(), "visits": self.visits_.state_dict()}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore what `state_dict` returned."""
-        super().load_state_dict(state)
-        self.visits_.load_state_dict(state["visits"])
 
 
 SPEC = AgentSpec("teql", TEQLAgent, TEQLConfig)

@@ -14,15 +14,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
-from numpy.typing import NDArray
-
-from rl.agents.base import Transitions
 from rl.agents.registry import AgentSpec
 from rl.agents.tensor.agent import TensorAgent, TensorAgentConfig
-from rl.agents.tensor.engine import StepRule, UpdateStats
+from rl.agents.tensor.state import StepRule
 from rl.validation import check_real
-from tensorq import normalized_step
 
 
 @dataclass(frozen=True)
@@ -66,29 +61,9 @@ class TLRAgent(TensorAgent):
 
     config: TLRConfig
 
-    def step_rule(self) -> StepRule:
+    def own_rule(self) -> StepRule:
         """Epsilon-greedy on Q and one normalized step with the constant step size alpha."""
         return StepRule(exploration="epsilon", update="normalized", alpha0=self.config.alpha)
-
-    def choose_actions(
-        self, states: NDArray[np.int64], active: NDArray[np.bool_]
-    ) -> NDArray[np.int64]:
-        """Epsilon-greedy on Q(s, .), ties broken at random."""
-        return self._epsilon_greedy(self.action_values(states), active)
-
-    def learn(self, batch: Transitions) -> UpdateStats:
-        """One normalized-gradient step per mode for every active replica."""
-        targets = self.targets(batch.rewards, batch.next_states, batch.terminated)
-        result = normalized_step(
-            self.q_,
-            np.concatenate([batch.states, batch.actions], axis=1),
-            targets,
-            step_size=self.config.alpha,
-            mask=~batch.active,
-        )
-        self.count_step(batch)
-        step_size = np.full(self.replicas, self.config.alpha)
-        return UpdateStats(targets, result.before, result.after, np.zeros(self.replicas), step_size)
 
 
 SPEC = AgentSpec("tlr", TLRAgent, TLRConfig)

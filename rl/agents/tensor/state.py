@@ -1,0 +1,267 @@
+"""The engine seam of the tensor agents: what an engine reads (`TensorState`) and does (`Engine`).
+
+A `rl.agents.tensor.agent.TensorAgent` builds its `TensorState` completely
+(factors, step counters, epsilon, exploration generators, visit table, the
+continuous draws' record and the resolved `StepRule`), then one `Engine` on
+it, picked once from ``config.engine`` by `resolve_engine`, and routes
+``act``, ``greedy`` and ``observe`` through it. An engine reads only the
+bundle, never the agent; the agent's own attributes (``q_.factors``,
+``steps_``, ``epsilon_``) are the bundle's arrays, shared, not copied.
+
+- ``"reference"``: `rl.agents.tensor._array_engine.ArrayEngine` on NumPy with each
+  replica's own generator draws, the step of `rl.agents.tensor.step` as written;
+- ``"array"``: the same engine with buffered draws on the config's ``backend``
+  (NumPy, PyTorch, JAX) and ``device``;
+- ``"compiled"``: `rl.agents.tensor._compiled_engine.CompiledEngine`, the step's
+  Numba twin (imported only when chosen). It gives the reference's numbers to
+  1e-12 (``tests/rl/test_fast_path.py``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, NamedTuple, Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+
+from rl.agents.base import ContinuousActions, Transitions
+from rl.agents.tensor.visits import VisitTable
+
+Array = Any
+
+
+class UpdateStats(NamedTuple):
+    """What one update did, one value per replica (rows of inactive replicas are meaningless).
+
+    Attributes
+    ----------
+    targets : ndarray of float64, shape (B,)
+        TD targets r + gamma max_a' Q_{t-1}(s', a').
+    before, after : ndarray of float64, shape (B,)
+        The updated entry before and after the update.
+    visits : ndarray, shape (B,)
+        The count N passed to the loss of eq. (loss_function) (0 without visit table).
+    step_size : ndarray of float64, shape (B,)
+        The step size in force.
+    """
+
+    targets: NDArray[np.float64]
+    before: NDArray[np.float64]
+    after: NDArray[np.float64]
+    visits: NDArray[Any]
+    step_size: NDArray[np.float64]
+
+
+class StepRule(NamedTuple):
+    """One training step of a tensor agent in numbers an engine can run.
+
+    Attributes
+    ----------
+    exploration : {"epsilon", "euge", "euge-epsilon"}
+        Epsilon-greedy on Q, EUGE (eq. (euge)), or an epsilon-greedy layer over EUGE.
+    update : {"paper", "released", "stable", "normalized"}
+        The row update (`tensorq.bcd_update` variants, or `tensorq.normalized_step`).
+    alpha0 : float
+        Initial step size alpha_0 of alpha_t = alpha_0 / (1 + kappa t).
+    kappa, lam, eps, c, tol : float
+        Step-size decay, lambda and epsilon of eq. (loss_function), EUGE's c, tau.
+    bonus_unit : float
+        The reward unit u of EUGE's count bonus (`rl.agents.tensor.step.euge_scores`; 1 as printed).
+    max_inner : int
+        I_max.
+    f_max : float or None
+        The factor bound F_max of Assumption 2 (None: unbounded).
+    count_before_update, signed_delta : bool
+        The released reading's counting and sign of Delta Q.
+    step_count : {"agent", "entry"}
+        t of alpha_t: the agent's steps, or the visit count N(s, a) of the updated entry.
+    mode_scale : tuple of float or None
+        rho_n of the stable rule's row steps (`tensorq.update.stable_sweep`); None: ones.
+    gamma : float
+        The discount of the TD target.
+    epsilon_decay, epsilon_min : float
+        Epsilon's factor after every non-terminal training step, and its floor.
+    action_interval : tuple of two tuples of float, or None
+        ``(low, high)`` per action component: the epsilon layer's random actions
+        are continuous draws from it (`rl.agents.base.ContinuousActions`); None:
+        a random grid index.
+    """
+
+    exploration: Literal["epsilon", "euge", "euge-epsilon"]
+    update: Literal["paper", "released", "stable", "normalized"]
+    alpha0: float
+    kappa: float = 0.0
+    lam: float = 0.0
+    eps: float = 1.0
+    c: float = 0.0
+    bonus_unit: float = 1.0
+    tol: float = 0.0
+    max_inner: int = 1
+    f_max: float | None = None
+    count_before_update: bool = False
+    signed_delta: bool = False
+    step_count: Literal["agent", "entry"] = "agent"
+    mode_scale: tuple[float, ...] | None = None
+    gamma: float = 0.99
+    epsilon_decay: float = 1.0
+    epsilon_min: float = 0.0
+    action_interval: tuple[tuple[float, ...], tuple[float, ...]] | None = None
+
+
+@dataclass(frozen=True)
+class TensorState:
+    """Everything an engine of a tensor agent reads, built before the engine.
+
+    Attributes
+    ----------
+    rule : StepRule
+        The step, resolved.
+    factors : list of arrays of shape (B, d_n, R)
+        The Q-tensor's factors (the agent's ``q_.factors`` list itself); on NumPy
+        views of one packed array (B, sum_n d_n, R), see `pack_factors`.
+    steps : ndarray of int64, shape (B,)
+        Training transitions observed per replica.
+    epsilon : ndarray of float64, shape (B,)
+        The epsilon layer's probability per replica.
+    generators : list of numpy.random.Generator
+        The replicas' exploration generators (shared).
+    visits : rl.agents.tensor.visits.VisitTable or None
+        N(s, a) and Delta Q(s, a) (None: the agent keeps none).
+    drawn : rl.agents.base.ContinuousActions or None
+        The record of the last continuous random actions (with ``rule.action_interval``).
+    state_dims, action_dims : tuple of int
+        The mode sizes of states and actions.
+    backend, device : str
+        Where the array engine runs.
+    label : str
+        The agent's name, for the divergence error.
+    remedies : tuple of str
+        The settings that can keep the agent's Q-values finite.
+    """
+
+    rule: StepRule
+    factors: list[Array]
+    steps: NDArray[np.int64]
+    epsilon: NDArray[np.float64]
+    generators: list[np.random.Generator]
+    visits: VisitTable | None
+    drawn: ContinuousActions | None
+    state_dims: tuple[int, ...]
+    action_dims: tuple[int, ...]
+    backend: str = "numpy"
+    device: str = "cpu"
+    label: str = "TensorAgent"
+    remedies: tuple[str, ...] = ()
+
+    @property
+    def replicas(self) -> int:
+        """B."""
+        return len(self.steps)
+
+    @property
+    def n_states(self) -> int:
+        """|S|, the number of flat states."""
+        return math.prod(self.state_dims)
+
+    @property
+    def n_actions(self) -> int:
+        """|A|, the number of joint actions."""
+        return math.prod(self.action_dims)
+
+    def action_vectors(self, flat: NDArray[np.int64]) -> NDArray[np.int64]:
+        """Convert flat joint actions (B,) to action index vectors (B, D_A)."""
+        return np.stack(np.unravel_index(flat, self.action_dims), axis=-1)
+
+    def divergence(self, replica: int, target: float) -> ValueError:
+        """Return the error raised when replica ``replica``'s TD target ``target`` is not finite."""
+        return ValueError(
+            f"{self.label} diverged: the TD target of replica {replica} is "
+            f"{target} (its Q-values overflowed); the run stops. Try "
+            f"{', or '.join(self.remedies)}."
+        )
+
+    def reload(self, factors: Sequence[NDArray[np.float64]]) -> None:
+        """Copy ``factors`` into the NumPy factors in place (after a checkpoint load)."""
+        for factor, values in zip(self.factors, factors, strict=True):
+            factor[...] = values
+
+
+def pack_factors(factors: Sequence[NDArray[np.float64]]) -> list[NDArray[np.float64]]:
+    """Copy factors (B, d_n, R) into one array (B, sum d_n, R); return views of it, one per mode."""
+    packed = np.ascontiguousarray(np.concatenate(factors, axis=1), dtype=np.float64)
+    ends = np.cumsum([f.shape[1] for f in factors])
+    return [packed[:, end - f.shape[1] : end] for f, end in zip(factors, ends, strict=True)]
+
+
+def packed_factors(factors: list[NDArray[np.float64]]) -> NDArray[np.float64]:
+    """Return the packed array behind ``factors``, repacking them into a new one if they left it."""
+    packed = factors[0].base
+    if (
+        packed is None
+        or packed.ndim != 3
+        or not packed.flags.c_contiguous
+        or packed.shape[1] != sum(f.shape[1] for f in factors)
+        or any(f.base is not packed for f in factors)
+    ):
+        factors[:] = pack_factors(factors)
+        packed = factors[0].base
+    return packed
+
+
+EngineName = Literal["auto", "compiled", "reference", "array"]
+
+
+class Engine(Protocol):
+    """What a tensor agent asks of its engine (see `Agent.act`, `Agent.greedy`, `Agent.observe`)."""
+
+    name: str
+    """``"reference"``, ``"compiled"`` or ``"array"``."""
+
+    def act(
+        self,
+        states: NDArray[np.int64],
+        active: NDArray[np.bool_],
+        greedy: NDArray[np.bool_] | None = None,
+    ) -> NDArray[np.int64]:
+        """Explore where ``active & ~greedy``, act greedily where ``greedy``; (B, D_A)."""
+
+    def greedy(self, states: NDArray[np.int64]) -> NDArray[np.int64]:
+        """Return the first maximizer of Q per replica, (B, D_A); no randomness."""
+
+    def observe(self, batch: Transitions) -> UpdateStats:
+        """Learn from one transition per active replica (some replica is active)."""
+
+    def sync(self) -> None:
+        """Bring the state's host copies (counters, visits, generators) up to date."""
+
+    def reload(self, factors: list[NDArray[np.float64]]) -> None:
+        """Take the factors and the state's host copies as restored from a checkpoint."""
+
+
+def resolve_engine(engine: EngineName, factors: Sequence[Any], backend: str = "numpy") -> str:
+    """Return the engine to use.
+
+    ``"array"`` when asked for or for a ``backend`` other than NumPy; otherwise
+    ``"compiled"`` wherever it applies (NumPy float64 factors), else ``"reference"``.
+
+    Raises
+    ------
+    ValueError
+        If ``engine="compiled"`` is asked for factors it does not support.
+    """
+    if engine == "array" or backend != "numpy":
+        return "array"
+    if engine == "reference":
+        return "reference"
+    applies = all(isinstance(f, np.ndarray) and f.dtype == np.float64 for f in factors)
+    if not applies:
+        if engine == "compiled":
+            raise ValueError(
+                "The 'engine' parameter 'compiled' needs NumPy float64 factors; use 'auto' or "
+                "'reference' for other backends."
+            )
+        return "reference"
+    return "compiled"
