@@ -48,14 +48,17 @@ Array = Any
 def device_copies_apply(lockstep: Lockstep) -> bool:
     """Whether the run's copies can run on its agent's device (see the module docstring).
 
-    A tensor agent on the array engine, on a physical system whose copies step
-    in compiled code (`rl.loop.copies.compiled_copies_apply`, whose seeded
-    resets draw the initial states).
+    A tensor agent on the array engine (not the reference engine, which runs
+    the same class with each replica's generator draws and plays on the host
+    copies), on a physical system whose copies step in compiled code
+    (`rl.loop.copies.compiled_copies_apply`, whose seeded resets draw the
+    initial states).
     """
     agent, vector = lockstep.agent, lockstep.env.vector
     return (
         isinstance(agent, TensorAgent)
         and isinstance(agent.engine_, ArrayEngine)
+        and agent.engine_.name == "array"
         and isinstance(vector, PhysicsVectorEnv)
         and compiled_copies_apply(lockstep.problem, vector)
     )
