@@ -130,15 +130,10 @@ class Runner:
         eval_episodes: int = 1,
         fused: bool = True,
     ) -> None:
-        self.problem = problem
-        self.agent = agent
-        self.streams = list(streams)
-        self.seeds = [s.seed for s in self.streams]
-        self.eval_every = eval_every
-        self.eval_episodes = eval_episodes
-        self.env = ReplicaEnvs(problem, len(self.streams), self.seeds)
-        self.lockstep = Lockstep(problem, agent, self.env, self.streams, eval_every, eval_episodes)
-        """The parts the loop reads, fixed here."""
+        streams = list(streams)
+        env = ReplicaEnvs(problem, len(streams), [s.seed for s in streams])
+        self.lockstep = Lockstep(problem, agent, env, streams, eval_every, eval_episodes)
+        """The parts the loop reads, fixed here (the attributes below read them)."""
         self.agent_steps = 0
         self._segment: Segment | None = None
         self.fused = fused
@@ -152,6 +147,41 @@ class Runner:
     def fused(self, fused: bool) -> None:
         self._fused = fused
         self.loop: Loop = choose_loop(self.lockstep, fused)
+
+    @property
+    def problem(self) -> Problem:
+        """The discretized environment."""
+        return self.lockstep.problem
+
+    @property
+    def agent(self) -> Agent:
+        """The agent of B replicas."""
+        return self.lockstep.agent
+
+    @property
+    def env(self) -> ReplicaEnvs:
+        """The B environment copies."""
+        return self.lockstep.env
+
+    @property
+    def streams(self) -> Sequence[ReplicaStreams]:
+        """The replicas' random streams."""
+        return self.lockstep.streams
+
+    @property
+    def seeds(self) -> list[int]:
+        """The replicas' seeds."""
+        return self.lockstep.seeds
+
+    @property
+    def eval_every(self) -> int:
+        """Evaluate after training episodes whose index is a multiple of this; 0 never."""
+        return self.lockstep.eval_every
+
+    @property
+    def eval_episodes(self) -> int:
+        """Greedy episodes per evaluation."""
+        return self.lockstep.eval_episodes
 
     @property
     def replicas(self) -> int:

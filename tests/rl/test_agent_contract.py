@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from rl.agents.registry import AGENTS
+from rl.loop.runner import Runner
 from rl.runs.config import TrainConfig
 from rl.runs.training import build
 
@@ -75,11 +76,15 @@ def test_state_save_and_restore_gives_identical_continuation(tmp_path, agent):
     probes = _probe_states(original.problem)
     expected_greedy = [original.agent.greedy(s) for s in probes]
 
-    restored = _runner(
-        tmp_path / "b", agent, seed=9
-    )  # other seeds: everything must come from state
-    restored.streams = original.streams
-    restored.seeds = original.seeds
+    other = _runner(tmp_path / "b", agent, seed=9)  # other seeds: everything must come from state
+    restored = Runner(
+        original.problem,
+        other.agent,
+        original.streams,
+        eval_every=original.eval_every,
+        eval_episodes=original.eval_episodes,
+        fused=original.fused,
+    )
     restored.agent.load_state_dict(saved)
     np.testing.assert_array_equal(_play(restored, 3, 5), expected)
     for states, greedy in zip(probes, expected_greedy, strict=True):
