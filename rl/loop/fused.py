@@ -160,11 +160,11 @@ def _why_stop(running, ints, greedy, training, room, taken, budget):
 
 
 @njit(cache=True)
-def run_steps(agent, generators, settings, rule, table, env, slots, work, stop, budget):
+def run_steps(agent, generators, settings, rule, table, scratch, env, slots, work, stop, budget):
     """Play lockstep steps of every running slot until a reason to return; see the module doc.
 
-    ``agent``, ``generators``, ``settings``, ``rule`` and ``table`` are the
-    agent's kernel arguments (`rl.agents.tensor._step_compiled`), ``env`` an `EnvArrays`,
+    ``agent``, ``generators``, ``settings``, ``rule``, ``table`` and ``scratch``
+    are the agent's kernel arguments (`rl.agents.tensor._step_compiled`), ``env`` an `EnvArrays`,
     ``slots`` a
     `SlotArrays`, ``work`` a `StepArrays`. Returns (status, agent-steps played,
     events booked, replica): the replica that diverged or saw a non-finite
@@ -190,7 +190,9 @@ def run_steps(agent, generators, settings, rule, table, env, slots, work, stop, 
         status = _why_stop(running, slots.ints, work.greedy, work.training, room, taken, budget)
         if status >= 0:
             return status, taken, n_events, -1
-        _kernels.act(agent, generators, settings, table, states, running, work.greedy, actions)
+        _kernels.act(
+            agent, generators, settings, table, states, running, work.greedy, actions, scratch
+        )
         bad = step_envs(
             env, draws, actions, running, work.next_states, rewards, work.terminated,
             work.truncated,
@@ -203,7 +205,7 @@ def run_steps(agent, generators, settings, rule, table, env, slots, work, stop, 
             work.ended[b] = work.terminated[b] or work.truncated[b]
             taken += running[b]
         if any_training:
-            bad = _kernels.observe(agent, settings, rule, table, batch)
+            bad = _kernels.observe(agent, settings, rule, table, batch, scratch)
             if bad >= 0:
                 return DIVERGED, taken, n_events, bad
         for b in range(replicas):
@@ -392,7 +394,8 @@ class FusedLoop:
         while True:
             status, taken, n_events, replica = run_steps(
                 engine.arrays(), engine.generators, settings, rule, engine.visit_arrays(room),
-                self.env, slot_arrays, self.work, segment.stop, BUDGET_AGENT_STEPS,
+                engine.scratch(), self.env, slot_arrays, self.work, segment.stop,
+                BUDGET_AGENT_STEPS,
             )  # fmt: skip
             taken_total += taken
             if n_events:

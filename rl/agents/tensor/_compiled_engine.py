@@ -6,7 +6,9 @@ factors, counters, epsilon, the typed list of the replicas' exploration
 generators, which shares their state with the Python objects so that
 checkpoints and the reference path see the same streams, and the record of the
 last update), `Settings`, `tensorq._compiled.RuleSettings` and the visit
-table's `rl.agents.tensor.visits.VisitArrays`. The agent's ``q_.factors`` are views
+table's `rl.agents.tensor.visits.VisitArrays`, and the kernels' working arrays
+(`rl.agents.tensor._step_compiled.Scratch`, allocated once here, so that a
+step allocates nothing). The agent's ``q_.factors`` are views
 of the one packed array (B, sum_n d_n, R) the kernels read (`packed_factors`),
 so one compiled kernel serves any number of modes.
 """
@@ -22,7 +24,7 @@ from numpy.typing import NDArray
 from rl.agents._explore_compiled import typed_generators
 from rl.agents.base import Transitions
 from rl.agents.tensor import _step_compiled as _kernels
-from rl.agents.tensor._step_compiled import EXPLORATION, AgentArrays, Settings
+from rl.agents.tensor._step_compiled import EXPLORATION, AgentArrays, Scratch, Settings, new_scratch
 from rl.agents.tensor.engine import UpdateStats, copy_factors, packed_factors
 from rl.agents.tensor.visits import VisitArrays
 from tensorq._compiled import RULES, RuleSettings
@@ -42,6 +44,7 @@ class _PlainArguments(NamedTuple):
     settings: tuple
     rule: tuple
     table: tuple
+    scratch: tuple
 
 
 class CompiledEngine:
@@ -68,6 +71,10 @@ class CompiledEngine:
         self._all = np.ones(replicas, dtype=bool)
         self.stats = UpdateStats(*np.zeros((5, replicas)))
         """The last update's record (rows of inactive replicas are stale)."""
+        self._bonus_share = np.zeros(replicas)
+        self._bonus_acts = np.zeros(replicas, dtype=np.int64)
+        self._track_bonus_share = False
+        self._scratch: Scratch | None = None
         drawn = agent.continuous_actions_
         if drawn is None:
             drawn = (np.zeros(replicas, dtype=bool), np.zeros((replicas, action_modes)))
@@ -111,6 +118,7 @@ class CompiledEngine:
             signed_delta=bool(rule.signed_delta),
             visits=agent.visits_ is not None,
             entry_steps=rule.step_count == "entry",
+            bonus_share=self._track_bonus_share,
         )
         f_max = rule.f_max
         rule_settings = RuleSettings(
@@ -135,7 +143,39 @@ class CompiledEngine:
             self._views = list(factors)
         return AgentArrays(
             self._packed, agent.steps_, agent.epsilon_, self._drawn, self._drawn_mask, *self.stats,
+            self._bonus_share, self._bonus_acts,
         )  # fmt: skip
+
+    def scratch(self) -> Scratch:
+        """Return the kernels' working arrays (`._step_compiled.Scratch`, built on first use)."""
+        if self._scratch is None:
+            settings = self.settings()[0]
+            self._scratch = new_scratch(
+                settings.dims, settings.n_state, self.arrays().factors.shape[2]
+            )
+        return self._scratch
+
+    def track_bonus_share(self) -> None:
+        """Make every later EUGE action add its bonus share to `bonus_share`'s running mean."""
+        self._track_bonus_share = True
+        if self._constants is not None:
+            settings, rule = self._constants
+            self._constants = settings._replace(bonus_share=True), rule
+            self._plain_settings = None
+
+    def bonus_share(self) -> NDArray[np.float64]:
+        """Return each replica's mean EUGE bonus share since the last call, and start anew.
+
+        The share of the chosen action's EUGE score that is the exploration bonus
+        (`rl.agents.tensor.euge.bonus_share`), over the replica's EUGE actions
+        since the last call (`track_bonus_share` first); NaN for a replica that
+        took none.
+        """
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean = np.where(self._bonus_acts > 0, self._bonus_share / self._bonus_acts, np.nan)
+        self._bonus_share[:] = 0.0
+        self._bonus_acts[:] = 0
+        return mean
 
     def visit_arrays(self, room: int = 0) -> VisitArrays:
         """Return the visit table's arrays, with room for ``room`` new rows (empty without one)."""
@@ -152,7 +192,8 @@ class CompiledEngine:
             self._plain_settings = tuple(map(_kernels.as_plain, self.settings()))
         settings, rule = self._plain_settings
         arrays = _kernels.as_plain(self.arrays())
-        return _PlainArguments(arrays, settings, rule, _kernels.as_plain(self.visit_arrays(room)))
+        table = _kernels.as_plain(self.visit_arrays(room))
+        return _PlainArguments(arrays, settings, rule, table, _kernels.as_plain(self.scratch()))
 
     def act(
         self,
@@ -169,7 +210,7 @@ class CompiledEngine:
             np.ascontiguousarray(states, dtype=np.int64),
             np.ascontiguousarray(active, dtype=bool),
             self._no_greedy if greedy is None else np.ascontiguousarray(greedy, dtype=bool),
-            actions,
+            actions, plain.scratch,
         )  # fmt: skip
         return actions
 
@@ -197,7 +238,10 @@ class CompiledEngine:
             np.ascontiguousarray(batch.terminated, dtype=bool),
             np.ascontiguousarray(batch.active, dtype=bool),
         )
-        bad = _kernels.observe_entry(*self._plain(self.agent.replicas), _kernels.as_plain(batch))
+        arrays, settings, rule, table, scratch = self._plain(self.agent.replicas)
+        bad = _kernels.observe_entry(
+            arrays, settings, rule, table, _kernels.as_plain(batch), scratch
+        )
         if bad >= 0:
             raise self.divergence(bad)
         return self.stats

@@ -18,10 +18,13 @@ compose the smaller ones:
 
 Their arguments are named tuples: `AgentArrays` (the agent's arrays),
 `Settings` (its constants), `tensorq._compiled.RuleSettings`,
-`rl.agents.tensor.visits.VisitArrays` and `rl.agents.base.Transitions`. Python calls
-them through `act_entry` and `observe_entry`, which take the same tuples as
-plain tuples (`as_plain`; Numba types those three times faster). No fastmath:
-the arithmetic is the reference's, term by term.
+`rl.agents.tensor.visits.VisitArrays`, `rl.agents.base.Transitions` and
+`Scratch`, the working arrays of one call, allocated once per engine
+(`new_scratch`) so that a lockstep step allocates nothing: at B = 1 the
+allocations were a seventh of a step's instructions. Python calls them through
+`act_entry` and `observe_entry`, which take the same tuples as plain tuples
+(`as_plain`; Numba types those three times faster). No fastmath: the
+arithmetic is the reference's, term by term.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from rl.agents._explore_compiled import (
 )
 from rl.agents.base import Transitions
 from rl.agents.tensor import _euge_compiled, _visit_layout, _visits_compiled, visits
-from rl.agents.tensor._euge_compiled import euge_scores
+from rl.agents.tensor._euge_compiled import euge_bonus_share, euge_scores
 from rl.agents.tensor._visits_compiled import visit_row
 from rl.agents.tensor.visits import VisitArrays
 from rl.jit import drop_stale
@@ -88,6 +91,11 @@ class AgentArrays(NamedTuple):
         Replicas whose last action is in ``drawn``.
     targets, before, after, visits, step_size : ndarray of float64, shape (B,)
         The last update (`rl.agents.tensor.engine.UpdateStats`).
+    bonus_share : ndarray of float64, shape (B,)
+        With `Settings.bonus_share`: the sum, over the replica's EUGE actions
+        since it was last reset, of the chosen action's `euge_bonus_share`.
+    bonus_acts : ndarray of int64, shape (B,)
+        The number of actions that sum holds.
     """
 
     factors: NDArray[np.float64]
@@ -100,6 +108,47 @@ class AgentArrays(NamedTuple):
     after: NDArray[np.float64]
     visits: NDArray[np.float64]
     step_size: NDArray[np.float64]
+    bonus_share: NDArray[np.float64]
+    bonus_acts: NDArray[np.int64]
+
+
+class Scratch(NamedTuple):
+    """Working arrays of `act` and `observe`, overwritten by every call (`new_scratch`).
+
+    Attributes
+    ----------
+    weights : ndarray of float64, shape (R,)
+        The product of a state's rows (`action_values`).
+    values, scores : ndarray of float64, shape (|A|,)
+        A state's action values and EUGE scores.
+    rows : ndarray of float64, shape (N, R)
+        The gathered rows of the updated entry.
+    update : ndarray of float64, shape (2 N + 2, R)
+        The update rule's scratch (`tensorq._compiled`).
+    index : ndarray of int64, shape (N,)
+        The updated entry's index vector.
+    """
+
+    weights: NDArray[np.float64]
+    values: NDArray[np.float64]
+    scores: NDArray[np.float64]
+    rows: NDArray[np.float64]
+    update: NDArray[np.float64]
+    index: NDArray[np.int64]
+
+
+def new_scratch(dims: NDArray[np.int64], n_state: int, rank: int) -> Scratch:
+    """Return the `Scratch` of a tensor of mode sizes ``dims`` (state modes first) and rank R."""
+    n_modes = len(dims)
+    n_actions = int(np.prod(dims[n_state:]))
+    return Scratch(
+        weights=np.empty(rank),
+        values=np.empty(n_actions),
+        scores=np.empty(n_actions),
+        rows=np.empty((n_modes, rank)),
+        update=np.empty((2 * n_modes + 2, rank)),
+        index=np.empty(n_modes, dtype=np.int64),
+    )
 
 
 class Settings(NamedTuple):
@@ -132,6 +181,9 @@ class Settings(NamedTuple):
     entry_steps : bool
         Count t of alpha_t = alpha0 / (1 + kappa t) in visits of the entry, N(s, a),
         instead of agent steps.
+    bonus_share : bool
+        Add every EUGE action's `euge_bonus_share` to `AgentArrays.bonus_share`
+        (off by default: the step then pays nothing for it).
     """
 
     offsets: NDArray[np.int64]
@@ -155,6 +207,7 @@ class Settings(NamedTuple):
     signed_delta: bool
     visits: bool
     entry_steps: bool
+    bonus_share: bool
 
 
 # ---------------------------------------------------------------- reading the tensor
@@ -209,20 +262,11 @@ def action_values(factors, offsets, dims, n_state, b, state, weights, out):
         out[a] = total
 
 
-@njit(cache=True)
-def _n_actions(dims, n_state):
-    """Return |A|, the product of the action modes."""
-    n_actions = 1
-    for n in range(n_state, dims.shape[0]):
-        n_actions *= dims[n]
-    return n_actions
-
-
 # ---------------------------------------------------------------- choosing actions
 
 
 @njit(cache=True)
-def act(agent, generators, settings, table, states, active, greedy, actions):
+def act(agent, generators, settings, table, states, active, greedy, actions, scratch):
     """Write each active replica's action (index vector) into ``actions`` (B, D_A).
 
     Inactive rows are set to 0; ``greedy`` replicas take the first maximizer
@@ -235,7 +279,9 @@ def act(agent, generators, settings, table, states, active, greedy, actions):
     (`rl.agents._explore_compiled.typed_generators`), kept out of `AgentArrays`:
     a typed list inside a tuple makes every call from Python a thousand times
     slower. The named tuples' fields are read once, before the loop over the
-    replicas (see `action_values`).
+    replicas (see `action_values`). With ``settings.bonus_share`` every replica
+    that acts by EUGE adds its chosen action's `euge_bonus_share` to
+    ``agent.bonus_share[b]`` and counts it in ``agent.bonus_acts[b]``.
     """
     factors, epsilon, drawn, drawn_mask = (
         agent.factors,
@@ -256,10 +302,7 @@ def act(agent, generators, settings, table, states, active, greedy, actions):
         settings.high,
     )
     c, unit = settings.c, settings.bonus_unit
-    n_actions = _n_actions(dims, n_state)
-    weights = np.empty(factors.shape[2])
-    values = np.empty(n_actions)
-    scores = np.empty(n_actions)
+    weights, values, scores = scratch.weights, scratch.values, scratch.scores
     for b in range(states.shape[0]):
         drawn_mask[b] = False
         if not active[b]:
@@ -286,17 +329,20 @@ def act(agent, generators, settings, table, states, active, greedy, actions):
                 )
             else:
                 flat = epsilon_greedy(scores, epsilon[b], generators[b])
+            if settings.bonus_share:
+                agent.bonus_share[b] += euge_bonus_share(values[flat], scores[flat])
+                agent.bonus_acts[b] += 1
         for n in range(dims.shape[0] - 1, n_state - 1, -1):
             actions[b, n - n_state] = flat % dims[n]
             flat //= dims[n]
 
 
 @njit(cache=True)
-def act_entry(agent, generators, settings, table, states, active, greedy, actions):
+def act_entry(agent, generators, settings, table, states, active, greedy, actions, scratch):
     """Call `act` from Python, its named tuples passed as plain tuples (`as_plain`)."""
     act(
         AgentArrays(*agent), generators, Settings(*settings), VisitArrays(*table), states, active,
-        greedy, actions,
+        greedy, actions, Scratch(*scratch),
     )  # fmt: skip
 
 
@@ -305,16 +351,15 @@ def act_entry(agent, generators, settings, table, states, active, greedy, action
 
 @njit(cache=True)
 def td_targets(factors, offsets, dims, n_state, gamma, rewards, next_states, terminated, active,
-               out):  # fmt: skip
+               out, weights, values):  # fmt: skip
     """Write TD targets r + gamma max_a' Q(s', a') (r at termination) to ``out`` (B,).
 
     ``factors`` is `AgentArrays.factors`, ``offsets`` to ``gamma`` the `Settings`
     fields and ``rewards`` to ``active`` the `rl.agents.base.Transitions` fields
-    of those names (passed one by one, see `action_values`). Active replicas
-    only. Returns the first active replica whose target is not finite, or -1.
+    of those names (passed one by one, see `action_values`); ``weights`` and
+    ``values`` are `Scratch` arrays. Active replicas only. Returns the first
+    active replica whose target is not finite, or -1.
     """
-    weights = np.empty(factors.shape[2])
-    values = np.empty(_n_actions(dims, n_state))
     for b in range(rewards.shape[0]):
         if not active[b]:
             continue
@@ -335,7 +380,7 @@ def td_targets(factors, offsets, dims, n_state, gamma, rewards, next_states, ter
 
 
 @njit(cache=True)
-def observe(agent, settings, rule, table, batch):
+def observe(agent, settings, rule, table, batch, scratch):
     """Learn from one transition per active replica of ``batch``; fill the record of ``agent``.
 
     For each active replica: the TD target; N(s, a) (incremented first when
@@ -360,14 +405,12 @@ def observe(agent, settings, rule, table, batch):
     )
     bad = td_targets(
         factors, offsets, dims, n_state, settings.gamma, batch.rewards, batch.next_states,
-        terminated, active, agent.targets,
+        terminated, active, agent.targets, scratch.weights, scratch.values,
     )  # fmt: skip
     if bad >= 0:
         return bad
     n_modes, rank = dims.shape[0], factors.shape[2]
-    rows = np.empty((n_modes, rank))
-    scratch = np.empty((2 * n_modes + 2, rank))  # see tensorq._compiled
-    index = np.empty(n_modes, dtype=np.int64)
+    rows, update, index = scratch.rows, scratch.update, scratch.index
     count_before = settings.count_before_update
     for b in range(states.shape[0]):
         if not active[b]:
@@ -392,7 +435,7 @@ def observe(agent, settings, rule, table, batch):
             for r in range(rank):
                 rows[n, r] = factors[b, offsets[n] + index[n], r]
         before = cp_entry(rows)
-        apply_rule(rule, rows, before, agent.targets[b], weight, step, scratch)
+        apply_rule(rule, rows, before, agent.targets[b], weight, step, update)
         for n in range(n_modes):
             for r in range(rank):
                 factors[b, offsets[n] + index[n], r] = rows[n, r]
@@ -415,11 +458,11 @@ def observe(agent, settings, rule, table, batch):
 
 
 @njit(cache=True)
-def observe_entry(agent, settings, rule, table, batch):
+def observe_entry(agent, settings, rule, table, batch, scratch):
     """Call `observe` from Python, its named tuples passed as plain tuples (`as_plain`)."""
     return observe(
         AgentArrays(*agent), Settings(*settings), RuleSettings(*rule), VisitArrays(*table),
-        Transitions(*batch),
+        Transitions(*batch), Scratch(*scratch),
     )  # fmt: skip
 
 

@@ -54,3 +54,27 @@ def euge_scores(
     log_total = np.log(np.maximum(totals, 1))
     bonus = delta + bonus_unit * np.sqrt(log_total / (counts + 1))
     return action_values + c * bonus
+
+
+def bonus_share(
+    action_values: NDArray[np.float64], scores: NDArray[np.float64]
+) -> NDArray[np.float64]:
+    """Share of each EUGE score that is the exploration bonus, |EU - Q| / (|Q| + |EU - Q|).
+
+    Parameters
+    ----------
+    action_values, scores : ndarray, same shape
+        Q_{t-1}(s, a) and EU_t(s, a) of the chosen actions (`euge_scores`).
+
+    Returns
+    -------
+    ndarray of float64, same shape
+        In [0, 1]; 0 where Q and the bonus are both 0.
+
+    References
+    ----------
+    Eq. (euge) of the TEQL paper: the bonus is c (Delta Q + u sqrt(log N_total / (N + 1))).
+    """
+    bonus = np.abs(np.asarray(scores, dtype=np.float64) - action_values)
+    total = np.abs(action_values) + bonus
+    return np.divide(bonus, total, out=np.zeros_like(total), where=total > 0)
