@@ -20,7 +20,9 @@ its step: ``metrics()`` where the agent has one (DQN: the last TD ``loss`` and
 ``epsilon``; discrete SAC: its last losses and ``alpha``), ``epsilon_`` of the
 epsilon-greedy agents, and for the tensor agents (TEQL, TLR) the step size of
 the next update, the Frobenius norm of every CP factor and, for TEQL, the mean
-Delta Q over the visited entries of its visit table (the error term of EUGE).
+Delta Q over the visited entries of its visit table (the error term of EUGE)
+and the share of its chosen actions' EUGE scores that is the exploration bonus
+(`track_diagnostics` turns that sum on in the compiled or reference step).
 They are the agent's state after the stretch of lockstep steps that ended an
 episode: one episode at a time on the step-by-step loop (where a fast replica
 may already be a few steps into its next one), every stretch of episodes up to
@@ -274,8 +276,12 @@ def agent_diagnostics(agent: Agent) -> dict[str, NDArray[np.float64]]:
     dict of str to ndarray of float64, shape (B,)
         In a fixed order for a given agent: ``metrics()``'s entries, then
         ``epsilon``, ``step_size`` (tensor agents whose alpha_t counts the
-        agent's steps), ``delta_q_mean`` (TEQL) and ``factor_norm_n`` for every
-        mode n (tensor agents).
+        agent's steps), ``delta_q_mean`` (TEQL), ``euge_bonus_share`` (TEQL on
+        the compiled or reference engine, after `track_diagnostics`: the mean,
+        over the replica's EUGE actions since the last call, of the share of
+        the chosen action's score that is the bonus,
+        `rl.agents.tensor.euge.bonus_share`; NaN where it took none) and
+        ``factor_norm_n`` for every mode n (tensor agents).
 
     References
     ----------
@@ -298,10 +304,30 @@ def agent_diagnostics(agent: Agent) -> dict[str, NDArray[np.float64]]:
             values["step_size"] = np.asarray(schedule(agent.steps_ + 1), dtype=np.float64)
         if agent.visits_ is not None:
             values["delta_q_mean"] = visited_delta_mean(agent.visits_)
+        if explores_by_euge(agent) and agent.engine_.tracks_bonus_share:
+            values["euge_bonus_share"] = agent.engine_.bonus_share()
         for mode, factor in enumerate(agent.q_.factors):
             array = np.asarray(as_numpy(factor), dtype=np.float64)
             values[f"factor_norm_{mode}"] = np.sqrt(np.einsum("bdr,bdr->b", array, array))
     return {name: np.asarray(value, dtype=np.float64) for name, value in values.items()}
+
+
+def explores_by_euge(agent: Agent) -> bool:
+    """Whether ``agent`` is a tensor agent exploring by EUGE on an engine that tracks its bonus."""
+    return (
+        isinstance(agent, TensorAgent)
+        and agent.step_rule().exploration != "epsilon"
+        and agent.engine_.name in ("compiled", "reference")
+    )
+
+
+def track_diagnostics(agent: Agent) -> None:
+    """Start what `agent_diagnostics` reads beyond the agent's state: EUGE's bonus share.
+
+    Its step pays for it from here on; without this call it pays nothing.
+    """
+    if explores_by_euge(agent):
+        agent.engine_.track_bonus_share()
 
 
 def visited_delta_mean(visits: VisitTable) -> NDArray[np.float64]:

@@ -64,7 +64,7 @@ from rl.runs.rundir import (
     refuse_if_locked,
     remove_stale_temporaries,
 )
-from rl.runs.tensorboard import TensorBoardWriter, agent_diagnostics
+from rl.runs.tensorboard import TensorBoardWriter, agent_diagnostics, track_diagnostics
 from rl.seeding import spawn_replicas
 from rl.validation import (
     REPLICA_OVERHEAD_BYTES,
@@ -359,6 +359,7 @@ def run(
             board = TensorBoardWriter(
                 tensorboard, runner.seeds, effective, resume_after=resume_after
             )
+            track_diagnostics(runner.agent)
         atomic_write_text(run_dir / CONFIG_FILE, config_text(effective))
         writer = MetricsWriter(run_dir / METRICS_FILE, truncate_to=metrics_bytes)
     except BaseException:

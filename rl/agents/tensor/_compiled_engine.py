@@ -26,6 +26,7 @@ from rl.agents.base import Transitions
 from rl.agents.tensor import _step_compiled as _kernels
 from rl.agents.tensor._step_compiled import EXPLORATION, AgentArrays, Scratch, Settings, new_scratch
 from rl.agents.tensor.engine import UpdateStats, copy_factors, packed_factors
+from rl.agents.tensor.euge import BonusShareMean
 from rl.agents.tensor.visits import VisitArrays
 from tensorq._compiled import RULES, RuleSettings
 
@@ -71,9 +72,10 @@ class CompiledEngine:
         self._all = np.ones(replicas, dtype=bool)
         self.stats = UpdateStats(*np.zeros((5, replicas)))
         """The last update's record (rows of inactive replicas are stale)."""
-        self._bonus_share = np.zeros(replicas)
-        self._bonus_acts = np.zeros(replicas, dtype=np.int64)
-        self._track_bonus_share = False
+        self.bonus_shares = BonusShareMean(replicas)
+        """The chosen EUGE actions' bonus shares (added only after `track_bonus_share`)."""
+        self.tracks_bonus_share = False
+        """Whether `act` adds the bonus shares (`track_bonus_share`)."""
         self._scratch: Scratch | None = None
         drawn = agent.continuous_actions_
         if drawn is None:
@@ -118,7 +120,7 @@ class CompiledEngine:
             signed_delta=bool(rule.signed_delta),
             visits=agent.visits_ is not None,
             entry_steps=rule.step_count == "entry",
-            bonus_share=self._track_bonus_share,
+            bonus_share=self.tracks_bonus_share,
         )
         f_max = rule.f_max
         rule_settings = RuleSettings(
@@ -143,7 +145,7 @@ class CompiledEngine:
             self._views = list(factors)
         return AgentArrays(
             self._packed, agent.steps_, agent.epsilon_, self._drawn, self._drawn_mask, *self.stats,
-            self._bonus_share, self._bonus_acts,
+            self.bonus_shares.total, self.bonus_shares.acts,
         )  # fmt: skip
 
     def scratch(self) -> Scratch:
@@ -156,8 +158,8 @@ class CompiledEngine:
         return self._scratch
 
     def track_bonus_share(self) -> None:
-        """Make every later EUGE action add its bonus share to `bonus_share`'s running mean."""
-        self._track_bonus_share = True
+        """Make every later EUGE action add its bonus share to `bonus_shares`."""
+        self.tracks_bonus_share = True
         if self._constants is not None:
             settings, rule = self._constants
             self._constants = settings._replace(bonus_share=True), rule
@@ -171,11 +173,7 @@ class CompiledEngine:
         since the last call (`track_bonus_share` first); NaN for a replica that
         took none.
         """
-        with np.errstate(invalid="ignore", divide="ignore"):
-            mean = np.where(self._bonus_acts > 0, self._bonus_share / self._bonus_acts, np.nan)
-        self._bonus_share[:] = 0.0
-        self._bonus_acts[:] = 0
-        return mean
+        return self.bonus_shares.pop()
 
     def visit_arrays(self, room: int = 0) -> VisitArrays:
         """Return the visit table's arrays, with room for ``room`` new rows (empty without one)."""

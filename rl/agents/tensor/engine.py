@@ -26,6 +26,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from rl.agents.base import Transitions
+from rl.agents.tensor.euge import BonusShareMean, bonus_share
 
 if TYPE_CHECKING:
     from rl.agents.tensor.agent import TensorAgent
@@ -186,6 +187,18 @@ class ReferenceEngine:
 
     def __init__(self, agent: TensorAgent) -> None:
         self.agent = agent
+        self.bonus_shares = BonusShareMean(agent.replicas)
+        """The chosen EUGE actions' bonus shares (added only after `track_bonus_share`)."""
+        self.tracks_bonus_share = False
+        """Whether `explore` adds the bonus shares (`track_bonus_share`)."""
+
+    def track_bonus_share(self) -> None:
+        """Make every later EUGE action add its bonus share to `bonus_shares`."""
+        self.tracks_bonus_share = True
+
+    def bonus_share(self) -> NDArray[np.float64]:
+        """Return each replica's mean EUGE bonus share since the last call, and start anew."""
+        return self.bonus_shares.pop()
 
     def act(
         self,
@@ -205,7 +218,13 @@ class ReferenceEngine:
     def explore(self, states: NDArray[np.int64], active: NDArray[np.bool_]) -> NDArray[np.int64]:
         """Return the exploratory actions (`TensorAgent.choose_actions`) as index vectors."""
         agent = self.agent
-        return agent.action_vectors(agent.choose_actions(states, active))
+        flat = agent.choose_actions(states, active)
+        if self.tracks_bonus_share:  # the chosen actions' share (no draws)
+            chosen = flat[:, None]
+            values = np.take_along_axis(agent.action_values(states), chosen, axis=-1)[:, 0]
+            scores = np.take_along_axis(agent.exploration_scores(states), chosen, axis=-1)[:, 0]
+            self.bonus_shares.add(bonus_share(values, scores), active)
+        return agent.action_vectors(flat)
 
     def greedy(self, states: NDArray[np.int64]) -> NDArray[np.int64]:
         """Argmax_a Q(s, a) per replica (first maximum on ties)."""

@@ -78,3 +78,37 @@ def bonus_share(
     bonus = np.abs(np.asarray(scores, dtype=np.float64) - action_values)
     total = np.abs(action_values) + bonus
     return np.divide(bonus, total, out=np.zeros_like(total), where=total > 0)
+
+
+class BonusShareMean:
+    """Each replica's running mean of `bonus_share` over its EUGE actions, read and reset.
+
+    Parameters
+    ----------
+    replicas : int
+        B.
+
+    Attributes
+    ----------
+    total : ndarray of float64, shape (B,)
+        The sum of the shares added since the last `pop` (the compiled step adds in place).
+    acts : ndarray of int64, shape (B,)
+        The number of shares in that sum.
+    """
+
+    def __init__(self, replicas: int) -> None:
+        self.total = np.zeros(replicas)
+        self.acts = np.zeros(replicas, dtype=np.int64)
+
+    def add(self, shares: NDArray[np.float64], mask: NDArray[np.bool_]) -> None:
+        """Add ``shares`` (B,) of the replicas in ``mask`` (B,)."""
+        self.total[mask] += shares[mask]
+        self.acts[mask] += 1
+
+    def pop(self) -> NDArray[np.float64]:
+        """Return the mean share of every replica (NaN where none was added) and start anew."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean = np.where(self.acts > 0, self.total / self.acts, np.nan)
+        self.total[:] = 0.0
+        self.acts[:] = 0
+        return mean
