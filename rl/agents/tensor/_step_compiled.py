@@ -411,6 +411,10 @@ def observe(agent, settings, rule, table, batch, scratch):
         return bad
     n_modes, rank = dims.shape[0], factors.shape[2]
     rows, update, index = scratch.rows, scratch.update, scratch.index
+    steps, epsilon, targets = agent.steps, agent.epsilon, agent.targets
+    befores, afters, used_counts = agent.before, agent.after, agent.visits
+    step_sizes = agent.step_size
+    counts, delta = table.counts, table.delta  # the arrays the loop reads, read once
     count_before = settings.count_before_update
     for b in range(states.shape[0]):
         if not active[b]:
@@ -425,17 +429,17 @@ def observe(agent, settings, rule, table, batch, scratch):
         if settings.visits:
             row = visit_row(table, key, count_before)
             if count_before:
-                table.counts[row, action] += 1
+                counts[row, action] += 1
             if row >= 0:
-                count = table.counts[row, action]
-        clock = count if settings.entry_steps else agent.steps[b] + 1
+                count = counts[row, action]
+        clock = count if settings.entry_steps else steps[b] + 1
         step = settings.alpha0 / (1.0 + settings.kappa * clock)
         weight = settings.lam / (count + settings.eps)
         for n in range(n_modes):
             for r in range(rank):
                 rows[n, r] = factors[b, offsets[n] + index[n], r]
         before = cp_entry(rows)
-        apply_rule(rule, rows, before, agent.targets[b], weight, step, update)
+        apply_rule(rule, rows, before, targets[b], weight, step, update)
         for n in range(n_modes):
             for r in range(rank):
                 factors[b, offsets[n] + index[n], r] = rows[n, r]
@@ -443,17 +447,17 @@ def observe(agent, settings, rule, table, batch, scratch):
         if settings.visits:
             row = visit_row(table, key, True)
             change = before - after
-            table.delta[row, action] = change if settings.signed_delta else abs(change)
+            delta[row, action] = change if settings.signed_delta else abs(change)
             if not count_before:
-                table.counts[row, action] += 1
-        agent.steps[b] += 1
+                counts[row, action] += 1
+        steps[b] += 1
         if not terminated[b]:
-            decayed = agent.epsilon[b] * settings.epsilon_decay
-            agent.epsilon[b] = max(decayed, settings.epsilon_min)
-        agent.before[b] = before
-        agent.after[b] = after
-        agent.visits[b] = count
-        agent.step_size[b] = step
+            decayed = epsilon[b] * settings.epsilon_decay
+            epsilon[b] = max(decayed, settings.epsilon_min)
+        befores[b] = before
+        afters[b] = after
+        used_counts[b] = count
+        step_sizes[b] = step
     return -1
 
 
