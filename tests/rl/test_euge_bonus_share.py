@@ -64,5 +64,5 @@ def test_bonus_share_of_the_chosen_euge_actions_equals_the_hand_computation(engi
 def test_untracked_agent_has_no_bonus_share_and_its_step_adds_none():
     agent = _tiny_teql("compiled")
     agent.act(np.zeros((2, 1), dtype=np.int64), np.ones(2, dtype=bool))
-    np.testing.assert_array_equal(agent.engine_.bonus_shares.acts, [0, 0])
+    np.testing.assert_array_equal(agent.engine_.bonus_shares.sums, [[0, 0], [0, 0]])
     assert agent.engine_.settings()[0].bonus_share is False

@@ -70,7 +70,8 @@ class CompiledEngine:
         self._packed = np.zeros((0, 0, 0))
         self._no_greedy = np.zeros(replicas, dtype=bool)
         self._all = np.ones(replicas, dtype=bool)
-        self.stats = UpdateStats(*np.zeros((5, replicas)))
+        self._record = np.zeros((5, replicas))
+        self.stats = UpdateStats(*self._record)
         """The last update's record (rows of inactive replicas are stale)."""
         self.bonus_shares = BonusShareMean(replicas)
         """The chosen EUGE actions' bonus shares (added only after `track_bonus_share`)."""
@@ -144,8 +145,8 @@ class CompiledEngine:
             self._packed = packed_factors(factors)
             self._views = list(factors)
         return AgentArrays(
-            self._packed, agent.steps_, agent.epsilon_, self._drawn, self._drawn_mask, *self.stats,
-            self.bonus_shares.total, self.bonus_shares.acts,
+            self._packed, agent.steps_, agent.epsilon_, self._drawn, self._drawn_mask,
+            self._record, self.bonus_shares.sums,
         )  # fmt: skip
 
     def scratch(self) -> Scratch:

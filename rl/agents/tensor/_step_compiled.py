@@ -20,8 +20,8 @@ Their arguments are named tuples: `AgentArrays` (the agent's arrays),
 `Settings` (its constants), `tensorq._compiled.RuleSettings`,
 `rl.agents.tensor.visits.VisitArrays`, `rl.agents.base.Transitions` and
 `Scratch`, the working arrays of one call, allocated once per engine
-(`new_scratch`) so that a lockstep step allocates nothing: at B = 1 the
-allocations were a seventh of a step's instructions. Python calls them through
+(`new_scratch`) so that a lockstep step allocates nothing (at B = 1 eight
+small allocations were a tenth of a step's instructions). Python calls them through
 `act_entry` and `observe_entry`, which take the same tuples as plain tuples
 (`as_plain`; Numba types those three times faster). No fastmath: the
 arithmetic is the reference's, term by term.
@@ -89,13 +89,17 @@ class AgentArrays(NamedTuple):
         Continuous random actions (`rl.agents.base.ContinuousActions`).
     drawn_mask : ndarray of bool, shape (B,)
         Replicas whose last action is in ``drawn``.
-    targets, before, after, visits, step_size : ndarray of float64, shape (B,)
-        The last update (`rl.agents.tensor.engine.UpdateStats`).
-    bonus_share : ndarray of float64, shape (B,)
-        With `Settings.bonus_share`: the sum, over the replica's EUGE actions
-        since it was last reset, of the chosen action's `euge_bonus_share`.
-    bonus_acts : ndarray of int64, shape (B,)
-        The number of actions that sum holds.
+    record : ndarray of float64, shape (5, B)
+        The last update, rows `TARGET`, `BEFORE`, `AFTER`, `COUNT`, `STEP_SIZE`
+        (`rl.agents.tensor.engine.UpdateStats` holds them as views).
+    bonus : ndarray of float64, shape (2, B)
+        With `Settings.bonus_share`: row 0 the sum, over the replica's EUGE
+        actions since it was last reset, of the chosen action's
+        `euge_bonus_share`, row 1 their number
+        (`rl.agents.tensor.euge.BonusShareMean.sums`).
+
+    Every bundle of arrays passed to a kernel costs a reference-count update
+    per array and call: arrays of one length share one array here.
     """
 
     factors: NDArray[np.float64]
@@ -103,13 +107,12 @@ class AgentArrays(NamedTuple):
     epsilon: NDArray[np.float64]
     drawn: NDArray[np.float64]
     drawn_mask: NDArray[np.bool_]
-    targets: NDArray[np.float64]
-    before: NDArray[np.float64]
-    after: NDArray[np.float64]
-    visits: NDArray[np.float64]
-    step_size: NDArray[np.float64]
-    bonus_share: NDArray[np.float64]
-    bonus_acts: NDArray[np.int64]
+    record: NDArray[np.float64]
+    bonus: NDArray[np.float64]
+
+
+# Rows of `AgentArrays.record`, in `rl.agents.tensor.engine.UpdateStats`'s order.
+TARGET, BEFORE, AFTER, COUNT, STEP_SIZE = range(5)
 
 
 class Scratch(NamedTuple):
@@ -117,23 +120,18 @@ class Scratch(NamedTuple):
 
     Attributes
     ----------
-    weights : ndarray of float64, shape (R,)
-        The product of a state's rows (`action_values`).
-    values, scores : ndarray of float64, shape (|A|,)
-        A state's action values and EUGE scores.
-    rows : ndarray of float64, shape (N, R)
-        The gathered rows of the updated entry.
-    update : ndarray of float64, shape (2 N + 2, R)
-        The update rule's scratch (`tensorq._compiled`).
+    by_rank : ndarray of float64, shape (3 N + 3, R)
+        Row 0: the product of a state's rows (`action_values`); rows 1 to N:
+        the gathered rows of the updated entry; the last 2 N + 2: the update
+        rule's scratch (`tensorq._compiled`).
+    by_action : ndarray of float64, shape (2, |A|)
+        A state's action values and its EUGE scores.
     index : ndarray of int64, shape (N,)
         The updated entry's index vector.
     """
 
-    weights: NDArray[np.float64]
-    values: NDArray[np.float64]
-    scores: NDArray[np.float64]
-    rows: NDArray[np.float64]
-    update: NDArray[np.float64]
+    by_rank: NDArray[np.float64]
+    by_action: NDArray[np.float64]
     index: NDArray[np.int64]
 
 
@@ -142,11 +140,8 @@ def new_scratch(dims: NDArray[np.int64], n_state: int, rank: int) -> Scratch:
     n_modes = len(dims)
     n_actions = int(np.prod(dims[n_state:]))
     return Scratch(
-        weights=np.empty(rank),
-        values=np.empty(n_actions),
-        scores=np.empty(n_actions),
-        rows=np.empty((n_modes, rank)),
-        update=np.empty((2 * n_modes + 2, rank)),
+        by_rank=np.empty((3 * n_modes + 3, rank)),
+        by_action=np.empty((2, n_actions)),
         index=np.empty(n_modes, dtype=np.int64),
     )
 
@@ -281,7 +276,7 @@ def act(agent, generators, settings, table, states, active, greedy, actions, scr
     slower. The named tuples' fields are read once, before the loop over the
     replicas (see `action_values`). With ``settings.bonus_share`` every replica
     that acts by EUGE adds its chosen action's `euge_bonus_share` to
-    ``agent.bonus_share[b]`` and counts it in ``agent.bonus_acts[b]``.
+    ``agent.bonus[0, b]`` and counts it in ``agent.bonus[1, b]``.
     """
     factors, epsilon, drawn, drawn_mask = (
         agent.factors,
@@ -302,7 +297,7 @@ def act(agent, generators, settings, table, states, active, greedy, actions, scr
         settings.high,
     )
     c, unit = settings.c, settings.bonus_unit
-    weights, values, scores = scratch.weights, scratch.values, scratch.scores
+    weights, values, scores = scratch.by_rank[0], scratch.by_action[0], scratch.by_action[1]
     for b in range(states.shape[0]):
         drawn_mask[b] = False
         if not active[b]:
@@ -330,8 +325,8 @@ def act(agent, generators, settings, table, states, active, greedy, actions, scr
             else:
                 flat = epsilon_greedy(scores, epsilon[b], generators[b])
             if settings.bonus_share:
-                agent.bonus_share[b] += euge_bonus_share(values[flat], scores[flat])
-                agent.bonus_acts[b] += 1
+                agent.bonus[0, b] += euge_bonus_share(values[flat], scores[flat])
+                agent.bonus[1, b] += 1.0
         for n in range(dims.shape[0] - 1, n_state - 1, -1):
             actions[b, n - n_state] = flat % dims[n]
             flat //= dims[n]
@@ -403,17 +398,16 @@ def observe(agent, settings, rule, table, batch, scratch):
         batch.terminated,
         batch.active,
     )
+    record, by_rank = agent.record, scratch.by_rank
     bad = td_targets(
         factors, offsets, dims, n_state, settings.gamma, batch.rewards, batch.next_states,
-        terminated, active, agent.targets, scratch.weights, scratch.values,
+        terminated, active, record[TARGET], by_rank[0], scratch.by_action[0],
     )  # fmt: skip
     if bad >= 0:
         return bad
     n_modes, rank = dims.shape[0], factors.shape[2]
-    rows, update, index = scratch.rows, scratch.update, scratch.index
-    steps, epsilon, targets = agent.steps, agent.epsilon, agent.targets
-    befores, afters, used_counts = agent.before, agent.after, agent.visits
-    step_sizes = agent.step_size
+    rows, update, index = by_rank[1 : n_modes + 1], by_rank[n_modes + 1 :], scratch.index
+    steps, epsilon = agent.steps, agent.epsilon
     counts, delta = table.counts, table.delta  # the arrays the loop reads, read once
     count_before = settings.count_before_update
     for b in range(states.shape[0]):
@@ -439,7 +433,7 @@ def observe(agent, settings, rule, table, batch, scratch):
             for r in range(rank):
                 rows[n, r] = factors[b, offsets[n] + index[n], r]
         before = cp_entry(rows)
-        apply_rule(rule, rows, before, targets[b], weight, step, update)
+        apply_rule(rule, rows, before, record[TARGET, b], weight, step, update)
         for n in range(n_modes):
             for r in range(rank):
                 factors[b, offsets[n] + index[n], r] = rows[n, r]
@@ -454,10 +448,10 @@ def observe(agent, settings, rule, table, batch, scratch):
         if not terminated[b]:
             decayed = epsilon[b] * settings.epsilon_decay
             epsilon[b] = max(decayed, settings.epsilon_min)
-        befores[b] = before
-        afters[b] = after
-        used_counts[b] = count
-        step_sizes[b] = step
+        record[BEFORE, b] = before
+        record[AFTER, b] = after
+        record[COUNT, b] = count
+        record[STEP_SIZE, b] = step
     return -1
 
 

@@ -90,25 +90,23 @@ class BonusShareMean:
 
     Attributes
     ----------
-    total : ndarray of float64, shape (B,)
-        The sum of the shares added since the last `pop` (the compiled step adds in place).
-    acts : ndarray of int64, shape (B,)
-        The number of shares in that sum.
+    sums : ndarray of float64, shape (2, B)
+        Row 0: the sum of the shares added since the last `pop`; row 1: their
+        number (the compiled step adds to both in place).
     """
 
     def __init__(self, replicas: int) -> None:
-        self.total = np.zeros(replicas)
-        self.acts = np.zeros(replicas, dtype=np.int64)
+        self.sums = np.zeros((2, replicas))
 
     def add(self, shares: NDArray[np.float64], mask: NDArray[np.bool_]) -> None:
         """Add ``shares`` (B,) of the replicas in ``mask`` (B,)."""
-        self.total[mask] += shares[mask]
-        self.acts[mask] += 1
+        self.sums[0, mask] += shares[mask]
+        self.sums[1, mask] += 1.0
 
     def pop(self) -> NDArray[np.float64]:
         """Return the mean share of every replica (NaN where none was added) and start anew."""
+        total, acts = self.sums
         with np.errstate(invalid="ignore", divide="ignore"):
-            mean = np.where(self.acts > 0, self.total / self.acts, np.nan)
-        self.total[:] = 0.0
-        self.acts[:] = 0
+            mean = np.where(acts > 0, total / acts, np.nan)
+        self.sums[:] = 0.0
         return mean
