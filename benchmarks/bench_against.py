@@ -1,9 +1,10 @@
 """The tensor agents' step of the working tree against a named earlier commit, paired in one run.
 
 ``python -m benchmarks against --rev REV`` checks REV out into a temporary ``git
-worktree`` and times, for TEQL (the paper's update with I_max = 1, and the
-released reading) and TLR on CartPole through the fused runner, microseconds
-per agent-step (CPU time of the process) in both trees: each row in its own
+worktree`` and times, for TEQL (the paper's reading with I_max = 1, in a tree
+whose configuration has readings, and the released reading) and TLR on
+CartPole through the fused runner, microseconds per agent-step (CPU time of
+the process) in both trees: each row in its own
 subprocess whose ``PYTHONPATH`` is that tree, the two trees alternated
 ``--repeat`` times, each against the plain-loop yardstick
 (`benchmarks.plain_loop`, on the same clock) measured in the same process. It
@@ -33,7 +34,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from benchmarks.bench_step import AGENTS
+from benchmarks.bench_step import AGENTS, PAPER_READING
 from benchmarks.child import measure_in_child
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -46,7 +47,9 @@ def _child_env(tree: Path) -> dict[str, str]:
 
 def _args(label: str, replicas: int, episodes: int) -> list[str]:
     agent, params = AGENTS[label]
-    return [str(CHILD), agent, json.dumps(params), str(replicas), str(episodes)]
+    reading = PAPER_READING.get(agent)
+    chosen = ["--reading", reading] if reading else []
+    return [str(CHILD), agent, json.dumps(params), str(replicas), str(episodes), *chosen]
 
 
 def time_row(tree: Path, label: str, replicas: int, episodes: int) -> dict | str:

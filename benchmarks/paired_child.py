@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import fields
 from pathlib import Path
 
 CARTPOLE = (10, 10, 20, 20, 10)
@@ -43,16 +44,19 @@ def _counter(directory: str) -> ctypes.CDLL:
     return ctypes.CDLL(str(library))
 
 
-def _build(agent: str, params: dict, replicas: int):  # noqa: ANN202 - either tree's Runner
+def _build(agent: str, params: dict, replicas: int, reading: str | None):  # noqa: ANN202
     try:
         from rl.runs.config import TrainConfig
         from rl.runs.training import build
     except ImportError:  # the layout before the rl.runs package
         from rl.config import TrainConfig
         from rl.runner import build
+    # A tree without readings in its configuration runs the agent's only one.
+    names = {field.name for field in fields(TrainConfig)}
+    chosen = {"reading": reading} if reading and "reading" in names else {}
     config = TrainConfig(
         env="cartpole", agent=agent, seeds=replicas, eval_every=0, out="unused",
-        agent_params=params,
+        agent_params=params, **chosen,
     )  # fmt: skip
     runner, _ = build(config)
     return runner
@@ -65,6 +69,7 @@ def main() -> None:
     parser.add_argument("params", help="agent parameters as JSON")
     parser.add_argument("replicas", type=int)
     parser.add_argument("episodes", type=int)
+    parser.add_argument("--reading", help="the agent's reading, where the tree has readings")
     parser.add_argument("--count", action="store_true", help="running under Callgrind")
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -73,7 +78,7 @@ def main() -> None:
     yardstick = (
         0.0 if args.count else plain_loop_us(CARTPOLE, 4, steps=1000, clock=time.process_time)
     )
-    runner = _build(args.agent, json.loads(args.params), args.replicas)
+    runner = _build(args.agent, json.loads(args.params), args.replicas, args.reading)
     runner.episode(1)  # warm-up: compilation, allocation
     with tempfile.TemporaryDirectory() as scratch:
         counter = _counter(scratch) if args.count else None

@@ -107,66 +107,71 @@ def _why_stop(running, ints, greedy, training, room, taken, budget):
 
 
 @njit(cache=True)
-def run_steps(agent, generators, settings, rule, table, env, slots, work, stop, budget):
+def run_steps(agent, generators, settings, rule, table, scratch, env, slots, work, stop, budget):
     """Play lockstep steps of every running slot until a reason to return; see the module doc.
 
-    ``agent``, ``generators``, ``settings``, ``rule`` and ``table`` are the
-    agent's kernel arguments (`rl.agents.tensor._step_compiled`), ``env`` a
-    `rl.loop.copies.EnvArrays`, ``slots`` a `SlotArrays`, ``work`` a `StepArrays`.
-    Returns (status, agent-steps played, events booked, replica): the replica
-    that diverged or saw a non-finite value, else -1.
+    ``agent``, ``generators``, ``settings``, ``rule``, ``table`` and ``scratch``
+    are the agent's kernel arguments (`rl.agents.tensor._step_compiled`),
+    ``env`` a `rl.loop.copies.EnvArrays`, ``slots`` a `SlotArrays`, ``work`` a
+    `StepArrays`. Returns (status, agent-steps played, events booked, replica):
+    the replica that diverged or saw a non-finite value, else -1.
     """
     replicas = work.states.shape[0]
+    # Every field the loop reads is read here once (see `step_envs`).
     states, actions, rewards, running = work.states, work.actions, work.rewards, slots.running
+    next_states, terminated, truncated = work.next_states, work.terminated, work.truncated
+    ended, training, greedy = work.ended, work.training, work.greedy
+    ints, floats, needs_reset = slots.ints, slots.floats, slots.needs_reset
+    event_ints, event_floats = slots.event_ints, slots.event_floats
+    eval_every, eval_episodes = slots.eval_every, slots.eval_episodes
     draws = Draws(agent.drawn_mask, agent.drawn)
-    batch = Transitions(states, actions, rewards, work.next_states, work.terminated, work.training)
-    event_rows, used, row_capacity = slots.event_ints.shape[0], table.used, table.row_keys.shape[0]
+    batch = Transitions(states, actions, rewards, next_states, terminated, training)
+    event_rows, used, row_capacity = event_ints.shape[0], table.used, table.row_keys.shape[0]
     hashed = table.keys.shape[0] > 0  # a dense table never needs room
     taken, n_events = 0, 0
     for b in range(replicas):
-        if slots.needs_reset[b]:
-            reset_slot(b, slots.ints[b, EPISODE], slots.ints[b, EVAL_INDEX], env, states)
-            slots.needs_reset[b] = False
+        if needs_reset[b]:
+            reset_slot(b, ints[b, EPISODE], ints[b, EVAL_INDEX], env, states)
+            needs_reset[b] = False
     while True:
         room = -1
         if n_events + replicas > event_rows:
             room = EVENTS_FULL
         elif hashed and used[0] + replicas > row_capacity:
             room = GROW
-        status = _why_stop(running, slots.ints, work.greedy, work.training, room, taken, budget)
+        status = _why_stop(running, ints, greedy, training, room, taken, budget)
         if status >= 0:
             return status, taken, n_events, -1
-        _kernels.act(agent, generators, settings, table, states, running, work.greedy, actions)
+        _kernels.act(agent, generators, settings, table, states, running, greedy, actions, scratch)
         bad = step_envs(
-            env, draws, actions, running, work.next_states, rewards, work.terminated,
-            work.truncated,
+            env, draws, actions, running, next_states, rewards, terminated, truncated
         )  # fmt: skip
         if bad >= 0:
             return NOT_FINITE, taken, n_events, bad
         any_training = False
         for b in range(replicas):
-            any_training = any_training or work.training[b]
-            work.ended[b] = work.terminated[b] or work.truncated[b]
+            any_training = any_training or training[b]
+            ended[b] = terminated[b] or truncated[b]
             taken += running[b]
         if any_training:
-            bad = _kernels.observe(agent, settings, rule, table, batch)
+            bad = _kernels.observe(agent, settings, rule, table, batch, scratch)
             if bad >= 0:
                 return DIVERGED, taken, n_events, bad
         for b in range(replicas):
             if not running[b]:
                 continue
-            slots.floats[b, RETURN] += rewards[b]
-            slots.ints[b, LENGTH] += 1
-            if not work.ended[b]:
+            floats[b, RETURN] += rewards[b]
+            ints[b, LENGTH] += 1
+            if not ended[b]:
                 for j in range(states.shape[1]):
-                    states[b, j] = work.next_states[b, j]
+                    states[b, j] = next_states[b, j]
                 continue
             restart, n_events = end_episode(
-                b, slots.ints, slots.floats, running, slots.eval_every, slots.eval_episodes,
-                stop, slots.event_ints, slots.event_floats, n_events,
+                b, ints, floats, running, eval_every, eval_episodes, stop, event_ints,
+                event_floats, n_events,
             )  # fmt: skip
             if restart:
-                reset_slot(b, slots.ints[b, EPISODE], slots.ints[b, EVAL_INDEX], env, states)
+                reset_slot(b, ints[b, EPISODE], ints[b, EVAL_INDEX], env, states)
 
 
 def _hooked(agent: Agent) -> bool:
@@ -262,7 +267,8 @@ class FusedLoop:
         while True:
             status, taken, n_events, replica = run_steps(
                 engine.arrays(), engine.generators, settings, rule, engine.visit_arrays(room),
-                self.env, slot_arrays, self.work, segment.stop, BUDGET_AGENT_STEPS,
+                engine.scratch, self.env, slot_arrays, self.work, segment.stop,
+                BUDGET_AGENT_STEPS,
             )  # fmt: skip
             taken_total += taken
             if n_events:

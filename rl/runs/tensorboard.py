@@ -20,10 +20,12 @@ its step: ``metrics()`` where the agent has one (DQN: the last TD ``loss`` and
 ``epsilon``; discrete SAC: its last losses and ``alpha``), ``epsilon_`` of the
 epsilon-greedy agents, and for the tensor agents (TEQL, TLR) the step size of
 the next update, the Frobenius norm of every CP factor and, for TEQL, the mean
-Delta Q over the visited entries of its visit table (the error term of EUGE).
+Delta Q over the visited entries of its visit table (the error term of EUGE)
+and the share of its chosen actions' EUGE scores that is the exploration bonus.
 DQN and discrete SAC also report ``q_mean``, the mean Q of the actions they
-trained on over the stretch since the last reading (`WatchesQ`); their steps
-compute it only once `watch_diagnostics` has asked for it, when the writer starts.
+trained on over the stretch since the last reading (`WatchesQ`). Their steps
+compute these two only once `watch_diagnostics` has asked for them, when the
+writer starts.
 They are the agent's state after the stretch of lockstep steps that ended an
 episode: one episode at a time on the step-by-step loop (where a fast replica
 may already be a few steps into its next one), every stretch of episodes up to
@@ -281,11 +283,15 @@ class WatchesQ(Protocol):
 def watch_diagnostics(agent: Agent) -> None:
     """Ask ``agent`` for the diagnostics it computes only when asked, before a run logs them.
 
-    The mean Q of the taken actions of DQN and discrete SAC (`WatchesQ`);
-    nothing for the other agents. No result of the run changes.
+    The mean Q of the taken actions of DQN and discrete SAC (`WatchesQ`) and
+    the bonus share of the EUGE actions of TEQL (`explores_by_euge`); nothing
+    for the other agents. Their steps pay for it from here on; no result of
+    the run changes.
     """
     if isinstance(agent, WatchesQ):
         agent.watch_q()
+    if explores_by_euge(agent):
+        agent.engine_.track_bonus_share()
 
 
 def agent_diagnostics(agent: Agent) -> dict[str, NDArray[np.float64]]:
@@ -301,12 +307,16 @@ def agent_diagnostics(agent: Agent) -> dict[str, NDArray[np.float64]]:
     dict of str to ndarray of float64, shape (B,)
         In a fixed order for a given agent: ``metrics()``'s entries, then
         ``epsilon``, ``step_size`` (tensor agents whose alpha_t counts the
-        agent's steps), ``delta_q_mean`` (TEQL) and ``factor_norm_n`` for every
-        mode n (tensor agents), or ``q_mean`` (DQN, discrete SAC: the mean over
-        the training steps since the last call of the mini-batch mean of
-        Q(s, a) at the taken actions, SAC's over both critics; NaN for a
-        replica that has not trained since, or without `watch_diagnostics`).
-        Reading ``q_mean`` starts the next stretch.
+        agent's steps), ``delta_q_mean`` (TEQL), ``euge_bonus_share`` (TEQL
+        exploring by EUGE, after `watch_diagnostics`: the mean, over the
+        replica's EUGE actions since the last call, of the share of the chosen
+        action's score that is the bonus, `rl.agents.tensor.step.bonus_share`;
+        NaN where it took none) and ``factor_norm_n`` for every mode n (tensor
+        agents), or ``q_mean`` (DQN, discrete SAC: the mean over the training
+        steps since the last call of the mini-batch mean of Q(s, a) at the
+        taken actions, SAC's over both critics; NaN for a replica that has not
+        trained since, or without `watch_diagnostics`). Reading
+        ``q_mean`` or ``euge_bonus_share`` starts the next stretch.
 
     References
     ----------
@@ -331,10 +341,17 @@ def agent_diagnostics(agent: Agent) -> dict[str, NDArray[np.float64]]:
             values["step_size"] = np.asarray(schedule(agent.steps_ + 1), dtype=np.float64)
         if agent.visits_ is not None:
             values["delta_q_mean"] = visited_delta_mean(agent.visits_)
+        if explores_by_euge(agent) and agent.engine_.tracks_bonus_share:
+            values["euge_bonus_share"] = agent.engine_.bonus_share()
         for mode, factor in enumerate(agent.q_.factors):
             array = np.asarray(as_numpy(factor), dtype=np.float64)
             values[f"factor_norm_{mode}"] = np.sqrt(np.einsum("bdr,bdr->b", array, array))
     return {name: np.asarray(value, dtype=np.float64) for name, value in values.items()}
+
+
+def explores_by_euge(agent: Agent) -> bool:
+    """Whether ``agent`` is a tensor agent exploring by EUGE (alone or under an epsilon layer)."""
+    return isinstance(agent, TensorAgent) and agent.step_rule().exploration != "epsilon"
 
 
 def visited_delta_mean(visits: VisitTable) -> NDArray[np.float64]:

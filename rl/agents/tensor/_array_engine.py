@@ -25,6 +25,11 @@ first such draw the two take the same actions (float64;
 ``tests/rl/test_array_engine.py``); after it the runs are different samples of
 the same process.
 
+Once asked (`ArrayEngine.track_bonus_share`), an engine of a EUGE agent
+also adds the share of each exploring replica's chosen action's score that is
+the bonus (`rl.agents.tensor.step.bonus_share`) to `ArrayEngine.bonus_shares`
+on the host: one more read from the device per step, paid only then.
+
 Off the host the state's counters, epsilon and visit table are brought up to
 date by `ArrayEngine.sync`, which `rl.agents.tensor.agent.TensorAgent` calls
 before it reads them, so checkpoints keep their format and resume exactly.
@@ -41,7 +46,7 @@ from rl.agents.base import Transitions
 from rl.agents.tensor import step
 from rl.agents.tensor._array_backend import GeneratorSource, UniformStreams
 from rl.agents.tensor._visits_array import DeviceVisits, VisitState
-from rl.agents.tensor.state import TensorState, UpdateStats
+from rl.agents.tensor.state import BonusShareMean, TensorState, UpdateStats
 from tensorq import FactorBound
 from tensorq._backend import array_namespace
 from tensorq.functional import update_setting
@@ -71,6 +76,10 @@ class ArrayEngine:
         self.space = space = array_namespace(state.backend, state.device)
         self.ids = space.put(np.arange(state.replicas), space.ops.int64)
         self._pending: tuple[Array, Array] | None = None  # last targets, all finite (unchecked)
+        self.bonus_shares = BonusShareMean(state.replicas)
+        """The chosen EUGE actions' bonus shares (added only after `track_bonus_share`)."""
+        self.tracks_bonus_share = False
+        """Whether `act` adds the bonus shares (`track_bonus_share`)."""
         rule = state.rule
         self._setting = update_setting(
             rule.update, lam=rule.lam, eps=rule.eps, tol=rule.tol, max_inner=rule.max_inner,
@@ -122,6 +131,21 @@ class ArrayEngine:
         self.state.factors[:] = [self.space.put(f) for f in factors]
         self._load()
 
+    def track_bonus_share(self) -> None:
+        """Make every later EUGE action add its bonus share to `bonus_shares`."""
+        self.tracks_bonus_share = self.state.rule.exploration != "epsilon"
+        self._act = self.space.compile(self._act_core)  # traced again with the share
+
+    def bonus_share(self) -> NDArray[np.float64]:
+        """Return each replica's mean EUGE bonus share since the last call, and start anew.
+
+        The share of the chosen action's EUGE score that is the exploration bonus
+        (`rl.agents.tensor.step.bonus_share`), over the replica's EUGE actions
+        since the last call (`track_bonus_share` first); NaN for a replica that
+        took none.
+        """
+        return self.bonus_shares.pop()
+
     # ------------------------------------------------------------------ acting
 
     def act(
@@ -166,10 +190,12 @@ class ArrayEngine:
         greedy = np.zeros_like(active) if greedy is None else greedy
         flags = space.put(np.stack([exploring, greedy], axis=1).astype(np.int64))
         table = None if self.visits is None else self.visits.table
-        flat, explored, drawn, result = self._act(
+        flat, explored, drawn, result, shares = self._act(
             factors, self.ids, table, self.epsilon, self.draws.args(), states, flags
         )
         self.draws.take(result)
+        if shares is not None:
+            self.bonus_shares.add(np.asarray(space.host(shares), dtype=np.float64), exploring)
         return flat, explored, drawn
 
     def greedy(self, states: NDArray[np.int64]) -> NDArray[np.int64]:
@@ -184,8 +210,12 @@ class ArrayEngine:
     def _act_core(
         self, factors: tuple[Array, ...], ids: Array, table: VisitState | None, epsilon: Array,
         draw_args: tuple[Array, ...], states: Array, flags: Array,
-    ) -> tuple[Array, Array, tuple[Array, ...], tuple[Array, ...]]:  # fmt: skip
-        """`rl.agents.tensor.step.act` on ``states``, ``flags`` (exploring, greedy columns)."""
+    ) -> tuple[Array, Array, tuple[Array, ...], tuple[Array, ...], Array | None]:  # fmt: skip
+        """`rl.agents.tensor.step.act` on ``states``, ``flags`` (exploring, greedy columns).
+
+        The last result is the chosen actions' bonus shares where `track_bonus_share`
+        asked for them, else None.
+        """
         space, state = self.space, self.state
         draws = self.draws.open(space, draw_args)
         values = step.action_values(factors, ids, states, state.action_dims)
@@ -196,7 +226,15 @@ class ArrayEngine:
             space, state.rule, draws, values, scores, epsilon, exploring, greedy,
             state.action_dims,
         )  # fmt: skip
-        return flat, explored, drawn, draws.result()
+        shares = None
+        if self.tracks_bonus_share:
+            chosen = flat[:, None]
+            shares = step.bonus_share(
+                space.take_along(values, chosen)[:, 0],
+                space.take_along(scores, chosen)[:, 0],
+                space,
+            )
+        return flat, explored, drawn, draws.result(), shares
 
     # ------------------------------------------------------------------ learning
 

@@ -5,8 +5,11 @@ the named tuples that `rl.agents.tensor._step_compiled` reads: `AgentArrays`
 (the packed factors, counters, epsilon, the typed list of the replicas'
 exploration generators, which shares their state with the Python objects so
 that checkpoints and the reference engine see the same streams, and the record
-of the last update), `Settings`, `tensorq._compiled.RuleSettings` and the
-visit table's `rl.agents.tensor.visits.VisitArrays`. The state's factors are
+of the last update and the EUGE bonus sums), `Settings`,
+`tensorq._compiled.RuleSettings`, the visit table's
+`rl.agents.tensor.visits.VisitArrays` and the kernels' working arrays
+(`rl.agents.tensor._step_compiled.Scratch`), all allocated once in the
+constructor, so that a step allocates nothing. The state's factors are
 views of the one packed array (B, sum_n d_n, R) the kernels read
 (`rl.agents.tensor.state.packed_factors`), so one compiled kernel serves any
 number of modes.
@@ -23,8 +26,14 @@ from numpy.typing import NDArray
 from rl.agents._explore_compiled import typed_generators
 from rl.agents.base import Transitions
 from rl.agents.tensor import _step_compiled as _kernels
-from rl.agents.tensor._step_compiled import EXPLORATION, AgentArrays, Settings
-from rl.agents.tensor.state import StepRule, TensorState, UpdateStats, packed_factors
+from rl.agents.tensor._step_compiled import EXPLORATION, AgentArrays, Settings, new_scratch
+from rl.agents.tensor.state import (
+    BonusShareMean,
+    StepRule,
+    TensorState,
+    UpdateStats,
+    packed_factors,
+)
 from rl.agents.tensor.visits import VisitArrays
 from tensorq._compiled import RULES, RuleSettings
 
@@ -39,6 +48,7 @@ class _PlainArguments(NamedTuple):
     settings: tuple
     rule: tuple
     table: tuple
+    scratch: tuple
 
 
 def kernel_settings(state: TensorState) -> tuple[Settings, RuleSettings]:
@@ -69,6 +79,7 @@ def kernel_settings(state: TensorState) -> tuple[Settings, RuleSettings]:
         signed_delta=bool(rule.signed_delta),
         visits=state.visits is not None,
         entry_steps=rule.step_count == "entry",
+        bonus_share=False,
     )
     f_max = rule.f_max
     rule_settings = RuleSettings(
@@ -100,8 +111,13 @@ class CompiledEngine:
         self._views: list[NDArray[np.float64]] = list(state.factors)
         self._no_greedy = np.zeros(replicas, dtype=bool)
         self._all = np.ones(replicas, dtype=bool)
-        self.stats = UpdateStats(*np.zeros((5, replicas)))
+        self._record = np.zeros((5, replicas))
+        self.stats = UpdateStats(*self._record)
         """The last update's record (rows of inactive replicas are stale)."""
+        self.bonus_shares = BonusShareMean(replicas)
+        """The chosen EUGE actions' bonus shares (added only after `track_bonus_share`)."""
+        self.tracks_bonus_share = False
+        """Whether `act` adds the bonus shares (`track_bonus_share`)."""
         drawn = state.drawn
         if drawn is None:
             drawn = (np.zeros(replicas, dtype=bool), np.zeros((replicas, action_modes)))
@@ -110,6 +126,10 @@ class CompiledEngine:
         """The replicas' exploration generators as the kernels draw from them (shared state)."""
         self._constants = kernel_settings(state)
         self._plain_settings = tuple(map(_kernels.as_plain, self._constants))
+        settings = self._constants[0]
+        self.scratch = new_scratch(settings.dims, settings.n_state, self._packed.shape[2])
+        """The kernels' working arrays (`._step_compiled.Scratch`), overwritten by every call."""
+        self._plain_scratch = _kernels.as_plain(self.scratch)
 
     def settings(self) -> tuple[Settings, RuleSettings]:
         """Return the state's constants as the kernels read them."""
@@ -126,8 +146,26 @@ class CompiledEngine:
             self._packed = packed_factors(factors)
             self._views = list(factors)
         return AgentArrays(
-            self._packed, state.steps, state.epsilon, self._drawn, self._drawn_mask, *self.stats,
+            self._packed, state.steps, state.epsilon, self._drawn, self._drawn_mask,
+            self._record, self.bonus_shares.sums,
         )  # fmt: skip
+
+    def track_bonus_share(self) -> None:
+        """Make every later EUGE action add its bonus share to `bonus_shares`."""
+        self.tracks_bonus_share = True
+        settings, rule = self._constants
+        self._constants = settings._replace(bonus_share=True), rule
+        self._plain_settings = tuple(map(_kernels.as_plain, self._constants))
+
+    def bonus_share(self) -> NDArray[np.float64]:
+        """Return each replica's mean EUGE bonus share since the last call, and start anew.
+
+        The share of the chosen action's EUGE score that is the exploration bonus
+        (`rl.agents.tensor.step.bonus_share`), over the replica's EUGE actions
+        since the last call (`track_bonus_share` first); NaN for a replica that
+        took none.
+        """
+        return self.bonus_shares.pop()
 
     def visit_arrays(self, room: int = 0) -> VisitArrays:
         """Return the visit table's arrays, with room for ``room`` new rows (empty without one)."""
@@ -142,7 +180,8 @@ class CompiledEngine:
         """Return the kernels' arguments as plain tuples (`._step_compiled.as_plain`)."""
         settings, rule = self._plain_settings
         arrays = _kernels.as_plain(self.arrays())
-        return _PlainArguments(arrays, settings, rule, _kernels.as_plain(self.visit_arrays(room)))
+        table = _kernels.as_plain(self.visit_arrays(room))
+        return _PlainArguments(arrays, settings, rule, table, self._plain_scratch)
 
     def act(
         self,
@@ -159,7 +198,7 @@ class CompiledEngine:
             np.ascontiguousarray(states, dtype=np.int64),
             np.ascontiguousarray(active, dtype=bool),
             self._no_greedy if greedy is None else np.ascontiguousarray(greedy, dtype=bool),
-            actions,
+            actions, plain.scratch,
         )  # fmt: skip
         return actions
 
@@ -183,7 +222,10 @@ class CompiledEngine:
             np.ascontiguousarray(batch.terminated, dtype=bool),
             np.ascontiguousarray(batch.active, dtype=bool),
         )
-        bad = _kernels.observe_entry(*self._plain(self.state.replicas), _kernels.as_plain(batch))
+        arrays, settings, rule, table, scratch = self._plain(self.state.replicas)
+        bad = _kernels.observe_entry(
+            arrays, settings, rule, table, _kernels.as_plain(batch), scratch
+        )
         if bad >= 0:
             raise self.divergence(bad)
         return self.stats

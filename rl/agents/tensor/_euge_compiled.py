@@ -30,3 +30,16 @@ def euge_scores(values, table, key, c, unit, out):
     log_total = np.log(max(total, 1))
     for a in range(values.shape[0]):
         out[a] = values[a] + c * (delta[row, a] + unit * np.sqrt(log_total / (counts[row, a] + 1)))
+
+
+@njit(cache=True)
+def euge_bonus_share(value, score):
+    """|EU - Q| / (|Q| + |EU - Q|): the share of a score ``score`` that is EUGE's bonus, eq. (euge).
+
+    The bonus c (Delta Q + u sqrt(log N_total / (N + 1))) is the score less the
+    action value ``value``; the share is 0 where both are 0. The NumPy twin is
+    `rl.agents.tensor.step.bonus_share`.
+    """
+    bonus = abs(score - value)
+    total = abs(value) + bonus
+    return bonus / total if total > 0 else 0.0

@@ -18,10 +18,13 @@ compose the smaller ones:
 
 Their arguments are named tuples: `AgentArrays` (the agent's arrays),
 `Settings` (its constants), `tensorq._compiled.RuleSettings`,
-`rl.agents.tensor.visits.VisitArrays` and `rl.agents.base.Transitions`. Python calls
-them through `act_entry` and `observe_entry`, which take the same tuples as
-plain tuples (`as_plain`; Numba types those three times faster). No fastmath:
-the arithmetic is the reference's, term by term.
+`rl.agents.tensor.visits.VisitArrays`, `rl.agents.base.Transitions` and
+`Scratch`, the working arrays of one call, allocated once per engine
+(`new_scratch`) so that a lockstep step allocates nothing (at B = 1 eight
+small allocations were a tenth of a step's instructions). Python calls them through
+`act_entry` and `observe_entry`, which take the same tuples as plain tuples
+(`as_plain`; Numba types those three times faster). No fastmath: the
+arithmetic is the reference's, term by term.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from rl.agents._explore_compiled import (
 )
 from rl.agents.base import Transitions
 from rl.agents.tensor import _euge_compiled, _visit_layout, _visits_compiled, visits
-from rl.agents.tensor._euge_compiled import euge_scores
+from rl.agents.tensor._euge_compiled import euge_bonus_share, euge_scores
 from rl.agents.tensor._visits_compiled import visit_row
 from rl.agents.tensor.visits import VisitArrays
 from rl.jit import drop_stale
@@ -86,8 +89,17 @@ class AgentArrays(NamedTuple):
         Continuous random actions (`rl.agents.base.ContinuousActions`).
     drawn_mask : ndarray of bool, shape (B,)
         Replicas whose last action is in ``drawn``.
-    targets, before, after, visits, step_size : ndarray of float64, shape (B,)
-        The last update (`rl.agents.tensor.state.UpdateStats`).
+    record : ndarray of float64, shape (5, B)
+        The last update, rows `TARGET`, `BEFORE`, `AFTER`, `COUNT`, `STEP_SIZE`
+        (`rl.agents.tensor.state.UpdateStats` holds them as views).
+    bonus : ndarray of float64, shape (2, B)
+        With `Settings.bonus_share`: row 0 the sum, over the replica's EUGE
+        actions since it was last reset, of the chosen action's
+        `euge_bonus_share`, row 1 their number
+        (`rl.agents.tensor.state.BonusShareMean.sums`).
+
+    Every bundle of arrays passed to a kernel costs a reference-count update
+    per array and call: arrays of one length share one array here.
     """
 
     factors: NDArray[np.float64]
@@ -95,15 +107,47 @@ class AgentArrays(NamedTuple):
     epsilon: NDArray[np.float64]
     drawn: NDArray[np.float64]
     drawn_mask: NDArray[np.bool_]
-    targets: NDArray[np.float64]
-    before: NDArray[np.float64]
-    after: NDArray[np.float64]
-    visits: NDArray[np.float64]
-    step_size: NDArray[np.float64]
+    record: NDArray[np.float64]
+    bonus: NDArray[np.float64]
+
+
+# Rows of `AgentArrays.record`, in `rl.agents.tensor.state.UpdateStats`'s order.
+TARGET, BEFORE, AFTER, COUNT, STEP_SIZE = range(5)
+
+
+class Scratch(NamedTuple):
+    """Working arrays of `act` and `observe`, overwritten by every call (`new_scratch`).
+
+    Attributes
+    ----------
+    by_rank : ndarray of float64, shape (3 N + 3, R)
+        Row 0: the product of a state's rows (`action_values`); rows 1 to N:
+        the gathered rows of the updated entry; the last 2 N + 2: the update
+        rule's scratch (`tensorq._compiled`).
+    by_action : ndarray of float64, shape (2, |A|)
+        A state's action values and its EUGE scores.
+    index : ndarray of int64, shape (N,)
+        The updated entry's index vector.
+    """
+
+    by_rank: NDArray[np.float64]
+    by_action: NDArray[np.float64]
+    index: NDArray[np.int64]
+
+
+def new_scratch(dims: NDArray[np.int64], n_state: int, rank: int) -> Scratch:
+    """Return the `Scratch` of a tensor of mode sizes ``dims`` (state modes first) and rank R."""
+    n_modes = len(dims)
+    n_actions = int(np.prod(dims[n_state:]))
+    return Scratch(
+        by_rank=np.empty((3 * n_modes + 3, rank)),
+        by_action=np.empty((2, n_actions)),
+        index=np.empty(n_modes, dtype=np.int64),
+    )
 
 
 class Settings(NamedTuple):
-    """The constants of one tensor agent's step (`.engine.StepRule` and its problem).
+    """The constants of one tensor agent's step (`.state.StepRule` and its problem).
 
     Attributes
     ----------
@@ -132,6 +176,9 @@ class Settings(NamedTuple):
     entry_steps : bool
         Count t of alpha_t = alpha0 / (1 + kappa t) in visits of the entry, N(s, a),
         instead of agent steps.
+    bonus_share : bool
+        Add every EUGE action's `euge_bonus_share` to `AgentArrays.bonus`
+        (off by default: the step then pays nothing for it).
     """
 
     offsets: NDArray[np.int64]
@@ -155,6 +202,7 @@ class Settings(NamedTuple):
     signed_delta: bool
     visits: bool
     entry_steps: bool
+    bonus_share: bool
 
 
 # ---------------------------------------------------------------- reading the tensor
@@ -209,20 +257,11 @@ def action_values(factors, offsets, dims, n_state, b, state, weights, out):
         out[a] = total
 
 
-@njit(cache=True)
-def _n_actions(dims, n_state):
-    """Return |A|, the product of the action modes."""
-    n_actions = 1
-    for n in range(n_state, dims.shape[0]):
-        n_actions *= dims[n]
-    return n_actions
-
-
 # ---------------------------------------------------------------- choosing actions
 
 
 @njit(cache=True)
-def act(agent, generators, settings, table, states, active, greedy, actions):
+def act(agent, generators, settings, table, states, active, greedy, actions, scratch):
     """Write each active replica's action (index vector) into ``actions`` (B, D_A).
 
     Inactive rows are set to 0; ``greedy`` replicas take the first maximizer
@@ -235,7 +274,9 @@ def act(agent, generators, settings, table, states, active, greedy, actions):
     (`rl.agents._explore_compiled.typed_generators`), kept out of `AgentArrays`:
     a typed list inside a tuple makes every call from Python a thousand times
     slower. The named tuples' fields are read once, before the loop over the
-    replicas (see `action_values`).
+    replicas (see `action_values`). With ``settings.bonus_share`` every replica
+    that acts by EUGE adds its chosen action's `euge_bonus_share` to
+    ``agent.bonus[0, b]`` and counts it in ``agent.bonus[1, b]``.
     """
     factors, epsilon, drawn, drawn_mask = (
         agent.factors,
@@ -256,10 +297,7 @@ def act(agent, generators, settings, table, states, active, greedy, actions):
         settings.high,
     )
     c, unit = settings.c, settings.bonus_unit
-    n_actions = _n_actions(dims, n_state)
-    weights = np.empty(factors.shape[2])
-    values = np.empty(n_actions)
-    scores = np.empty(n_actions)
+    weights, values, scores = scratch.by_rank[0], scratch.by_action[0], scratch.by_action[1]
     for b in range(states.shape[0]):
         drawn_mask[b] = False
         if not active[b]:
@@ -286,17 +324,20 @@ def act(agent, generators, settings, table, states, active, greedy, actions):
                 )
             else:
                 flat = epsilon_greedy(scores, epsilon[b], generators[b])
+            if settings.bonus_share:
+                agent.bonus[0, b] += euge_bonus_share(values[flat], scores[flat])
+                agent.bonus[1, b] += 1.0
         for n in range(dims.shape[0] - 1, n_state - 1, -1):
             actions[b, n - n_state] = flat % dims[n]
             flat //= dims[n]
 
 
 @njit(cache=True)
-def act_entry(agent, generators, settings, table, states, active, greedy, actions):
+def act_entry(agent, generators, settings, table, states, active, greedy, actions, scratch):
     """Call `act` from Python, its named tuples passed as plain tuples (`as_plain`)."""
     act(
         AgentArrays(*agent), generators, Settings(*settings), VisitArrays(*table), states, active,
-        greedy, actions,
+        greedy, actions, Scratch(*scratch),
     )  # fmt: skip
 
 
@@ -305,16 +346,15 @@ def act_entry(agent, generators, settings, table, states, active, greedy, action
 
 @njit(cache=True)
 def td_targets(factors, offsets, dims, n_state, gamma, rewards, next_states, terminated, active,
-               out):  # fmt: skip
+               out, weights, values):  # fmt: skip
     """Write TD targets r + gamma max_a' Q(s', a') (r at termination) to ``out`` (B,).
 
     ``factors`` is `AgentArrays.factors`, ``offsets`` to ``gamma`` the `Settings`
     fields and ``rewards`` to ``active`` the `rl.agents.base.Transitions` fields
-    of those names (passed one by one, see `action_values`). Active replicas
-    only. Returns the first active replica whose target is not finite, or -1.
+    of those names (passed one by one, see `action_values`); ``weights`` and
+    ``values`` are `Scratch` arrays. Active replicas only. Returns the first
+    active replica whose target is not finite, or -1.
     """
-    weights = np.empty(factors.shape[2])
-    values = np.empty(_n_actions(dims, n_state))
     for b in range(rewards.shape[0]):
         if not active[b]:
             continue
@@ -335,7 +375,7 @@ def td_targets(factors, offsets, dims, n_state, gamma, rewards, next_states, ter
 
 
 @njit(cache=True)
-def observe(agent, settings, rule, table, batch):
+def observe(agent, settings, rule, table, batch, scratch):
     """Learn from one transition per active replica of ``batch``; fill the record of ``agent``.
 
     For each active replica: the TD target; N(s, a) (incremented first when
@@ -358,16 +398,17 @@ def observe(agent, settings, rule, table, batch):
         batch.terminated,
         batch.active,
     )
+    record, by_rank = agent.record, scratch.by_rank
     bad = td_targets(
         factors, offsets, dims, n_state, settings.gamma, batch.rewards, batch.next_states,
-        terminated, active, agent.targets,
+        terminated, active, record[TARGET], by_rank[0], scratch.by_action[0],
     )  # fmt: skip
     if bad >= 0:
         return bad
     n_modes, rank = dims.shape[0], factors.shape[2]
-    rows = np.empty((n_modes, rank))
-    scratch = np.empty((2 * n_modes + 2, rank))  # see tensorq._compiled
-    index = np.empty(n_modes, dtype=np.int64)
+    rows, update, index = by_rank[1 : n_modes + 1], by_rank[n_modes + 1 :], scratch.index
+    steps, epsilon = agent.steps, agent.epsilon
+    counts, delta = table.counts, table.delta  # the arrays the loop reads, read once
     count_before = settings.count_before_update
     for b in range(states.shape[0]):
         if not active[b]:
@@ -382,17 +423,17 @@ def observe(agent, settings, rule, table, batch):
         if settings.visits:
             row = visit_row(table, key, count_before)
             if count_before:
-                table.counts[row, action] += 1
+                counts[row, action] += 1
             if row >= 0:
-                count = table.counts[row, action]
-        clock = count if settings.entry_steps else agent.steps[b] + 1
+                count = counts[row, action]
+        clock = count if settings.entry_steps else steps[b] + 1
         step = settings.alpha0 / (1.0 + settings.kappa * clock)
         weight = settings.lam / (count + settings.eps)
         for n in range(n_modes):
             for r in range(rank):
                 rows[n, r] = factors[b, offsets[n] + index[n], r]
         before = cp_entry(rows)
-        apply_rule(rule, rows, before, agent.targets[b], weight, step, scratch)
+        apply_rule(rule, rows, before, record[TARGET, b], weight, step, update)
         for n in range(n_modes):
             for r in range(rank):
                 factors[b, offsets[n] + index[n], r] = rows[n, r]
@@ -400,26 +441,26 @@ def observe(agent, settings, rule, table, batch):
         if settings.visits:
             row = visit_row(table, key, True)
             change = before - after
-            table.delta[row, action] = change if settings.signed_delta else abs(change)
+            delta[row, action] = change if settings.signed_delta else abs(change)
             if not count_before:
-                table.counts[row, action] += 1
-        agent.steps[b] += 1
+                counts[row, action] += 1
+        steps[b] += 1
         if not terminated[b]:
-            decayed = agent.epsilon[b] * settings.epsilon_decay
-            agent.epsilon[b] = max(decayed, settings.epsilon_min)
-        agent.before[b] = before
-        agent.after[b] = after
-        agent.visits[b] = count
-        agent.step_size[b] = step
+            decayed = epsilon[b] * settings.epsilon_decay
+            epsilon[b] = max(decayed, settings.epsilon_min)
+        record[BEFORE, b] = before
+        record[AFTER, b] = after
+        record[COUNT, b] = count
+        record[STEP_SIZE, b] = step
     return -1
 
 
 @njit(cache=True)
-def observe_entry(agent, settings, rule, table, batch):
+def observe_entry(agent, settings, rule, table, batch, scratch):
     """Call `observe` from Python, its named tuples passed as plain tuples (`as_plain`)."""
     return observe(
         AgentArrays(*agent), Settings(*settings), RuleSettings(*rule), VisitArrays(*table),
-        Transitions(*batch),
+        Transitions(*batch), Scratch(*scratch),
     )  # fmt: skip
 
 

@@ -211,6 +211,41 @@ def packed_factors(factors: list[NDArray[np.float64]]) -> NDArray[np.float64]:
     return packed
 
 
+class BonusShareMean:
+    """Each replica's running mean of the EUGE bonus share of its chosen actions, read and reset.
+
+    The share is `rl.agents.tensor.step.bonus_share`; an engine adds it for
+    every replica that acted by EUGE, once asked to (`Engine.track_bonus_share`).
+
+    Parameters
+    ----------
+    replicas : int
+        B.
+
+    Attributes
+    ----------
+    sums : ndarray of float64, shape (2, B)
+        Row 0: the sum of the shares added since the last `pop`; row 1: their
+        number (the compiled step adds to both in place).
+    """
+
+    def __init__(self, replicas: int) -> None:
+        self.sums = np.zeros((2, replicas))
+
+    def add(self, shares: NDArray[np.float64], mask: NDArray[np.bool_]) -> None:
+        """Add ``shares`` (B,) of the replicas in ``mask`` (B,)."""
+        self.sums[0, mask] += shares[mask]
+        self.sums[1, mask] += 1.0
+
+    def pop(self) -> NDArray[np.float64]:
+        """Return the mean share of every replica (NaN where none was added) and start anew."""
+        total, acts = self.sums
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean = np.where(acts > 0, total / acts, np.nan)
+        self.sums[:] = 0.0
+        return mean
+
+
 EngineName = Literal["auto", "compiled", "reference", "array"]
 
 
@@ -219,6 +254,9 @@ class Engine(Protocol):
 
     name: str
     """``"reference"``, ``"compiled"`` or ``"array"``."""
+
+    tracks_bonus_share: bool
+    """Whether acting adds the EUGE bonus shares (`track_bonus_share`)."""
 
     def act(
         self,
@@ -239,6 +277,12 @@ class Engine(Protocol):
 
     def reload(self, factors: list[NDArray[np.float64]]) -> None:
         """Take the factors and the state's host copies as restored from a checkpoint."""
+
+    def track_bonus_share(self) -> None:
+        """Make every later EUGE action add its bonus share (`BonusShareMean`)."""
+
+    def bonus_share(self) -> NDArray[np.float64]:
+        """Return each replica's mean EUGE bonus share since the last call, and start anew."""
 
 
 def resolve_engine(engine: EngineName, factors: Sequence[Any], backend: str = "numpy") -> str:

@@ -114,6 +114,35 @@ def euge_scores(
     return action_values + c * bonus
 
 
+def bonus_share(action_values: Array, scores: Array, space: ArrayNamespace | None = None) -> Array:
+    """|EU - Q| / (|Q| + |EU - Q|): the share of each score that is EUGE's bonus, eq. (euge).
+
+    Parameters
+    ----------
+    action_values : array
+        Q_{t-1}(s, a) of the chosen actions.
+    scores : array, same shape
+        Their EUGE scores EU_t(s, a) (`euge_scores`).
+    space : ArrayNamespace, optional
+        The arrays' backend (default NumPy).
+
+    Returns
+    -------
+    array, same shape
+        The bonus c (Delta Q + u sqrt(log N_total / (N + 1))), the score less
+        the action value, as a share of the two magnitudes; 0 where both are 0.
+        The compiled twin is `rl.agents.tensor._euge_compiled.euge_bonus_share`.
+
+    References
+    ----------
+    Eq. (euge) of the TEQL paper.
+    """
+    space = array_namespace("numpy") if space is None else space
+    bonus = space.xp.abs(scores - action_values)
+    total = space.xp.abs(action_values) + bonus
+    return bonus / (total + space.astype(total == 0, space.ops.float64))
+
+
 def scores(
     space: ArrayNamespace,
     rule: StepRule,
