@@ -4,7 +4,7 @@ Random draws are those of the references: per active replica, ``random()``
 for the epsilon test, ``integers(0, |A|)`` for a random action, and
 ``integers(0, k)`` to break a k-way tie, drawn from a ``numba.typed.List`` of
 the replicas' ``numpy.random.Generator`` objects (`typed_generators`), which
-shares their state with Python. ``tests/rl/test_fast_path.py`` checks them
+shares their state with Python. ``tests/rl/test_compiled_engine.py`` checks them
 against the references.
 """
 

@@ -2,7 +2,7 @@
 
 The descent property of the stable update itself is a property test of
 `tensorq.bcd_update` (tests/tensorq/test_update.py); the compiled rule is
-checked against the reference in tests/rl/test_fast_path.py.
+checked against the reference in tests/rl/test_compiled_engine.py.
 """
 
 import numpy as np

@@ -25,7 +25,7 @@ from numpy.typing import NDArray
 
 from rl.agents._explore_compiled import typed_generators
 from rl.agents.base import Transitions
-from rl.agents.tensor import _step_compiled as _kernels
+from rl.agents.tensor import _step_compiled as kernels
 from rl.agents.tensor._step_compiled import EXPLORATION, AgentArrays, Settings, new_scratch
 from rl.agents.tensor.state import (
     BonusShareMean,
@@ -125,11 +125,11 @@ class CompiledEngine:
         self.generators = typed_generators(state.generators)
         """The replicas' exploration generators as the kernels draw from them (shared state)."""
         self._constants = kernel_settings(state)
-        self._plain_settings = tuple(map(_kernels.as_plain, self._constants))
+        self._plain_settings = tuple(map(kernels.as_plain, self._constants))
         settings = self._constants[0]
         self.scratch = new_scratch(settings.dims, settings.n_state, self._packed.shape[2])
         """The kernels' working arrays (`._step_compiled.Scratch`), overwritten by every call."""
-        self._plain_scratch = _kernels.as_plain(self.scratch)
+        self._plain_scratch = kernels.as_plain(self.scratch)
 
     def settings(self) -> tuple[Settings, RuleSettings]:
         """Return the state's constants as the kernels read them."""
@@ -155,7 +155,7 @@ class CompiledEngine:
         self.tracks_bonus_share = True
         settings, rule = self._constants
         self._constants = settings._replace(bonus_share=True), rule
-        self._plain_settings = tuple(map(_kernels.as_plain, self._constants))
+        self._plain_settings = tuple(map(kernels.as_plain, self._constants))
 
     def bonus_share(self) -> NDArray[np.float64]:
         """Return each replica's mean EUGE bonus share since the last call, and start anew.
@@ -179,8 +179,8 @@ class CompiledEngine:
     def _plain(self, room: int = 0) -> _PlainArguments:
         """Return the kernels' arguments as plain tuples (`._step_compiled.as_plain`)."""
         settings, rule = self._plain_settings
-        arrays = _kernels.as_plain(self.arrays())
-        table = _kernels.as_plain(self.visit_arrays(room))
+        arrays = kernels.as_plain(self.arrays())
+        table = kernels.as_plain(self.visit_arrays(room))
         return _PlainArguments(arrays, settings, rule, table, self._plain_scratch)
 
     def act(
@@ -193,7 +193,7 @@ class CompiledEngine:
         state = self.state
         actions = np.zeros((state.replicas, len(state.action_dims)), dtype=np.int64)
         plain = self._plain()
-        _kernels.act_entry(
+        kernels.act_entry(
             plain.arrays, self.generators, plain.settings, plain.table,
             np.ascontiguousarray(states, dtype=np.int64),
             np.ascontiguousarray(active, dtype=bool),
@@ -223,9 +223,7 @@ class CompiledEngine:
             np.ascontiguousarray(batch.active, dtype=bool),
         )
         arrays, settings, rule, table, scratch = self._plain(self.state.replicas)
-        bad = _kernels.observe_entry(
-            arrays, settings, rule, table, _kernels.as_plain(batch), scratch
-        )
+        bad = kernels.observe_entry(arrays, settings, rule, table, kernels.as_plain(batch), scratch)
         if bad >= 0:
             raise self.divergence(bad)
         return self.stats

@@ -14,7 +14,7 @@ bundle, never the agent; the agent's own attributes (``q_.factors``,
   (NumPy, PyTorch, JAX) and ``device``;
 - ``"compiled"``: `rl.agents.tensor._compiled_engine.CompiledEngine`, the step's
   Numba twin (imported only when chosen). It gives the reference's numbers to
-  1e-12 (``tests/rl/test_fast_path.py``).
+  1e-12 (``tests/rl/test_compiled_engine.py``).
 """
 
 from __future__ import annotations

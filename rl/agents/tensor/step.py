@@ -21,7 +21,7 @@ each replica's own generator (`GeneratorDraws`) this code *is* the reference
 engine; with buffered doubles on any backend it is the array engine
 (`rl.agents.tensor._array_engine`). The compiled engine's Numba kernels
 (`rl.agents.tensor._step_compiled`, `tensorq._compiled`) are the one twin of
-this module, pinned to it by ``tests/rl/test_fast_path.py``. Every function
+this module, pinned to it by ``tests/rl/test_compiled_engine.py``. Every function
 here is pure (arrays in, arrays out; NumPy and PyTorch arrays are written in
 place), so that JAX compiles a whole act or learn once.
 """
