@@ -7,6 +7,7 @@ page marks (`rl.experiments.page_tables`) from the CSV files in ``docs/results/`
 from __future__ import annotations
 
 import csv
+import json
 import re
 import shutil
 from pathlib import Path
@@ -181,7 +182,10 @@ def test_the_suite_verdict_counts_are_what_analysis_lowrank_suite_writes() -> No
 
     verdicts = _suite_verdicts()
     page = (DOCS / "is-teql-for-my-problem.md").read_text(encoding="utf-8")
-    assert len(verdicts) == 300
+    settings = json.loads((SUITE / "suite.json").read_text(encoding="utf-8"))
+    assert (settings["discounts"], len(verdicts)) == ([0.9, 0.99], 300)
+    scale = f"{settings['seeds']} seeds per cell and {settings['episodes']} training episodes"
+    assert scale in " ".join(page.split())
     assert "\n".join(verdict_counts_markdown(verdicts)) in page
 
 
