@@ -7,6 +7,7 @@ page marks (`rl.experiments.page_tables`) from the CSV files in ``docs/results/`
 from __future__ import annotations
 
 import csv
+import json
 import re
 import shutil
 from pathlib import Path
@@ -167,15 +168,65 @@ def _page_table(text: str, header: str) -> list[list[str]]:
     return rows
 
 
-def test_the_suite_tables_are_what_analysis_lowrank_suite_writes_from_the_committed_data() -> None:
-    from analysis.lowrank_suite.report import axis_markdown, axis_table
+SUITE = DOCS / "data" / "lowrank-suite" / "full"
+"""The whole suite's summaries that the page shows (``python -m analysis.lowrank_suite``)."""
 
-    with (DOCS / "data" / "lowrank-suite" / "verdicts.csv").open(encoding="utf-8") as handle:
-        verdicts = list(csv.DictReader(handle))
+
+def _suite_verdicts() -> list[dict]:
+    with (SUITE / "verdicts.csv").open(encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_the_suite_verdict_counts_are_what_analysis_lowrank_suite_writes() -> None:
+    from analysis.lowrank_suite.report import verdict_counts_markdown
+
+    verdicts = _suite_verdicts()
     page = (DOCS / "is-teql-for-my-problem.md").read_text(encoding="utf-8")
-    for axis, fixed in (("qstar_rank", {"state_modes": 4}), ("state_modes", {"qstar_rank": 5})):
-        table = axis_markdown(axis_table(verdicts, axis, fixed), axis)
-        assert len(table) > 10 and "\n".join(table) in page
+    settings = json.loads((SUITE / "suite.json").read_text(encoding="utf-8"))
+    assert (settings["discounts"], len(verdicts)) == ([0.9, 0.99], 300)
+    scale = f"{settings['seeds']} seeds per cell and {settings['episodes']} training episodes"
+    assert scale in " ".join(page.split())
+    assert "\n".join(verdict_counts_markdown(verdicts)) in page
+
+
+def _interval(row: dict, keys: tuple[str, str, str], scale: float) -> str:
+    point, low, high = (float(row[key]) / scale for key in keys)
+    digits = 1 if scale > 1 else 2
+    return f"{point:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
+
+
+@pytest.mark.parametrize(
+    ("axis", "label", "fixed"),
+    [
+        ("qstar_rank", "Q* rank", {"state_modes": 4}),
+        ("state_modes", "state modes", {"qstar_rank": 5}),
+    ],
+)
+def test_every_cell_of_the_suite_tables_is_its_row_of_the_committed_verdicts(
+    axis: str, label: str, fixed: dict
+) -> None:
+    from analysis.lowrank_suite.report import VERDICT_MARKS, axis_table
+
+    cells = {
+        (float(row["gamma"]), row[axis] or "full", f"{row['agent']} {row['reading']}",
+         int(row["agent_rank"])): row
+        for row in axis_table(_suite_verdicts(), axis, fixed)
+    }  # fmt: skip
+    page = (DOCS / "is-teql-for-my-problem.md").read_text(encoding="utf-8")
+    header = next(line for line in page.splitlines() if line.startswith(f"| gamma | {label} |"))
+    ranks = [int(cell.strip().removeprefix("R = ")) for cell in header.strip("|").split("|")[4:]]
+    shown = {}
+    for gamma, x, tabular, agent, *marks in _page_table(page, header):
+        for rank, mark in zip(ranks, marks, strict=True):
+            shown[float(gamma), x, agent, rank] = (tabular, mark)
+    assert shown.keys() == cells.keys()
+    for key, (tabular, mark) in shown.items():
+        row = cells[key]
+        steps = _interval(row, ("tabular_iqm_steps", "tabular_low", "tabular_high"), 1000)
+        assert tabular == f"{steps}, {row['tabular_reached']}/{row['seeds']}", key
+        ratio = _interval(row, ("ratio", "ratio_low", "ratio_high"), 1)
+        verdict = row["verdict"]
+        assert mark == ("-" if verdict == "neither" else f"{VERDICT_MARKS[verdict]} {ratio}"), key
 
 
 @pytest.mark.parametrize(
