@@ -56,9 +56,19 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
         "TEQL against a table on problems of known Q* rank",
     ),
     (
+        "python -m analysis.lowrank_suite.page_tables",
+        "analysis.lowrank_suite.page_tables",
+        "the low-rank suite's tables of the documentation, from its committed CSVs",
+    ),
+    (
         "python -m analysis.formats",
         "analysis.formats.cli",
         "CP, Tucker and tensor train on one Q-tensor",
+    ),
+    (
+        "python -m analysis.formats.page_tables",
+        "analysis.formats.page_tables",
+        "the format profiles' tables of the documentation, from their committed CSVs",
     ),
     ("python -m analysis.params", "analysis.params", "the appendix's parameter table"),
     (

@@ -4,6 +4,8 @@
   (a certified lower bound from singular values, an upper one from an exact
   CP fit), beside the construction's rank;
 * `axis_table`: the rows of ``verdicts.csv`` behind one figure;
+* `verdict_count_rows` and `verdict_cell_rows`: the tables of the page "Is
+  TEQL for my problem?" (`analysis.lowrank_suite.page_tables`);
 * `plot_axis`: steps to target of a tensor agent over tabular's, against Q*
   rank or against the number of state modes, one line per agent rank, one
   panel per discount.
@@ -23,6 +25,8 @@ EXACT_FIT = 1e-6
 """A CP fit whose sup error is below this times max |Q*| counts as exact (rank <= R)."""
 CERTIFIED = 1e-9
 """A lower bound on B_R above this times max |Q*| certifies CP rank > R."""
+AXIS_LABELS = {"qstar_rank": "Q* rank", "state_modes": "state modes"}
+"""The tables' heading of each axis of the suite."""
 VERDICTS = ("faster", "equal", "slower", "neither")
 """The verdicts of `analysis.lowrank_suite.verdicts.verdict`, in the order tables show them."""
 MAX_BRACKET_RANK = 20
@@ -155,12 +159,7 @@ def axis_markdown(rows: Sequence[dict], axis: str) -> list[str]:
     target (tensor agent / tabular), and a side with unreached seeds has its
     IQM counted at one evaluation past the budget.
     """
-    label = {"qstar_rank": "Q* rank", "state_modes": "state modes"}[axis]
-
-    def steps(row: dict, prefix: str) -> str:
-        point, low, high = (float(row[f"{prefix}{k}"]) / 1000 for k in _STEP_KEYS[prefix])
-        return f"{point:.1f} [{low:.1f}, {high:.1f}]"
-
+    label = AXIS_LABELS[axis]
     lines: list[str] = []
     for gamma in sorted({float(r["gamma"]) for r in rows}):
         lines += [
@@ -173,11 +172,9 @@ def axis_markdown(rows: Sequence[dict], axis: str) -> list[str]:
         mine = [r for r in rows if float(r["gamma"]) == gamma]
         for row in sorted(mine, key=lambda r: (_x_value(r, axis, 1e9), _setup_order(r))):
             x = "full" if row[axis] in ("", None) else row[axis]
-            ratio = f"{float(row['ratio']):.2f} [{float(row['ratio_low']):.2f}, "
-            ratio += f"{float(row['ratio_high']):.2f}]"
             lines.append(
                 f"| {x} | {row['agent_key']} | {row['n_params']} ({row['table_params']}) "
-                f"| {steps(row, '')} | {steps(row, 'tabular_')} | {ratio} "
+                f"| {_steps(row, '')} | {_steps(row, 'tabular_')} | {_ratio(row)} "
                 f"| {row['reached']}/{row['tabular_reached']} of {row['seeds']} "
                 f"| {row['verdict']} |"
             )
@@ -191,19 +188,73 @@ def verdict_counts_markdown(rows: Sequence[dict]) -> list[str]:
     One row per (agent, reading, gamma): how many cells of ``verdicts.csv`` read
     faster, equal, slower and neither, over every instance and agent rank.
     """
+    header, *body = verdict_count_rows(rows)
+    lines = ["| " + " | ".join(header) + " |", "|---|---|---|---:|" + "---:|" * len(VERDICTS)]
+    return lines + ["| " + " | ".join(cells) + " |" for cells in body]
+
+
+def verdict_count_rows(rows: Sequence[dict]) -> list[list[str]]:
+    """Return the verdict counts of ``rows`` as table rows, the header first.
+
+    One row per (agent, reading, gamma), sorted: how many cells of
+    ``verdicts.csv`` read faster, equal, slower and neither, over every
+    instance and agent rank (the table of `verdict_counts_markdown`).
+    """
     counts: dict[tuple[str, str, float], dict[str, int]] = {}
     for row in rows:
         key = (str(row["agent"]), str(row["reading"]), float(row["gamma"]))
         tally = counts.setdefault(key, dict.fromkeys(VERDICTS, 0))
         tally[row["verdict"]] += 1
-    lines = [
-        "| agent | reading | gamma | cells | " + " | ".join(VERDICTS) + " |",
-        "|---|---|---|---:|" + "---:|" * len(VERDICTS),
-    ]
+    table = [["agent", "reading", "gamma", "cells", *VERDICTS]]
     for (agent, reading, gamma), tally in sorted(counts.items()):
-        cells = " | ".join(str(tally[v]) for v in VERDICTS)
-        lines.append(f"| {agent} | {reading} | {gamma:g} | {sum(tally.values())} | {cells} |")
-    return lines
+        cells = [str(tally[v]) for v in VERDICTS]
+        table.append([agent, reading, f"{gamma:g}", str(sum(tally.values())), *cells])
+    return table
+
+
+def verdict_cell_rows(rows: Sequence[dict], axis: str) -> list[list[str]]:
+    """Return one figure's cells as table rows, the header first: every verdict with its ratio.
+
+    One row per (discount, axis value, agent reading), the readings in the order
+    of ``rows``; then tabular Q-learning's steps to the target (IQM in thousands
+    with its 95% interval) and how many of its seeds reached it, and one column
+    per agent rank holding the verdict's mark (`VERDICT_MARKS`) and the ratio
+    of steps with its deciding interval, or ``-`` where neither side reached
+    the target.
+    """
+    readings = list(dict.fromkeys((str(r["agent"]), str(r["reading"])) for r in rows))
+    ranks = sorted({int(r["agent_rank"]) for r in rows})
+    cells = {
+        (float(r["gamma"]), str(r[axis]), str(r["agent"]), str(r["reading"]), int(r["agent_rank"])):
+        r
+        for r in rows
+    }  # fmt: skip
+    points = sorted(
+        {(float(r["gamma"]), str(r[axis])) for r in rows},
+        key=lambda p: (p[0], _x_value({axis: p[1]}, axis, 1e9)),
+    )
+    table = [
+        [
+            "gamma",
+            AXIS_LABELS[axis],
+            "tabular: steps (k), seeds reached",
+            "agent",
+            *(f"R = {rank}" for rank in ranks),
+        ]
+    ]
+    for gamma, x in points:
+        for agent, reading in readings:
+            mine = [cells[gamma, x, agent, reading, rank] for rank in ranks]
+            first = mine[0]
+            tabular = f"{_steps(first, 'tabular_')}, {first['tabular_reached']}/{first['seeds']}"
+            marks = [
+                "-"
+                if row["verdict"] == "neither"
+                else f"{VERDICT_MARKS[row['verdict']]} {_ratio(row)}"
+                for row in mine
+            ]
+            table.append([f"{gamma:g}", x or "full", tabular, f"{agent} {reading}", *marks])
+    return table
 
 
 VERDICT_MARKS = {"faster": "F", "equal": "=", "slower": "S", "neither": "-"}
@@ -217,7 +268,7 @@ def verdict_grid_markdown(rows: Sequence[dict], axis: str) -> list[str]:
     holds one mark of `VERDICT_MARKS` per agent rank, lowest rank first (a
     blank for a rank not run), or ``not run``.
     """
-    label = {"qstar_rank": "Q* rank", "state_modes": "state modes"}[axis]
+    label = AXIS_LABELS[axis]
     readings = sorted({(str(r["agent"]), str(r["reading"])) for r in rows})
     ranks = sorted({int(r["agent_rank"]) for r in rows})
     marks = {
@@ -254,3 +305,15 @@ _STEP_KEYS = {
     "": ("iqm_steps", "iqm_low", "iqm_high"),
     "tabular_": ("iqm_steps", "low", "high"),
 }
+
+
+def _steps(row: dict, prefix: str) -> str:
+    """Return one side's IQM steps to the target with its 95% interval, in thousands."""
+    point, low, high = (float(row[f"{prefix}{k}"]) / 1000 for k in _STEP_KEYS[prefix])
+    return f"{point:.1f} [{low:.1f}, {high:.1f}]"
+
+
+def _ratio(row: dict) -> str:
+    """Return the ratio of steps (agent over tabular) with its deciding interval."""
+    ratio, low, high = (float(row[key]) for key in ("ratio", "ratio_low", "ratio_high"))
+    return f"{ratio:.2f} [{low:.2f}, {high:.2f}]"

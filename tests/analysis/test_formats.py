@@ -5,7 +5,7 @@ import csv
 import numpy as np
 import pytest
 
-from analysis.formats import cli
+from analysis.formats import cli, page_tables
 from analysis.formats.profile import FORMATS, format_profile
 from analysis.lowrank_suite.grid import Instance
 
@@ -65,3 +65,39 @@ def test_command_writes_table_and_figure(tmp_path, capsys):
 def test_bad_arguments_exit_2(args, tmp_path, capsys):
     assert cli.main(["--env", "planted", *args, "--out", str(tmp_path)]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_the_page_tables_written_from_the_committed_fits_are_the_committed_ones(tmp_path):
+    assert page_tables.main(["--out", str(tmp_path)]) == 0
+    names = sorted(path.name for path in tmp_path.iterdir())
+    assert names == ["formats-cartpole.csv", "formats-pendulum.csv"]
+    for name in names:
+        written = (tmp_path / name).read_text(encoding="utf-8")
+        assert written == (page_tables.RESULTS / name).read_text(encoding="utf-8"), name
+
+
+@pytest.mark.parametrize("env", page_tables.ENVS)
+def test_every_cell_of_a_formats_table_is_its_fit_to_the_digits_shown(env):
+    with (page_tables.DATA / f"{env}.csv").open(encoding="utf-8") as handle:
+        fits = {(row["format"], row["rank"]): row for row in csv.DictReader(handle)}
+    header, *body = page_tables.format_rows(fits.values())
+    assert header[1:4] == ["CP params", "CP Frobenius", "CP sup"] and len(header) == 10
+    assert [row[0] for row in body] == ["1", "2", "5", "10", "20"]
+    for rank, *cells in body:
+        triples = zip(cells[0::3], cells[1::3], cells[2::3], strict=True)
+        for fmt, (params, frobenius, sup) in zip(FORMATS, triples, strict=True):
+            fit = fits[fmt, rank]
+            assert params.replace(",", "") == fit["n_params"]
+            for shown, value in ((frobenius, fit["rel_error"]), (sup, fit["sup_error"])):
+                if shown == "exact":
+                    assert float(value) < 1e-12
+                else:
+                    digits = len(shown.partition(".")[2])
+                    assert abs(float(shown) - float(value)) <= 0.5 * 10**-digits, (fmt, rank)
+
+
+def test_page_tables_of_a_missing_profile_exit_2_in_one_line(tmp_path, capsys):
+    assert page_tables.main(["--data", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "pendulum.csv is missing or empty" in err and "\n" not in err
+    assert not (tmp_path / "o").exists()

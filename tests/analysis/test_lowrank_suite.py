@@ -7,12 +7,15 @@ import shutil
 import numpy as np
 import pytest
 
-from analysis.lowrank_suite import cli, measure
+from analysis.lowrank_suite import cli, measure, page_tables
 from analysis.lowrank_suite.cost import Probe, _fit, batch_seconds
 from analysis.lowrank_suite.grid import AgentSetup, ExactReference, Instance
 from analysis.lowrank_suite.report import (
+    VERDICT_MARKS,
     axis_markdown,
     rank_bracket,
+    verdict_cell_rows,
+    verdict_count_rows,
     verdict_counts_markdown,
     verdict_grid_markdown,
 )
@@ -202,3 +205,71 @@ def test_estimate_prints_cpu_hours_and_the_wall_time_of_the_jobs(capsys, tmp_pat
     cpu, wall = (float(part.split()[0]) for part in last.split(": ")[-1].split(", about "))
     assert wall == pytest.approx(cpu / 2, abs=0.01)
     assert last.endswith("with --jobs 2 on 2 idle cores") and not (tmp_path / "o").exists()
+
+
+COMMITTED = page_tables.DATA
+
+
+def test_the_page_tables_written_from_the_committed_suite_are_the_committed_ones(tmp_path, capsys):
+    assert page_tables.main(["--out", str(tmp_path)]) == 0
+    names = sorted(path.name for path in tmp_path.iterdir())
+    assert names == [f"lowrank-{n}.csv" for n in ("modes-axis", "rank-axis", "verdict-counts")]
+    for name in names:
+        written = (tmp_path / name).read_text(encoding="utf-8")
+        assert written == (page_tables.RESULTS / name).read_text(encoding="utf-8"), name
+    assert capsys.readouterr().out.count("wrote ") == 3
+
+
+def _interval(row, keys, scale):
+    point, low, high = (float(row[key]) / scale for key in keys)
+    digits = 1 if scale > 1 else 2
+    return f"{point:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
+
+
+@pytest.mark.parametrize(
+    ("figure", "axis"), [("rank_axis", "qstar_rank"), ("modes_axis", "state_modes")]
+)
+def test_every_cell_of_a_page_table_is_its_row_of_the_committed_verdicts(figure, axis):
+    verdicts = _rows(COMMITTED / f"{figure}.csv")
+    header, *body = verdict_cell_rows(verdicts, axis)
+    ranks = [int(cell.removeprefix("R = ")) for cell in header[4:]]
+    cells = {
+        (float(r["gamma"]), r[axis] or "full", f"{r['agent']} {r['reading']}",
+         int(r["agent_rank"])): r
+        for r in verdicts
+    }  # fmt: skip
+    shown = {}
+    for gamma, x, tabular, agent, *marks in body:
+        for rank, mark in zip(ranks, marks, strict=True):
+            shown[float(gamma), x, agent, rank] = (tabular, mark)
+    assert shown.keys() == cells.keys()
+    assert len(body) == (36 if axis == "qstar_rank" else 30)  # 2 discounts x 6 or 5 x 3 agents
+    for key, (tabular, mark) in shown.items():
+        row = cells[key]
+        steps = _interval(row, ("tabular_iqm_steps", "tabular_low", "tabular_high"), 1000)
+        assert tabular == f"{steps}, {row['tabular_reached']}/{row['seeds']}", key
+        ratio = _interval(row, ("ratio", "ratio_low", "ratio_high"), 1)
+        verdict_ = row["verdict"]
+        assert mark == ("-" if verdict_ == "neither" else f"{VERDICT_MARKS[verdict_]} {ratio}"), key
+
+
+def test_verdict_counts_of_the_page_add_up_to_the_committed_cells():
+    verdicts = _rows(COMMITTED / "verdicts.csv")
+    header, *body = verdict_count_rows(verdicts)
+    assert header == ["agent", "reading", "gamma", "cells", "faster", "equal", "slower", "neither"]
+    assert sum(int(row[3]) for row in body) == len(verdicts) == 300
+    for agent, reading, gamma, cells, *counts in body:
+        mine = [
+            v for v in verdicts if (v["agent"], v["reading"], v["gamma"]) == (agent, reading, gamma)
+        ]
+        assert int(cells) == len(mine) == sum(map(int, counts))
+        assert [int(c) for c in counts] == [
+            sum(v["verdict"] == k for v in mine) for k in header[4:]
+        ]
+
+
+def test_page_tables_of_a_missing_suite_exit_2_in_one_line(tmp_path, capsys):
+    assert page_tables.main(["--data", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "verdicts.csv is missing or empty" in err and "\n" not in err
+    assert not (tmp_path / "o").exists()
