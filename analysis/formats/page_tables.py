@@ -21,7 +21,7 @@ from pathlib import Path
 
 from analysis.formats.profile import FORMATS
 from analysis.lowrank_suite.cli import read_csv
-from analysis.lowrank_suite.page_tables import RESULTS, write_table
+from analysis.lowrank_suite.page_tables import RESULTS, write_tables
 from analysis.rank.cli import OneLineParser, UsageError, run_command
 from tensorq.version import add_version_option
 
@@ -80,10 +80,7 @@ def run(args: argparse.Namespace) -> list[str]:
                 f"python -m analysis.formats --env {env} there, or name its directory with --data."
             )
         written[f"formats-{env}"] = format_rows(profile)
-    args.out.mkdir(parents=True, exist_ok=True)
-    for name, rows in written.items():
-        write_table(args.out / f"{name}.csv", rows)
-    return [f"wrote {args.out / name}.csv" for name in written]
+    return write_tables(args.out, written)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

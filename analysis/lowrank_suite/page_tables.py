@@ -23,7 +23,7 @@ from __future__ import annotations
 import argparse
 import csv
 import io
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from analysis.lowrank_suite.cli import read_csv
@@ -44,11 +44,17 @@ AXES = {
 """Page table -> (the suite's figure table, its axis)."""
 
 
-def write_table(path: Path, rows: Sequence[Sequence[str]]) -> None:
-    """Write ``rows`` (the header first) as the table CSV ``path``; a link there is refused."""
-    buffer = io.StringIO()
-    csv.writer(buffer, lineterminator="\n").writerows(rows)
-    atomic_write_text(path, buffer.getvalue())
+def write_tables(out: Path, tables: Mapping[str, Sequence[Sequence[str]]]) -> list[str]:
+    """Write each table (name -> rows, the header first) as ``out/NAME.csv``; say what was written.
+
+    A link at a table's path is refused (`rl.runs.rundir.atomic_write_text`).
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    for name, rows in tables.items():
+        buffer = io.StringIO()
+        csv.writer(buffer, lineterminator="\n").writerows(rows)
+        atomic_write_text(out / f"{name}.csv", buffer.getvalue())
+    return [f"wrote {out / name}.csv" for name in tables]
 
 
 def _rows(data: Path, name: str) -> list[dict]:
@@ -82,11 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> list[str]:
     """Write the tables of the suite ``args.data`` in ``args.out``; return what was written."""
-    written = tables(args.data)
-    args.out.mkdir(parents=True, exist_ok=True)
-    for name, rows in written.items():
-        write_table(args.out / f"{name}.csv", rows)
-    return [f"wrote {args.out / name}.csv" for name in written]
+    return write_tables(args.out, tables(args.data))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
