@@ -339,8 +339,9 @@ def agent_diagnostics(agent: Agent) -> dict[str, NDArray[np.float64]]:
         if rule.step_count == "agent":  # per entry, alpha_t has no single value per replica
             schedule = StepSchedule(rule.alpha0, rule.kappa)
             values["step_size"] = np.asarray(schedule(agent.steps_ + 1), dtype=np.float64)
-        if agent.visits_ is not None:
-            values["delta_q_mean"] = visited_delta_mean(agent.visits_)
+        visits = agent.state_.visits  # brought up to date by the sync above
+        if visits is not None:
+            values["delta_q_mean"] = visited_delta_mean(visits)
         if explores_by_euge(agent) and agent.engine_.tracks_bonus_share:
             values["euge_bonus_share"] = agent.engine_.bonus_share()
         for mode, factor in enumerate(agent.q_.factors):
