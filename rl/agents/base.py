@@ -12,7 +12,7 @@ alone.
 from __future__ import annotations
 
 import abc
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -73,15 +73,20 @@ class Agent(abc.ABC):
     Subclasses take ``(problem, config, streams)`` in their constructor:
     ``problem`` a `rl.problems.Problem`, ``config`` the agent's frozen config
     dataclass and ``streams`` a sequence of `rl.seeding.AgentRandom`, one per
-    replica (its length is B).
+    replica (its length is B). An agent whose ``per_replica`` names config
+    fields also takes ``replica_settings``, B values for each of them
+    (`rl.agents.replica_settings`).
 
     Attributes
     ----------
+    per_replica : frozenset of str
+        The config fields whose values may differ between replicas (none here).
     continuous_actions_ : ContinuousActions or None
         Set by `act` where some replicas' actions are to be executed as
         continuous values (see `ContinuousActions`); None: execute the bins.
     """
 
+    per_replica: ClassVar[frozenset[str]] = frozenset()
     replicas: int
     continuous_actions_: ContinuousActions | None = None
 
