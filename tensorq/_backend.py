@@ -144,6 +144,9 @@ class ArrayOps:
         TensorLy backend name, ``"numpy"``, ``"pytorch"`` or ``"jax"``.
     functional : bool
         True where arrays are immutable (JAX): updates return new arrays.
+    host : bool
+        True where the arrays are NumPy arrays in host memory (NumPy): reading
+        their data costs no device copy, and NumPy input needs no conversion.
     tensor : callable
         ``tensor(data, dtype=None)``: a backend array from array-like data.
     to_numpy : callable
@@ -169,6 +172,7 @@ class ArrayOps:
 
     name: str
     functional: bool
+    host: bool
     tensor: Callable[..., Any]
     to_numpy: Callable[[Any], np.ndarray]
     where: Callable[..., Any]
@@ -221,6 +225,7 @@ def ops_for_backend(name: str) -> ArrayOps:
     return ArrayOps(
         name=name,
         functional=name == "jax",
+        host=name == "numpy",
         tensor=backend.tensor,
         to_numpy=backend.to_numpy,
         where=backend.where,

@@ -17,7 +17,7 @@ def index_array(q: OnlineCP, index: Any) -> Array:
     if q._owns(index):
         return q._asarray(index, q._ops.int64)
     idx = as_numpy(index)
-    return idx if q._ops.name == "numpy" else q._asarray(idx, q._ops.int64)
+    return idx if q._ops.host else q._asarray(idx, q._ops.int64)
 
 
 def per_replica(q: OnlineCP, name: str, value: Any, check: bool = False) -> Array | float:
@@ -37,7 +37,7 @@ def per_replica(q: OnlineCP, name: str, value: Any, check: bool = False) -> Arra
             )
         return q._asarray(value, dtype)
     vector = check_vector(name, value, replicas) if check else as_vector(value, replicas)
-    if isinstance(vector, float) or (q._ops.name == "numpy" and dtype == np.float64):
+    if isinstance(vector, float) or (q._ops.host and dtype == np.float64):
         return vector
     return q._asarray(vector, dtype)
 
@@ -49,4 +49,4 @@ def keep_mask(q: OnlineCP, mask: Any) -> Array | None:
     if q._owns(mask):
         return q._asarray(mask, None) == 0
     keep = ~as_numpy(mask).astype(bool, copy=False)
-    return keep if q._ops.name == "numpy" else q._asarray(keep, None)
+    return keep if q._ops.host else q._asarray(keep, None)

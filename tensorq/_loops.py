@@ -78,11 +78,10 @@ def masked_iteration(
             stepped, stepped_entry = step(rows, entry)
             return InnerState(stepped, stepped_entry, entry, active, state.steps + width)
         active = active & (ops.abs(entry - state.previous) >= tol)
-        numpy = ops.name == "numpy"  # NumPy may ask the data: no masking where none is needed
-        if numpy and not active.any():
+        if ops.host and not active.any():  # host arrays may ask the data: no needless masking
             return state._replace(active=False)  # `repeat` stops
         stepped, stepped_entry = step(rows, entry)
-        if numpy and active.all():
+        if ops.host and active.all():
             return InnerState(stepped, stepped_entry, entry, active, state.steps + width)
         rows = [ops.where(active[:, None], s, r) for s, r in zip(stepped, rows, strict=True)]
         new_entry = ops.where(active, stepped_entry, entry)

@@ -244,7 +244,7 @@ class OnlineCP:
 
     def _owns(self, value: Any) -> bool:
         """Whether ``value`` is an array of the tensor's backend (and not NumPy)."""
-        return self._ops.name != "numpy" and array_backend(value) == self._ops.name
+        return not self._ops.host and array_backend(value) == self._ops.name
 
     def _backend_index(self, index: Any, name: str, modes: int) -> Array:
         """Check an index and put it on the tensor's device.
@@ -262,7 +262,7 @@ class OnlineCP:
                 )
             return self._asarray(index, self._ops.int64)
         idx = check_index(name, index, self._dims[:modes], self.replicas)
-        return idx if self._ops.name == "numpy" else self._asarray(idx, self._ops.int64)
+        return idx if self._ops.host else self._asarray(idx, self._ops.int64)
 
     def _rows(self, idx: Array, ids: Array) -> list[Array]:
         """Return copies of the rows F_n[b, idx[b, n], :] of replicas ``ids``."""

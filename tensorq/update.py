@@ -561,7 +561,7 @@ def _update_rows(
     backend and dtype, or Python floats.
     """
     ops = q._ops
-    if ops.name == "numpy":
+    if ops.host:
         return _update_numpy(q, idx, keep, vectors, _runner(setting, ops))
     if ops.functional:
         update = _jax_update(setting)
