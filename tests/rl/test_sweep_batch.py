@@ -1,0 +1,266 @@
+"""A batch of configurations (rl.runs.batch, rl.sweep --batch) equals each configuration alone."""
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rl.experiments.executor import read_index
+from rl.runs.batch import batch_key, resolve_members, train_batch
+from rl.runs.checkpoint import load_checkpoint
+from rl.runs.config import TrainConfig, resolve_settings
+from rl.runs.metrics import COLUMNS, read_metrics
+from rl.runs.replica_state import ReplicaStateError, join_states, split_state
+from rl.runs.training import train
+from rl.sweep import SweepConfig, main, sweep_batches
+
+ROOT = Path(__file__).resolve().parents[2]
+EXCEPT_WALL = [c for c in COLUMNS if c != "wall_time"]
+
+AGENTS = {  # name -> (agent, reading)
+    "teql-released": ("teql-released", None),
+    "teql-stable": ("teql", "stable"),
+    "tlr": ("tlr", None),
+    "tabular": ("tabular", None),
+}
+
+
+def _config(out, agent="teql-released", reading=None, seed=0, **changes):
+    values = dict(
+        env="cartpole",
+        agent=agent,
+        reading=reading,
+        seeds=2,
+        seed=seed,
+        episodes=12,
+        eval_every=5,
+        checkpoint_every=5,
+        out=str(out),
+    )
+    return TrainConfig(**{**values, **changes})
+
+
+def _same_tree(a, b, where="agent_state"):
+    if isinstance(a, dict):
+        assert a.keys() == b.keys(), where
+        for key in a:
+            _same_tree(a[key], b[key], f"{where}/{key}")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            _same_tree(x, y, f"{where}/{i}")
+    elif isinstance(a, np.ndarray):
+        assert a.dtype == b.dtype and a.shape == b.shape, where
+        assert np.array_equal(a, b, equal_nan=True), where
+    else:
+        assert a == b, where
+
+
+def _assert_same_run(batched: Path, alone: Path) -> None:
+    """Metrics (all but wall time), checkpoint state and config.json (but out) are equal."""
+    first, second = read_metrics(batched / "metrics.csv"), read_metrics(alone / "metrics.csv")
+    for column in EXCEPT_WALL:
+        assert np.array_equal(first[column], second[column], equal_nan=True), column
+    one, two = (
+        load_checkpoint(batched / "checkpoint.npz"),
+        load_checkpoint(alone / "checkpoint.npz"),
+    )
+    assert one.episode == two.episode
+    _same_tree(one.agent_state, two.agent_state)
+    configs = [json.loads((d / "config.json").read_text()) for d in (batched, alone)]
+    assert [{k: v for k, v in c.items() if k != "out"} for c in configs][0] == {
+        k: v for k, v in configs[1].items() if k != "out"
+    }
+
+
+def _batch_against_alone(tmp_path, configs, capsys):
+    train_batch(configs)
+    assert "one by one" not in capsys.readouterr().err
+    for config in configs:
+        alone = dataclasses.replace(config, out=str(tmp_path / "alone" / Path(config.out).name))
+        train(alone)
+        _assert_same_run(Path(config.out), Path(alone.out))
+
+
+@pytest.mark.parametrize("name", sorted(AGENTS))
+def test_a_seed_grid_in_one_batch_equals_each_configuration_alone(tmp_path, capsys, name):
+    agent, reading = AGENTS[name]
+    configs = [
+        _config(tmp_path / "batch" / str(seed), agent, reading, seed) for seed in (0, 100, 7)
+    ]
+    _batch_against_alone(tmp_path, configs, capsys)
+
+
+PER_REPLICA = [  # (agent name, field, values)
+    ("teql-released", "alpha0", (0.005, 0.02)),
+    ("teql-released", "c", (0.5, 2.0)),
+    ("teql-released", "gamma", (0.9, 0.99)),
+    ("teql-stable", "lam", (0.0, 0.1)),
+    ("teql-stable", "epsilon_decay", (0.99, 0.999)),
+    ("tlr", "alpha", (0.005, 0.02)),
+    ("tlr", "gamma", (0.9, 0.99)),
+    ("tabular", "step_size", (0.05, 0.2)),
+    ("tabular", "gamma", (0.9, 0.99)),
+]
+
+
+@pytest.mark.parametrize(("name", "field", "values"), PER_REPLICA)
+def test_a_grid_over_a_per_replica_setting_equals_each_configuration_alone(
+    tmp_path, capsys, name, field, values
+):
+    agent, reading = AGENTS[name]
+    first = _config(tmp_path / "x", agent, reading)
+    spec = resolve_settings(first, build_problem=False).spec
+    if field not in spec.agent_class.per_replica:
+        pytest.skip(f"{spec.agent_class.__name__} does not list {field!r} in per_replica")
+    configs = [
+        _config(
+            tmp_path / "batch" / f"{i}-{seed}", agent, reading, seed, agent_params={field: value}
+        )
+        for i, value in enumerate(values)
+        for seed in (0, 100)
+    ]
+    keys = {batch_key(e, spec.agent_class.per_replica) for _, e in resolve_members(configs)}
+    assert len(keys) == 1
+    _batch_against_alone(tmp_path, configs, capsys)
+
+
+def test_configurations_that_differ_in_more_than_seeds_and_per_replica_settings_train_apart(
+    tmp_path,
+):
+    configs = [_config(tmp_path / str(n), episodes=n) for n in (12, 13)]
+    per_replica = resolve_settings(configs[0], build_problem=False).spec.agent_class.per_replica
+    keys = {batch_key(e, per_replica) for _, e in resolve_members(configs)}
+    assert len(keys) == 2
+
+
+def test_a_resumed_batch_finishes_with_the_files_of_an_uninterrupted_one(tmp_path, capsys):
+    configs = [_config(tmp_path / "cut" / str(seed), seed=seed) for seed in (0, 100, 7)]
+    train_batch(configs, stop_after_episode=5)
+    assert load_checkpoint(Path(configs[0].out) / "checkpoint.npz").episode == 5
+    # as if killed while writing the checkpoints of episode 10: one run is ahead of the others
+    train(dataclasses.replace(configs[0]), resume=True, stop_after_episode=10)
+    assert len(read_metrics(Path(configs[0].out) / "metrics.csv")["episode"]) == 2 * 10
+    (Path(configs[2].out) / "checkpoint.npz").write_bytes(b"damaged")
+    capsys.readouterr()
+    train_batch(configs, resume=True)
+    err = capsys.readouterr().err
+    assert "continuing from episode 10" in err and "continuing from episode 5" in err
+    assert "starting afresh" in err
+    whole = [dataclasses.replace(c, out=str(tmp_path / "whole" / str(c.seed))) for c in configs]
+    train_batch(whole)
+    for config, uninterrupted in zip(configs, whole, strict=True):
+        _assert_same_run(Path(config.out), Path(uninterrupted.out))
+
+
+def _sweep_config(position, seeds, key="a", replica_bytes=1e4):
+    config = TrainConfig(env="cartpole", agent="teql", out="x", seeds=seeds, seed=position)
+    return SweepConfig(position, {}, config, f"{position:08x}", key, replica_bytes)
+
+
+def test_batches_are_chunked_by_size_and_workers_and_never_split_a_configuration():
+    five = [_sweep_config(i, 3) for i in range(5)]
+    # 15 replicas, at most 7 a batch: 3 batches of about 5; a batch of one is no batch
+    assert sweep_batches(five, workers=1, max_batch=7) == [[0, 1], [2, 3]]
+    assert sweep_batches(five, workers=1) == [[0, 1, 2, 3, 4]]
+    assert sweep_batches(five, workers=2) == [[0, 1, 2], [3, 4]]
+    assert sweep_batches(five, workers=5) == []  # one configuration per worker
+    mixed = [_sweep_config(i, 2, key="ab"[i % 2]) for i in range(6)]
+    assert sweep_batches(mixed, workers=1) == [[0, 2, 4], [1, 3, 5]]
+    # memory: a replica of more than half the budget leaves one replica per batch
+    from rl.validation import memory_budget
+
+    huge = [_sweep_config(i, 1, replica_bytes=memory_budget() * 0.6) for i in range(3)]
+    assert sweep_batches(huge, workers=1) == []
+
+
+def test_a_sparse_visit_table_of_the_batch_cuts_into_dense_member_tables_and_back():
+    n_states, n_actions = 4, 2
+    keys = np.array([5, 0, 9, 4, 11], dtype=np.int64)  # replica 1: states 1, 0; replica 2: 1, 3
+    counts = np.arange(10, dtype=np.int64).reshape(5, 2) + 1
+    delta = counts * 0.5
+    batch = {"keys": keys, "counts": counts, "delta": delta}
+    empty = {k: v[:0] for k, v in batch.items()}
+    dense = {
+        "counts": np.zeros((1, n_states, n_actions), np.int64),
+        "delta": np.zeros((1, n_states, n_actions)),
+    }
+    member = split_state(batch, dense, empty, 1, 2, n_states)
+    assert member["counts"][0].tolist() == [[7, 8], [1, 2], [0, 0], [0, 0]]
+    assert member["delta"][0, 1].tolist() == [0.5, 1.0]
+    sparse = split_state(batch, empty, empty, 2, 3, n_states)
+    assert sparse["keys"].tolist() == [1, 3] and sparse["counts"].tolist() == [[5, 6], [9, 10]]
+    parts = [split_state(batch, dense, empty, b, b + 1, n_states) for b in range(3)]
+    joined = join_states(parts, [1, 1, 1], [dense] * 3, empty, n_states)
+    order = np.argsort(keys)
+    assert joined["keys"].tolist() == keys[order].tolist()
+    assert np.array_equal(joined["counts"], counts[order])
+    with pytest.raises(ReplicaStateError):
+        split_state({"a": np.zeros(3)}, {"a": np.zeros(3)}, {"a": np.zeros(3)}, 0, 1, 1)
+
+
+GRID = """
+[base]
+env = "cartpole"
+agent = "teql-released"
+episodes = {episodes}
+seeds = 2
+eval_every = 5
+checkpoint_every = 5
+
+[grid]
+seed = [0, 100, 7]
+"""
+
+
+def test_the_sweep_batches_by_default_and_writes_what_no_batch_writes(tmp_path, capsys):
+    grid = tmp_path / "grid.toml"
+    grid.write_text(GRID.format(episodes=8))
+    assert main([str(grid), "--out", str(tmp_path / "d"), "--workers", "1", "--dry-run"]) == 0
+    assert capsys.readouterr().out.count("batch 0") == 3
+    common = ["--workers", "1", "--no-progress", "--no-plot"]
+    assert main([str(grid), "--out", str(tmp_path / "batch"), *common]) == 0
+    assert main([str(grid), "--out", str(tmp_path / "alone"), "--no-batch", *common]) == 0
+    rows = read_index(tmp_path / "batch")
+    assert [r["name"] for r in rows] == [r["name"] for r in read_index(tmp_path / "alone")]
+    assert {r["status"] for r in rows} == {"done"}
+    for row in rows:
+        _assert_same_run(tmp_path / "batch" / row["name"], tmp_path / "alone" / row["name"])
+
+
+@pytest.mark.slow  # a sweep in a subprocess, killed by SIGKILL mid-batch, then resumed
+def test_a_batch_killed_by_sigkill_resumes_to_the_files_of_an_uninterrupted_sweep(tmp_path):
+    grid = tmp_path / "grid.toml"
+    grid.write_text(GRID.format(episodes=300))
+    out = tmp_path / "killed"
+    command = [sys.executable, "-m", "rl.sweep", str(grid), "--workers", "1", "--no-progress"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    process = subprocess.Popen(
+        [*command, "--out", str(out)], env=env, cwd=ROOT, start_new_session=True
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            checkpoints = list(out.glob("*/checkpoint.npz"))
+            if checkpoints and load_checkpoint(checkpoints[0]).episode >= 20:
+                break
+            time.sleep(0.5)
+        else:
+            pytest.fail("no checkpoint of episode 20 within 300 s")
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    assert (
+        subprocess.run([*command, "--out", str(out), "--resume"], env=env, cwd=ROOT).returncode == 0
+    )
+    whole = tmp_path / "whole"
+    assert subprocess.run([*command, "--out", str(whole)], env=env, cwd=ROOT).returncode == 0
+    for row in read_index(whole):
+        _assert_same_run(out / row["name"], whole / row["name"])
