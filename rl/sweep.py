@@ -31,7 +31,7 @@ key named (exit 2).
 Configurations that differ only in ``seed``, ``seeds`` and the agent settings
 its agent class can vary per replica (``per_replica``, `rl.agents.replica_settings`)
 train as one lockstep batch by default (``--batch``; `sweep_batches` forms and
-chunks the batches, `rl.runs.batch` trains them); ``--no-batch`` makes every
+chunks the batches, `rl.runs.batch.training` trains them); ``--no-batch`` makes every
 configuration a task of its own. Either way each configuration is a task of
 `rl.experiments.executor` (its seeds as replicas in lockstep) on a local
 process pool (default) or Ray (``--backend ray``), and
@@ -70,7 +70,7 @@ from rl.experiments.executor import (
     sigterm_interrupts,
 )
 from rl.experiments.workers import cpu_workers
-from rl.runs.batch import MAX_BATCH_REPLICAS, batch_key
+from rl.runs.batch.training import MAX_BATCH_REPLICAS, batch_key
 from rl.runs.config import ConfigError, TrainConfig, build_dataclass, load_config_file
 from rl.runs.rundir import RunDirError, os_error_line
 from rl.runs.tensorboard import require_tensorboard
@@ -109,7 +109,7 @@ class SweepConfig(NamedTuple):
     config_hash : str
         Short hash of its effective configuration.
     batch_key : str
-        Equal for configurations that can train in one batch (`rl.runs.batch.batch_key`).
+        Equal for configurations that can train in one batch (`rl.runs.batch.training.batch_key`).
     replica_bytes : float
         Memory of one replica: its agent state plus
         `rl.validation.REPLICA_OVERHEAD_BYTES`.
@@ -365,7 +365,7 @@ def sweep_batches(
     workers : int
         Batches that train at once (the pool's processes).
     max_batch : int
-        Most replicas of a batch (`rl.runs.batch.MAX_BATCH_REPLICAS`).
+        Most replicas of a batch (`rl.runs.batch.training.MAX_BATCH_REPLICAS`).
 
     Returns
     -------

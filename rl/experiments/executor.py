@@ -73,7 +73,7 @@ reading) trains once.
 Batches
 -------
 ``batches`` groups task positions: the tasks of one group that are to run
-train as one lockstep batch in one worker (`rl.runs.batch`: one agent whose
+train as one lockstep batch in one worker (`rl.runs.batch.training`: one agent whose
 replicas are every task's seeds, each task's run directory written as its own
 run writes it); they are recorded one by one when the batch ends, each with
 the batch's wall time. A task in no group, or alone in its group after
@@ -528,7 +528,7 @@ def run_tasks(
         directory must be one that the workers share).
     batches : sequence of sequence of int
         Positions of tasks that train as one lockstep batch (see the module
-        docstring); they must differ only in what `rl.runs.batch.batch_key`
+        docstring); they must differ only in what `rl.runs.batch.training.batch_key`
         lets differ. Ignored with ``tensorboard``.
 
     Returns

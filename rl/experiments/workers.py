@@ -1,7 +1,7 @@
 """The worker side of `rl.experiments.executor`: one task, the local process pool and Ray.
 
 `execute_task` trains one configuration and `execute_batch` several as one
-lockstep batch (`rl.runs.batch`); neither raises (an error comes back in the
+lockstep batch (`rl.runs.batch.training`); neither raises (an error comes back in the
 `Outcome`s). `local_outcomes` and `ray_outcomes` run many units (one task, or
 the tasks of one batch) and yield each task's outcome as its unit finishes.
 `rl.experiments.executor.run_tasks` is the interface; this module
@@ -28,7 +28,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from rl.runs.batch import train_batch
+from rl.runs.batch.training import train_batch
 from rl.runs.checkpoint import CheckpointError
 from rl.runs.config import ConfigError, TrainConfig
 from rl.runs.rundir import LOCK_FILE, RunDirError
@@ -212,11 +212,11 @@ def execute_batch(
     resume: bool = False,
     start_files: Sequence[dict[str, tuple[bytes, int]] | None] | None = None,
 ) -> list[Outcome]:
-    """Train configurations as one lockstep batch (`rl.runs.batch.train_batch`); never raises.
+    """Train configurations as one lockstep batch (`rl.runs.batch.training.train_batch`).
 
     The parameters are those of `execute_task`, one entry per configuration;
-    the outcomes come back in their order. If the batch fails, every one of its
-    configurations fails with the same error.
+    the outcomes come back in their order. It never raises: if the batch
+    fails, every one of its configurations fails with the same error.
     """
     start = time.perf_counter()
     try:

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 from rl.experiments.executor import read_index
-from rl.runs.batch import batch_key, resolve_members, train_batch
+from rl.runs.batch.replica_state import ReplicaStateError, join_states, split_state
+from rl.runs.batch.training import batch_key, resolve_members, train_batch
 from rl.runs.checkpoint import load_checkpoint
 from rl.runs.config import TrainConfig, resolve_settings
 from rl.runs.metrics import COLUMNS, read_metrics
-from rl.runs.replica_state import ReplicaStateError, join_states, split_state
 from rl.runs.training import train
 from rl.sweep import SweepConfig, main, sweep_batches
 

@@ -9,7 +9,7 @@ per-replica fields) and one `rl.loop.runner.Runner`; `run_batch` plays it and
 writes every configuration's run directory as its own `rl.runs.training.run`
 would: ``config.json`` (its effective configuration), ``metrics.csv`` (its
 rows; the ``wall_time`` column is the batch's clock) and ``checkpoint.npz``
-(its replicas' part of the agent state, `rl.runs.replica_state`, laid out as
+(its replicas' part of the agent state, `rl.runs.batch.replica_state`, laid out as
 its own agent saves it). A replica's numbers do not depend on the others, so
 each ``metrics.csv`` equals, but for the wall time, the configuration trained
 alone, and so does each checkpoint's agent state.
@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from rl.loop.runner import Runner
+from rl.runs.batch.replica_state import ReplicaStateError, join_states, split_state
 from rl.runs.checkpoint import Checkpoint, CheckpointError, restore_agent, save_checkpoint
 from rl.runs.config import (
     ConfigError,
@@ -46,7 +47,6 @@ from rl.runs.config import (
     to_jsonable,
 )
 from rl.runs.metrics import MetricsWriter
-from rl.runs.replica_state import ReplicaStateError, join_states, split_state
 from rl.runs.rundir import RunDirError, RunLock, atomic_write_text, remove_stale_temporaries
 from rl.runs.training import (
     CHECKPOINT_FILE,
@@ -118,7 +118,7 @@ class Batch(NamedTuple):
     runner: Runner
     members: list[Member]
     layouts: list[Any]
-    """A fresh agent state of each member's own agent (`rl.runs.replica_state`)."""
+    """A fresh agent state of each member's own agent (`rl.runs.batch.replica_state`)."""
     batch_layout: Any
     """The batch agent's fresh state."""
     n_states: int

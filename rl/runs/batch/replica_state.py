@@ -1,6 +1,6 @@
 """Cut an agent state of B replicas into the states of its members, and join them back.
 
-A batch of `rl.runs.batch` trains several configurations as the replicas of
+A batch of `rl.runs.batch.training` trains several configurations as the replicas of
 one agent; each configuration's checkpoint holds the state its own run would
 save, replicas ``lo .. hi-1`` of the batch's. An agent's ``state_dict()`` is a
 tree (dicts, lists, arrays, numbers); which of its parts belong to a replica
