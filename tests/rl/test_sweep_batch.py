@@ -264,3 +264,16 @@ def test_a_batch_killed_by_sigkill_resumes_to_the_files_of_an_uninterrupted_swee
     assert subprocess.run([*command, "--out", str(whole)], env=env, cwd=ROOT).returncode == 0
     for row in read_index(whole):
         _assert_same_run(out / row["name"], whole / row["name"])
+
+
+def test_an_entry_only_the_batch_holds_is_left_out_of_its_members_and_kept_on_joining():
+    batch = {"q": np.arange(6.0).reshape(3, 2), "settings": {"alpha0": np.array([1.0, 2.0, 2.0])}}
+    member = {"q": np.zeros((1, 2))}
+    parts = [split_state(batch, member, batch, b, b + 1, 1) for b in range(3)]
+    assert [p["q"].tolist() for p in parts] == [[[0.0, 1.0]], [[2.0, 3.0]], [[4.0, 5.0]]]
+    assert all(set(p) == {"q"} for p in parts)
+    joined = join_states(parts, [1, 1, 1], [member] * 3, batch, 1)
+    assert np.array_equal(joined["q"], batch["q"])
+    assert joined["settings"]["alpha0"].tolist() == [1.0, 2.0, 2.0]
+    with pytest.raises(ReplicaStateError):
+        split_state(batch, {"other": np.zeros(1)}, batch, 0, 1, 1)

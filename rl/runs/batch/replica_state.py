@@ -12,6 +12,9 @@ is read off two fresh states, the member's own (S replicas) and the batch's
 - a list of length S against B holds one item per replica (generator states,
   the deep agents' per-replica dicts);
 - a number or string equal in both is shared and copied;
+- an entry of the batch's state that the member's lacks (what only a batch
+  holds, such as its per-replica settings) is left out of the member's state,
+  and keeps the batch's fresh value when the members' states are joined;
 - the visit table of the tensor agents is a node of its own: dense
   (``counts``/``delta`` of shape (B, |S|, |A|), the first rule) or sparse
   (``keys``/``counts``/``delta``: one row per visited (replica, state) pair, the
@@ -73,7 +76,7 @@ def split_state(state: Any, member: Any, batch: Any, lo: int, hi: int, n_states:
     if _is_sparse(batch) or _is_sparse(member):
         return _member_visits(state, member, lo, hi, n_states)
     if isinstance(member, dict):
-        _same_keys(member, batch)
+        _member_keys(member, batch)
         return {k: split_state(state[k], member[k], batch[k], lo, hi, n_states) for k in member}
     if isinstance(member, (list, tuple)):
         if len(member) == len(batch):
@@ -122,13 +125,17 @@ def join_states(
         return _batch_visits(states, sizes, members, batch, n_states)
     if isinstance(batch, dict):
         for member in members:
-            _same_keys(member, batch)
-        return {
-            key: join_states(
-                [s[key] for s in states], sizes, [m[key] for m in members], batch[key], n_states
-            )
-            for key in batch
-        }
+            _member_keys(member, batch)
+        joined = {}
+        for key in batch:
+            if not any(key in m for m in members):  # the batch's own: its value stays
+                joined[key] = batch[key]
+                continue
+            if not all(key in m for m in members):
+                raise ReplicaStateError(f"the entry {key!r} is in some members' states only")
+            parts, layouts = [s[key] for s in states], [m[key] for m in members]
+            joined[key] = join_states(parts, sizes, layouts, batch[key], n_states)
+        return joined
     if isinstance(batch, (list, tuple)):
         if all(len(m) == len(batch) for m in members):
             parts = [
@@ -144,9 +151,9 @@ def join_states(
     return batch
 
 
-def _same_keys(member: Any, batch: Any) -> None:
-    if not isinstance(batch, dict) or set(member) != set(batch):
-        raise ReplicaStateError("the member's and the batch's states hold different entries")
+def _member_keys(member: Any, batch: Any) -> None:
+    if not isinstance(batch, dict) or not set(member) <= set(batch):
+        raise ReplicaStateError("the member's state holds entries the batch's does not")
 
 
 def _check_per_replica(member_length: int, batch_length: int, replicas: int) -> None:
