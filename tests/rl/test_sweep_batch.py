@@ -19,6 +19,7 @@ from rl.runs.checkpoint import load_checkpoint
 from rl.runs.config import TrainConfig, resolve_settings
 from rl.runs.metrics import COLUMNS, read_metrics
 from rl.runs.training import train
+from rl.seeding import spawn_replicas
 from rl.sweep import SweepConfig, main, sweep_batches
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -98,6 +99,20 @@ def test_a_seed_grid_in_one_batch_equals_each_configuration_alone(tmp_path, caps
     _batch_against_alone(tmp_path, configs, capsys)
 
 
+def test_members_with_dense_visit_tables_cut_from_a_batch_with_a_sparse_one(tmp_path, capsys):
+    # CartPole's 40,000 states x 10 actions: one replica's table is dense, three are sparse
+    configs = [_config(tmp_path / "batch" / str(seed), seed=seed, seeds=1) for seed in (0, 5, 9)]
+    first = resolve_members(configs[:1])[0][0]
+    alone = first.spec.agent_class(
+        first.problem, first.agent, [s.agent for s in spawn_replicas([0])]
+    )
+    batch = first.spec.agent_class(
+        first.problem, first.agent, [s.agent for s in spawn_replicas([0, 5, 9])]
+    )
+    assert "keys" not in alone.state_dict()["visits"] and "keys" in batch.state_dict()["visits"]
+    _batch_against_alone(tmp_path, configs, capsys)
+
+
 PER_REPLICA = [  # (agent name, field, values)
     ("teql-released", "alpha0", (0.005, 0.02)),
     ("teql-released", "c", (0.5, 2.0)),
@@ -141,13 +156,16 @@ def test_configurations_that_differ_in_more_than_seeds_and_per_replica_settings_
     assert len(keys) == 2
 
 
-def test_a_resumed_batch_finishes_with_the_files_of_an_uninterrupted_one(tmp_path, capsys):
-    configs = [_config(tmp_path / "cut" / str(seed), seed=seed) for seed in (0, 100, 7)]
+@pytest.mark.parametrize("seeds", [1, 2])  # dense member tables joined into a sparse one; sparse
+def test_a_resumed_batch_finishes_with_the_files_of_an_uninterrupted_one(tmp_path, capsys, seeds):
+    configs = [
+        _config(tmp_path / "cut" / str(seed), seed=seed, seeds=seeds) for seed in (0, 100, 7)
+    ]
     train_batch(configs, stop_after_episode=5)
     assert load_checkpoint(Path(configs[0].out) / "checkpoint.npz").episode == 5
     # as if killed while writing the checkpoints of episode 10: one run is ahead of the others
     train(dataclasses.replace(configs[0]), resume=True, stop_after_episode=10)
-    assert len(read_metrics(Path(configs[0].out) / "metrics.csv")["episode"]) == 2 * 10
+    assert len(read_metrics(Path(configs[0].out) / "metrics.csv")["episode"]) == seeds * 10
     (Path(configs[2].out) / "checkpoint.npz").write_bytes(b"damaged")
     capsys.readouterr()
     train_batch(configs, resume=True)
