@@ -295,3 +295,16 @@ def test_an_entry_only_the_batch_holds_is_left_out_of_its_members_and_kept_on_jo
     assert joined["settings"]["alpha0"].tolist() == [1.0, 2.0, 2.0]
     with pytest.raises(ReplicaStateError):
         split_state(batch, {"other": np.zeros(1)}, batch, 0, 1, 1)
+
+
+def test_bad_grids_and_workers_are_refused_in_one_line_before_batching(tmp_path, capsys):
+    grid = tmp_path / "grid.toml"
+    grid.write_text(GRID.format(episodes=8).replace("seed = [0, 100, 7]", "seed = []"))
+    assert main([str(grid), "--out", str(tmp_path / "a"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "must be a non-empty list of values" in err
+    grid.write_text(GRID.format(episodes=8))
+    assert main([str(grid), "--out", str(tmp_path / "b"), "--workers", "0", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err == "error: The 'workers' parameter must be an int >= 1. Got 0 instead.\n"
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()

@@ -72,7 +72,7 @@ A lockstep step costs about the same per replica from a few hundred replicas
 on, so larger batches gain little, while one batch's episodes end with the
 slowest of its replicas."""
 
-SHAPE_EXEMPT = ("out", "seed", "seeds")
+MAY_DIFFER = ("out", "seed", "seeds")
 """Effective-configuration keys in which the configurations of one batch may differ
 (besides the agent's per-replica fields)."""
 
@@ -92,7 +92,7 @@ def batch_key(effective: dict[str, Any], per_replica: frozenset[str]) -> str:
     str
         Equal for two configurations exactly when they can train in one batch.
     """
-    shared = {k: v for k, v in effective.items() if k not in SHAPE_EXEMPT}
+    shared = {k: v for k, v in effective.items() if k not in MAY_DIFFER}
     agent = shared.get("agent_params")
     if isinstance(agent, dict):
         shared["agent_params"] = {k: v for k, v in agent.items() if k not in per_replica}
