@@ -70,6 +70,7 @@ from rl.experiments.executor import (
     sigterm_interrupts,
 )
 from rl.experiments.workers import cpu_workers
+from rl.runs.batch.replica_state import layout_signature
 from rl.runs.batch.training import MAX_BATCH_REPLICAS, batch_key
 from rl.runs.config import ConfigError, TrainConfig, build_dataclass, load_config_file
 from rl.runs.rundir import RunDirError, os_error_line
@@ -109,7 +110,8 @@ class SweepConfig(NamedTuple):
     config_hash : str
         Short hash of its effective configuration.
     batch_key : str
-        Equal for configurations that can train in one batch (`rl.runs.batch.training.batch_key`).
+        Equal for configurations that can train in one batch
+        (`rl.runs.batch.training.batch_key`, with the layout of its agent state).
     replica_bytes : float
         Memory of one replica: its agent state plus
         `rl.validation.REPLICA_OVERHEAD_BYTES`.
@@ -291,7 +293,8 @@ def validate(
             config = train_config({**config_values, "out": str(out)})
             runner, effective = build(config)
             agent = runner.agent
-            replica_bytes = state_bytes(agent.state_dict()) / config.seeds
+            state = agent.state_dict()
+            replica_bytes, layout = state_bytes(state) / config.seeds, layout_signature(state)
             runner.close()
         except ConfigError as error:
             raise ConfigError(f"{where}: {error}") from None
@@ -303,7 +306,7 @@ def validate(
                 f"{where} trains the same as configuration {seen[digest]}; remove one of them."
             )
         seen[digest] = position
-        key = batch_key(effective, type(agent).per_replica)
+        key = batch_key(effective, type(agent).per_replica, layout)
         replica_bytes += REPLICA_OVERHEAD_BYTES
         configs.append(SweepConfig(position, values, config, digest, key, replica_bytes))
         if progress is not None:

@@ -97,6 +97,25 @@ def split_state(state: Any, member: Any, batch: Any, lo: int, hi: int, n_states:
     return state
 
 
+def layout_signature(state: Any) -> str:
+    """Return what two agent states must share to be cut from one batch's: their layout.
+
+    The tree's entries, array dtypes and shapes but the first axis (the
+    replicas), and the kinds of the other values; list lengths are left out
+    (a per-replica list's length is the number of replicas). Configurations
+    whose fresh states differ here (another rank, grid or network, a dense
+    visit table against a sparse one) do not share a batch.
+    """
+    if isinstance(state, dict):
+        inner = ",".join(f"{key}:{layout_signature(state[key])}" for key in sorted(state))
+        return "{" + inner + "}"
+    if isinstance(state, (list, tuple)):
+        return "[" + "|".join(sorted({layout_signature(item) for item in state})) + "]"
+    if isinstance(state, np.ndarray):
+        return f"{state.dtype.str}{state.shape[1:]}"
+    return type(state).__name__
+
+
 def join_states(
     states: Sequence[Any], sizes: Sequence[int], members: Sequence[Any], batch: Any, n_states: int
 ) -> Any:

@@ -27,6 +27,7 @@ with the files its uninterrupted run writes.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 import sys
@@ -77,7 +78,7 @@ MAY_DIFFER = ("out", "seed", "seeds")
 (besides the agent's per-replica fields)."""
 
 
-def batch_key(effective: dict[str, Any], per_replica: frozenset[str]) -> str:
+def batch_key(effective: dict[str, Any], per_replica: frozenset[str], layout: str = "") -> str:
     """Return what configurations of one batch share: ``effective`` without what may differ.
 
     Parameters
@@ -86,6 +87,10 @@ def batch_key(effective: dict[str, Any], per_replica: frozenset[str]) -> str:
         A configuration's effective configuration (`rl.runs.config.effective_config`).
     per_replica : frozenset of str
         Its agent class's ``per_replica`` fields.
+    layout : str
+        The `rl.runs.batch.replica_state.layout_signature` of its fresh agent
+        state, where known: configurations whose agent states are laid out
+        differently (a per-replica field that changes a shape) train apart.
 
     Returns
     -------
@@ -96,7 +101,7 @@ def batch_key(effective: dict[str, Any], per_replica: frozenset[str]) -> str:
     agent = shared.get("agent_params")
     if isinstance(agent, dict):
         shared["agent_params"] = {k: v for k, v in agent.items() if k not in per_replica}
-    return json.dumps(to_jsonable(shared), sort_keys=True)
+    return json.dumps(to_jsonable({"shared": shared, "layout": layout}), sort_keys=True)
 
 
 class Member(NamedTuple):
@@ -173,7 +178,9 @@ def build_batch(resolved: Sequence[tuple[Settings, dict[str, Any]]]) -> Batch:
             if len({getattr(s.agent, field) for s, _ in resolved}) > 1
         }
         options = {"replica_settings": varying} if varying else {}
-        agent = spec.agent_class(problem, first.agent, [s.agent for s in streams], **options)
+        # the config holds the largest value of a varying field: the batch's shape, for a rank
+        batch_config = dataclasses.replace(first.agent, **{f: max(v) for f, v in varying.items()})
+        agent = spec.agent_class(problem, batch_config, [s.agent for s in streams], **options)
         batch_layout = agent.state_dict()
         check_replicas(len(seeds), state_bytes(batch_layout) / len(seeds), what)
     except ValueError as error:
