@@ -182,18 +182,23 @@ def build_batch(resolved: Sequence[tuple[Settings, dict[str, Any]]]) -> Batch:
         batch_config = dataclasses.replace(first.agent, **{f: max(v) for f, v in varying.items()})
         agent = spec.agent_class(problem, batch_config, [s.agent for s in streams], **options)
         batch_layout = agent.state_dict()
-        check_replicas(len(seeds), state_bytes(batch_layout) / len(seeds), what)
+        per_replica = state_bytes(batch_layout) / len(seeds) + REPLICA_OVERHEAD_BYTES
+        check_replicas(len(seeds), per_replica, what)
     except ValueError as error:
         raise ConfigError(
             f"Cannot build agent {config.agent!r} for {config.env!r}: {error}"
         ) from None
     members, layouts, lo = [], [], 0
+    alone: dict[int, Any] = {}  # the layout of a member's own state, by its number of seeds
     for settings, effective in resolved:
-        own = spawn_replicas(_seeds(settings.config))
-        alone = spec.agent_class(problem, settings.agent, [s.agent for s in own])
-        layouts.append(alone.state_dict())
-        members.append(Member(settings, effective, lo, lo + len(own)))
-        lo += len(own)
+        count = settings.config.seeds
+        if count not in alone:
+            own = spawn_replicas(_seeds(settings.config))
+            agent_alone = spec.agent_class(problem, settings.agent, [s.agent for s in own])
+            alone[count] = agent_alone.state_dict()
+        layouts.append(alone[count])
+        members.append(Member(settings, effective, lo, lo + count))
+        lo += count
     n_states = math.prod(problem.state_dims)
     for member, layout in zip(members, layouts, strict=True):  # refuse an uncuttable state now
         split_state(batch_layout, layout, batch_layout, member.lo, member.hi, n_states)
