@@ -14,7 +14,7 @@ import pytest
 
 from rl.experiments.executor import read_index
 from rl.runs.batch.replica_state import ReplicaStateError, join_states, split_state
-from rl.runs.batch.training import batch_key, resolve_members, train_batch
+from rl.runs.batch.training import batch_key, build_batch, resolve_members, train_batch
 from rl.runs.checkpoint import load_checkpoint
 from rl.runs.config import TrainConfig, resolve_settings
 from rl.runs.metrics import COLUMNS, read_metrics
@@ -308,3 +308,31 @@ def test_bad_grids_and_workers_are_refused_in_one_line_before_batching(tmp_path,
     err = capsys.readouterr().err
     assert err == "error: The 'workers' parameter must be an int >= 1. Got 0 instead.\n"
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_a_batch_hands_the_agent_each_replica_s_value_of_a_varying_per_replica_field(tmp_path):
+    from rl.agents.tables.tabular import TabularQ
+
+    handed = []
+
+    class Recording(TabularQ):
+        per_replica = frozenset({"gamma"})
+
+        def __init__(self, problem, config, streams, *, replica_settings=None):
+            handed.append((config.gamma, replica_settings))
+            super().__init__(problem, config, streams)
+
+    configs = [
+        _config(tmp_path / f"{gamma}-{seed}", "tabular", seed=seed, agent_params={"gamma": gamma})
+        for gamma in (0.9, 0.99)
+        for seed in (0, 100)
+    ]
+    resolved = [
+        (s._replace(spec=dataclasses.replace(s.spec, agent_class=Recording)), e)
+        for s, e in resolve_members(configs)
+    ]
+    batch = build_batch(resolved)
+    batch.runner.close()
+    assert handed[0] == (0.99, {"gamma": [0.9, 0.9, 0.9, 0.9, 0.99, 0.99, 0.99, 0.99]})
+    assert handed[1:] == [(0.9, None)]  # the layout of a member's own state: no settings
+    assert [(m.lo, m.hi) for m in batch.members] == [(0, 2), (2, 4), (4, 6), (6, 8)]
