@@ -69,9 +69,9 @@ from rl.validation import REPLICA_OVERHEAD_BYTES, check_replicas, state_bytes
 MAX_BATCH_REPLICAS = 1024
 """Most replicas one batch holds (`rl.sweep` chunks its batches to at most this many).
 
-A lockstep step costs about the same per replica from a few hundred replicas
-on, so larger batches gain little, while one batch's episodes end with the
-slowest of its replicas."""
+It bounds one process's memory and how long a batch's replicas wait for its
+slowest one at every checkpoint; a larger group becomes several batches, which
+the workers train side by side."""
 
 MAY_DIFFER = ("out", "seed", "seeds")
 """Effective-configuration keys in which the configurations of one batch may differ
