@@ -32,10 +32,10 @@ Configurations that differ only in ``seed``, ``seeds`` and the agent settings
 its agent class can vary per replica (``per_replica``, `rl.agents.replica_settings`)
 train as one lockstep batch by default (``--batch``; `sweep_batches` forms and
 chunks the batches, `rl.runs.batch.training` trains them); ``--no-batch`` makes every
-configuration a task of its own. Either way each configuration is a task of
-`rl.experiments.executor` (its seeds as replicas in lockstep) on a local
-process pool (default) or Ray (``--backend ray``), and
-writes ``DIR/NNN-HASH/`` exactly as ``rl.train`` would, where ``NNN`` is its
+configuration a task of its own. A batch, and every configuration in none, is
+one task of `rl.experiments.executor` (a configuration's seeds are replicas in
+lockstep) on a local process pool (default) or Ray (``--backend ray``). Either
+way each configuration writes ``DIR/NNN-HASH/`` exactly as ``rl.train`` would, where ``NNN`` is its
 position and ``HASH`` the short hash of its effective configuration
 (`rl.experiments.executor.config_hash`), and ``DIR/index.csv`` (one row per configuration:
 its swept values, directory, status, wall time and error). ``--resume`` runs
