@@ -336,3 +336,17 @@ def test_a_batch_hands_the_agent_each_replica_s_value_of_a_varying_per_replica_f
     assert handed[0] == (0.99, {"gamma": [0.9, 0.9, 0.9, 0.9, 0.99, 0.99, 0.99, 0.99]})
     assert handed[1:] == [(0.9, None)]  # the layout of a member's own state: no settings
     assert [(m.lo, m.hi) for m in batch.members] == [(0, 2), (2, 4), (4, 6), (6, 8)]
+
+
+@pytest.mark.slow  # Ray's start-up
+def test_a_batch_on_ray_writes_what_the_local_pool_writes_without_batches(tmp_path, capsys):
+    pytest.importorskip("ray")
+    grid = tmp_path / "grid.toml"
+    grid.write_text(GRID.format(episodes=8))
+    common = ["--workers", "1", "--no-progress", "--no-plot"]
+    assert main([str(grid), "--out", str(tmp_path / "ray"), "--backend", "ray", *common]) == 0
+    assert main([str(grid), "--out", str(tmp_path / "alone"), "--no-batch", *common]) == 0
+    for row in read_index(tmp_path / "alone"):
+        _assert_same_run(tmp_path / "ray" / row["name"], tmp_path / "alone" / row["name"])
+        config = json.loads((tmp_path / "ray" / row["name"] / "config.json").read_text())
+        assert config["out"] == str(tmp_path / "ray" / row["name"])
