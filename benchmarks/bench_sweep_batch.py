@@ -12,7 +12,8 @@ and the memory per replica, and checks that every configuration's
 only; ``--vary alpha0`` gives them ``--configs`` step sizes alpha_0 around the
 reading's, which batch where the agent lists ``alpha0`` in its
 ``per_replica`` (`rl.agents.replica_settings`) and run one by one otherwise.
-The size of the issue's measurement is ``--configs 100 --seeds 10 --episodes 1000``.
+A 100-configuration x 10-seed sweep of 1,000 episodes each is
+``--configs 100 --seeds 10 --episodes 1000``.
 """
 
 from __future__ import annotations
