@@ -9,9 +9,10 @@ and the memory per replica, and checks that every configuration's
 ``metrics.csv`` is the same both ways (all columns but the wall time).
 
 ``--vary seed`` (the default) makes the configurations differ in their seeds
-only; ``--vary alpha0`` gives them ``--configs`` step sizes alpha_0 around the
-reading's, which batch where the agent lists ``alpha0`` in its
-``per_replica`` (`rl.agents.replica_settings`) and run one by one otherwise.
+only; ``--vary alpha0`` gives them ``--configs`` step sizes alpha_0 from 0.002
+to 0.05 (geometrically spaced), which batch where the agent lists ``alpha0`` in
+its ``per_replica`` (`rl.agents.replica_settings`) and are tasks of their own
+otherwise.
 A 100-configuration x 10-seed sweep of 1,000 episodes each is
 ``--configs 100 --seeds 10 --episodes 1000``.
 """
