@@ -34,8 +34,10 @@ MODULES = {
     "metrics": "bench_metrics",
     "tensorboard": "bench_tensorboard",
     "against": "bench_against",
+    "sweep_batch": "bench_sweep_batch",
 }
 QUICK = {
+    "sweep_batch": ["--configs", "2", "--seeds", "2", "--episodes", "3", "--workers", "1"],
     "tensorq": ["--number", "20", "--replicas", "4"],
     "envs": ["--steps", "200", "--num-envs", "4", "--no-highway"],
     "agents": ["--episodes", "2", "--replicas", "4"],

@@ -28,9 +28,14 @@ decides. Every configuration is built before anything runs (the same
 constructed, without training); the first bad one stops the sweep with its
 key named (exit 2).
 
-Each configuration is one task of `rl.experiments.executor` (its seeds as replicas in
-lockstep) on a local process pool (default) or Ray (``--backend ray``); it
-writes ``DIR/NNN-HASH/`` exactly as ``rl.train`` would, where ``NNN`` is its
+Configurations that differ only in ``seed``, ``seeds`` and the agent settings
+its agent class can vary per replica (``per_replica``, `rl.agents.replica_settings`)
+train as one lockstep batch by default (``--batch``; `sweep_batches` forms and
+chunks the batches, `rl.runs.batch.training` trains them); ``--no-batch`` makes every
+configuration a task of its own. A batch, and every configuration in none, is
+one task of `rl.experiments.executor` (a configuration's seeds are replicas in
+lockstep) on a local process pool (default) or Ray (``--backend ray``). Either
+way each configuration writes ``DIR/NNN-HASH/`` exactly as ``rl.train`` would, where ``NNN`` is its
 position and ``HASH`` the short hash of its effective configuration
 (`rl.experiments.executor.config_hash`), and ``DIR/index.csv`` (one row per configuration:
 its swept values, directory, status, wall time and error). ``--resume`` runs
@@ -64,10 +69,14 @@ from rl.experiments.executor import (
     run_tasks,
     sigterm_interrupts,
 )
+from rl.experiments.workers import cpu_workers
+from rl.runs.batch.replica_state import layout_signature
+from rl.runs.batch.training import MAX_BATCH_REPLICAS, batch_key
 from rl.runs.config import ConfigError, TrainConfig, build_dataclass, load_config_file
 from rl.runs.rundir import RunDirError, os_error_line
 from rl.runs.tensorboard import require_tensorboard
 from rl.runs.training import build
+from rl.validation import REPLICA_OVERHEAD_BYTES, max_replicas, state_bytes
 from tensorq.version import add_version_option
 
 SECTIONS = ("base", "grid", "runs")
@@ -100,12 +109,20 @@ class SweepConfig(NamedTuple):
         The merged configuration (its ``out`` is a placeholder).
     config_hash : str
         Short hash of its effective configuration.
+    batch_key : str
+        Equal for configurations that can train in one batch
+        (`rl.runs.batch.training.batch_key`, with the layout of its agent state).
+    replica_bytes : float
+        Memory of one replica: its agent state plus
+        `rl.validation.REPLICA_OVERHEAD_BYTES`.
     """
 
     position: int
     values: dict[str, Any]
     config: TrainConfig
     config_hash: str
+    batch_key: str = ""
+    replica_bytes: float = float(REPLICA_OVERHEAD_BYTES)
 
     @property
     def name(self) -> str:
@@ -275,6 +292,9 @@ def validate(
         try:
             config = train_config({**config_values, "out": str(out)})
             runner, effective = build(config)
+            agent = runner.agent
+            state = agent.state_dict()
+            replica_bytes, layout = state_bytes(state) / config.seeds, layout_signature(state)
             runner.close()
         except ConfigError as error:
             raise ConfigError(f"{where}: {error}") from None
@@ -286,7 +306,9 @@ def validate(
                 f"{where} trains the same as configuration {seen[digest]}; remove one of them."
             )
         seen[digest] = position
-        configs.append(SweepConfig(position, values, config, digest))
+        key = batch_key(effective, type(agent).per_replica, layout)
+        replica_bytes += REPLICA_OVERHEAD_BYTES
+        configs.append(SweepConfig(position, values, config, digest, key, replica_bytes))
         if progress is not None:
             progress(len(configs))
     return configs
@@ -325,6 +347,54 @@ def sweep_tasks(configs: Sequence[SweepConfig]) -> list[Task]:
     return [Task(c.name, c.config, c.values) for c in configs]
 
 
+def sweep_batches(
+    configs: Sequence[SweepConfig], workers: int, max_batch: int = MAX_BATCH_REPLICAS
+) -> list[list[int]]:
+    """Return the positions of the configurations that train together, one list per batch.
+
+    Configurations with the same `SweepConfig.batch_key` form a group (in the
+    order of their first configuration). A group is chunked, in order and
+    never splitting a configuration's seeds, into batches of at most
+    ``min(max_batch, max_replicas // workers)`` replicas (`rl.validation.max_replicas`
+    at the largest memory per replica of the group, so that ``workers``
+    batches training at once fit in memory), and into at least ``workers``
+    batches where it has that many configurations, so that every worker has
+    one; the replicas are spread evenly over the batches. A batch of one
+    configuration is no batch: it is left out (it runs as its own task).
+
+    Parameters
+    ----------
+    configs : sequence of SweepConfig
+    workers : int
+        Batches that train at once (the pool's processes).
+    max_batch : int
+        Most replicas of a batch (`rl.runs.batch.training.MAX_BATCH_REPLICAS`).
+
+    Returns
+    -------
+    list of list of int
+    """
+    groups: dict[str, list[SweepConfig]] = {}
+    for config in configs:
+        groups.setdefault(config.batch_key, []).append(config)
+    batches = []
+    for group in groups.values():
+        fit = max_replicas(max(c.replica_bytes for c in group)) // max(workers, 1)
+        cap = max(1, min(max_batch, fit))
+        total = sum(c.config.seeds for c in group)
+        count = max(-(-total // cap), min(workers, len(group)))
+        target = -(-total // count)
+        chunk: list[SweepConfig] = []
+        for config in group:
+            size = sum(c.config.seeds for c in chunk)
+            if chunk and (size >= target or size + config.config.seeds > cap):
+                batches.append(chunk)
+                chunk = []
+            chunk.append(config)
+        batches.append(chunk)
+    return [[c.position for c in chunk] for chunk in batches if len(chunk) > 1]
+
+
 # ----------------------------------------------------------------------------- the command
 
 
@@ -342,6 +412,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--dry-run", action="store_true", help="validate and list the configurations, run nothing"
+    )
+    parser.add_argument(
+        "--batch",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="train configurations that differ only in seeds and per-replica agent settings as "
+        "one lockstep batch (default); --no-batch: one task per configuration",
     )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.add_argument("--no-plot", action="store_true", help="do not draw learning curves")
@@ -382,12 +459,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         configs = load_sweep(args.grid_file, out, progress=not args.no_progress)
         if args.tensorboard:
             require_tensorboard()
+        batches = sweep_batches(configs, cpu_workers(args.workers)) if args.batch else []
     except (ConfigError, ExecutorError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     if args.dry_run:
+        batch_of = {position: i for i, batch in enumerate(batches) for position in batch}
         for config in configs:
-            print(f"{config.name}  {_describe(config.values)}")
+            where = f"batch {batch_of[config.position]}  " if config.position in batch_of else ""
+            print(f"{config.name}  {where}{_describe(config.values)}")
         return 0
     try:
         with sigterm_interrupts():
@@ -402,6 +482,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 progress=not args.no_progress,
                 plot=not args.no_plot,
                 tensorboard=args.tensorboard,
+                batches=batches,
             )
     except (ConfigError, ExecutorError, RunDirError) as error:
         print(f"error: {error}", file=sys.stderr)

@@ -66,3 +66,10 @@ def test_against_names_a_revision_it_cannot_check_out(capsys):
         main(["against", "--rev", "no-such-revision"])
     assert refused.value.code == 2
     assert "cannot check out 'no-such-revision'" in capsys.readouterr().err
+
+
+def test_sweep_batch_benchmark_times_both_sweeps_with_the_same_metrics(capsys):
+    assert main(["sweep_batch", "--quick"]) == 0
+    out = capsys.readouterr().out
+    assert "batches: 1, largest 4 replicas" in out
+    assert "metrics equal (all columns but wall time): True" in out

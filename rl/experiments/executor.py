@@ -70,6 +70,16 @@ rl.reproduce paper`` uses it so that a line shared by two experiments (the
 comparison's TEQL line is the ablation's lambda = 0 line in the released
 reading) trains once.
 
+Batches
+-------
+``batches`` groups task positions: the tasks of one group that are to run
+train as one lockstep batch in one worker (`rl.runs.batch.training`: one agent whose
+replicas are every task's seeds, each task's run directory written as its own
+run writes it); they are recorded one by one when the batch ends, each with
+the batch's wall time. A task in no group, or alone in its group after
+``resume`` skipped the others, runs as its own task. With ``tensorboard``
+every task runs as its own task. `rl.sweep` forms the groups.
+
 This module is the driver; what runs in the workers, and how the pool and Ray
 are started, is in `rl.experiments.workers`. See ``docs/scale-out.md``.
 """
@@ -95,6 +105,7 @@ from typing import Any, BinaryIO, Literal, NamedTuple
 from rl.experiments.workers import (
     RAY_INSTALL_HINT,
     ExecutorError,
+    Job,
     Outcome,
     cpu_workers,
     execute_task,
@@ -470,6 +481,7 @@ def run_tasks(
     progress: bool = False,
     plot: bool = True,
     tensorboard: str | os.PathLike | None = None,
+    batches: Sequence[Sequence[int]] = (),
 ) -> list[TaskResult]:
     """Run independent training configurations; record each one as it finishes.
 
@@ -514,6 +526,10 @@ def run_tasks(
         Also log every run that trains to TensorBoard, in
         ``tensorboard/{name}_{n}`` (`rl.runs.tensorboard`; on a Ray cluster the
         directory must be one that the workers share).
+    batches : sequence of sequence of int
+        Positions of tasks that train as one lockstep batch (see the module
+        docstring); they must differ only in what `rl.runs.batch.training.batch_key`
+        lets differ. Ignored with ``tensorboard``.
 
     Returns
     -------
@@ -567,6 +583,7 @@ def run_tasks(
             progress,
             plot,
             None if tensorboard is None else str(tensorboard),
+            [] if tensorboard is not None else [list(group) for group in batches],
         )
 
 
@@ -585,6 +602,7 @@ def _drive(
     progress: bool,
     plot: bool,
     tensorboard: str | None,
+    batches: Sequence[Sequence[int]],
 ) -> list[TaskResult]:
     done_before = finished(out) if resume else {}
     done_elsewhere = [(source, finished(source)) for source in reuse]
@@ -626,10 +644,11 @@ def _drive(
         on_start([tasks[job[0]].name for job in jobs], reruns)
     if not jobs:
         return list(results)
+    units = _units(jobs, batches)
     outcomes = (
-        local_outcomes(jobs, workers_local, plot, resume)
+        local_outcomes(units, workers_local, plot, resume)
         if backend == "local"
-        else ray_outcomes(jobs, address, workers, plot, resume)
+        else ray_outcomes(units, address, workers, plot, resume)
     )
     bar = _progress_bar(len(jobs), progress)
     failed = 0
@@ -649,6 +668,23 @@ def _drive(
         bar.close()
         outcomes.close()
     return list(results)
+
+
+def _units(jobs: Sequence[Job], batches: Sequence[Sequence[int]]) -> list[list[Job]]:
+    """Group the jobs to run into units: the jobs of one batch together, every other alone."""
+    group_of = {position: i for i, group in enumerate(batches) for position in group}
+    units: list[list[Job]] = []
+    where: dict[int, list[Job]] = {}
+    for job in jobs:
+        group = group_of.get(job[0])
+        if group is None:
+            units.append([job])
+        elif group in where:
+            where[group].append(job)
+        else:
+            where[group] = [job]
+            units.append(where[group])
+    return units
 
 
 def _copy_finished(

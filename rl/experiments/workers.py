@@ -1,8 +1,10 @@
 """The worker side of `rl.experiments.executor`: one task, the local process pool and Ray.
 
-`execute_task` trains one configuration and never raises (an error comes back
-in its `Outcome`); `local_outcomes` and `ray_outcomes` run many and yield each
-outcome as it arrives. `rl.experiments.executor.run_tasks` is the interface; this module
+`execute_task` trains one configuration and `execute_batch` several as one
+lockstep batch (`rl.runs.batch.training`); neither raises (an error comes back in the
+`Outcome`s). `local_outcomes` and `ray_outcomes` run many units (one task, or
+the tasks of one batch) and yield each task's outcome as its unit finishes.
+`rl.experiments.executor.run_tasks` is the interface; this module
 holds what runs in the workers and how they are started.
 """
 
@@ -26,6 +28,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from rl.runs.batch.training import train_batch
 from rl.runs.checkpoint import CheckpointError
 from rl.runs.config import ConfigError, TrainConfig
 from rl.runs.rundir import LOCK_FILE, RunDirError
@@ -38,6 +41,9 @@ RAY_INSTALL_HINT = 'Ray is not installed; install the extra with: pip install -e
 
 Job = tuple[int, TrainConfig, str, "tuple[str, str] | None"]
 """A task as the driver hands it out: position, config, run directory, TensorBoard target."""
+
+Unit = Sequence[Job]
+"""What one worker runs at once: one job, or the jobs of one batch (no TensorBoard target)."""
 
 
 class ExecutorError(ValueError):
@@ -179,6 +185,87 @@ def execute_task(
     return Outcome(True, wall, None, None, files)
 
 
+def _train_batch_into(
+    configs: Sequence[TrainConfig],
+    work_dirs: Sequence[str],
+    shown_outs: Sequence[str],
+    plot: bool,
+    resume: bool,
+) -> list[float]:
+    """Train ``configs`` as one batch into ``work_dirs``; return each run's wall time."""
+    configs = [dataclasses.replace(c, out=d) for c, d in zip(configs, work_dirs, strict=True)]
+    with _one_thread():
+        results = train_batch(configs, shown_outs=shown_outs, resume=resume)
+    if plot:
+        from rl.runs.plot import plot_runs
+
+        for work_dir in work_dirs:
+            plot_runs([work_dir], Path(work_dir) / FIGURE_FILE)
+    return [result.wall_time for result in results]
+
+
+def execute_batch(
+    configs: Sequence[TrainConfig],
+    run_dirs: Sequence[str],
+    collect: bool,
+    plot: bool = True,
+    resume: bool = False,
+    start_files: Sequence[dict[str, tuple[bytes, int]] | None] | None = None,
+) -> list[Outcome]:
+    """Train configurations as one lockstep batch (`rl.runs.batch.training.train_batch`).
+
+    The parameters are those of `execute_task`, one entry per configuration;
+    the outcomes come back in their order. It never raises: if the batch
+    fails, every one of its configurations fails with the same error.
+    """
+    start = time.perf_counter()
+    try:
+        if collect:
+            with tempfile.TemporaryDirectory(prefix="rl-batch-") as temporary:
+                work_dirs = [
+                    Path(temporary) / str(i) / Path(run_dir).name
+                    for i, run_dir in enumerate(run_dirs)
+                ]
+                for work_dir, held in zip(
+                    work_dirs, start_files or [None] * len(run_dirs), strict=True
+                ):
+                    work_dir.mkdir(parents=True)
+                    for name, (content, mode) in (held or {}).items():
+                        path = work_dir / name
+                        path.parent.mkdir(parents=True, exist_ok=True)
+                        path.write_bytes(content)
+                        path.chmod(mode)
+                walls = _train_batch_into(
+                    configs, [str(d) for d in work_dirs], run_dirs, plot, resume
+                )
+                files: list[dict[str, tuple[bytes, int]] | None] = [
+                    _read_run_files(d) for d in work_dirs
+                ]
+        else:
+            walls = _train_batch_into(configs, run_dirs, run_dirs, plot, resume)
+            files = [None] * len(run_dirs)
+    except Exception as error:  # recorded by the driver; the other tasks go on
+        failed = Outcome(
+            False, time.perf_counter() - start, one_line(error), traceback.format_exc(), None
+        )
+        return [failed] * len(run_dirs)
+    return [Outcome(True, wall, None, None, f) for wall, f in zip(walls, files, strict=True)]
+
+
+def _unit_call(unit: Unit, collect: bool, plot: bool, resume: bool, held: Callable) -> tuple:
+    """Return the function and arguments that run ``unit`` (`execute_task` or `execute_batch`)."""
+    if len(unit) == 1:
+        ((_, config, run_dir, board),) = unit
+        return execute_task, (config, run_dir, collect, plot, resume, held(run_dir), board)
+    configs = [config for _, config, _, _ in unit]
+    run_dirs = [run_dir for _, _, run_dir, _ in unit]
+    return execute_batch, (configs, run_dirs, collect, plot, resume, [held(d) for d in run_dirs])
+
+
+def _as_list(outcome: Outcome | list[Outcome]) -> list[Outcome]:
+    return outcome if isinstance(outcome, list) else [outcome]
+
+
 def one_line(error: BaseException) -> str:
     """Return ``"ExceptionType: message"`` on one line."""
     message = " ".join(str(error).split())
@@ -254,12 +341,12 @@ def end_with_parent() -> Callable[[], None] | None:
 
 
 def local_outcomes(
-    jobs: Sequence[Job], workers: int, plot: bool, resume: bool
+    units: Sequence[Unit], workers: int, plot: bool, resume: bool
 ) -> Iterator[tuple[int, Outcome]]:
-    """Yield (position, outcome) as the local pool's tasks finish.
+    """Yield (position, outcome) as the local pool's units finish.
 
-    ``jobs`` are (position, config, run directory as the driver names it,
-    TensorBoard directory and run name or None);
+    ``units`` hold jobs: (position, config, run directory as the driver names it,
+    TensorBoard directory and run name or None), one per unit or a batch's;
     ``resume`` continues the checkpoints found there (`execute_task`).
     Closing the generator early (the driver interrupted) terminates the
     running tasks; if the driver dies, the workers end with it
@@ -269,24 +356,25 @@ def local_outcomes(
     context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
     alive_read, alive_write = context.Pipe(duplex=False)
     pool = futures.ProcessPoolExecutor(
-        max_workers=min(workers, len(jobs)),
+        max_workers=min(workers, len(units)),
         mp_context=context,
         initializer=_end_with_driver,
         initargs=(alive_read,),
     )
     completed = False
     try:
-        pending = {
-            pool.submit(execute_task, config, run_dir, False, plot, resume, None, board): position
-            for position, config, run_dir, board in jobs
-        }
+        pending = {}
+        for unit in units:
+            function, arguments = _unit_call(unit, False, plot, resume, lambda run_dir: None)
+            pending[pool.submit(function, *arguments)] = [job[0] for job in unit]
         for future in futures.as_completed(pending):
-            position = pending[future]
+            positions = pending[future]
             try:
-                outcome = future.result()
+                outcomes = _as_list(future.result())
             except Exception as error:  # a worker died (killed, out of memory): the pool breaks
-                outcome = Outcome(False, 0.0, f"worker lost: {one_line(error)}", None, None)
-            yield position, outcome
+                lost = Outcome(False, 0.0, f"worker lost: {one_line(error)}", None, None)
+                outcomes = [lost] * len(positions)
+            yield from zip(positions, outcomes, strict=True)
         completed = True
     finally:
         if not completed:  # interrupted: stop the running tasks now rather than wait for them
@@ -331,13 +419,13 @@ def _ray_session(address: str | None, workers: int | None) -> Iterator[Any]:
 
 
 def ray_outcomes(
-    jobs: Sequence[Job],
+    units: Sequence[Unit],
     address: str | None,
     workers: int | None,
     plot: bool,
     resume: bool,
 ) -> Iterator[tuple[int, Outcome]]:
-    """Yield (position, outcome) as the Ray tasks finish; outcomes carry the run files.
+    """Yield (position, outcome) as the Ray tasks (one per unit) finish, with the run files.
 
     With ``resume`` the files of each job's run directory on the driver's machine
     travel with it, so that the worker continues its checkpoint. Closing the
@@ -348,21 +436,21 @@ def ray_outcomes(
         return _read_run_files(Path(run_dir)) if resume and Path(run_dir).is_dir() else None
 
     with _ray_session(address, workers) as ray:
-        remote = ray.remote(num_cpus=1)(execute_task)
-        pending = {
-            remote.remote(config, run_dir, True, plot, resume, files(run_dir), board): position
-            for position, config, run_dir, board in jobs
-        }
+        remotes = {f: ray.remote(num_cpus=1)(f) for f in (execute_task, execute_batch)}
+        pending = {}
+        for unit in units:
+            function, arguments = _unit_call(unit, True, plot, resume, files)
+            pending[remotes[function].remote(*arguments)] = [job[0] for job in unit]
         try:
             while pending:
                 (ref,), _ = ray.wait(list(pending), num_returns=1)
-                position = pending.pop(ref)
+                positions = pending.pop(ref)
                 try:
-                    outcome = ray.get(ref)
+                    outcomes = _as_list(ray.get(ref))
                 except Exception as error:  # a lost worker or node, after Ray's own retries
-                    message = f"worker lost: {one_line(error)}"
-                    outcome = Outcome(False, 0.0, message, None, None)
-                yield position, outcome
+                    lost = Outcome(False, 0.0, f"worker lost: {one_line(error)}", None, None)
+                    outcomes = [lost] * len(positions)
+                yield from zip(positions, outcomes, strict=True)
         finally:
             for ref in pending:
                 ray.cancel(ref, force=True)

@@ -158,7 +158,7 @@ def _signals(enabled: bool) -> Iterator[_Interrupt]:
             signal.signal(sig, handler)
 
 
-def _next_barrier(episode: int, config: TrainConfig, stop_after: int | None) -> int:
+def next_barrier(episode: int, config: TrainConfig, stop_after: int | None) -> int:
     """Return the next episode at which every replica waits (checkpoint, end or ``stop_after``)."""
     every = config.checkpoint_every
     barrier = min(config.episodes, (episode // every + 1) * every)
@@ -167,7 +167,7 @@ def _next_barrier(episode: int, config: TrainConfig, stop_after: int | None) -> 
     return barrier
 
 
-def _prepare_run_dir(run_dir: Path, overwrite: bool) -> RunLock:
+def prepare_run_dir(run_dir: Path, overwrite: bool) -> RunLock:
     """Create or empty ``run_dir`` for a fresh run and return its lock (see `rl.runs.rundir`)."""
     if run_dir.exists() and not run_dir.is_dir():
         raise ConfigError(f"The 'out' parameter {str(run_dir)!r} is a file, not a directory.")
@@ -342,7 +342,7 @@ def run(
     """
     run_dir = Path(config.out)
     start, wall_base, metrics_bytes = 0, 0.0, None
-    lock = RunLock.acquire(run_dir) if resume else _prepare_run_dir(run_dir, overwrite)
+    lock = RunLock.acquire(run_dir) if resume else prepare_run_dir(run_dir, overwrite)
     try:  # the lock is released in the ``finally`` below, or here if training never starts
         if resume:
             if not has_checkpoint(run_dir):
@@ -412,7 +412,7 @@ def run(
             if not resume:
                 checkpoint_at(0)
             while episode < config.episodes and not interrupted:
-                barrier = _next_barrier(episode, config, stop_after_episode)
+                barrier = next_barrier(episode, config, stop_after_episode)
                 for result in runner.episodes(episode, barrier, abandon):
                     episode, now = result.episode, wall()
                     try:
