@@ -278,7 +278,7 @@ class DQNAgent(BatchedTorchAgent):
             self.target,
             self.optimizer,
             self.layout,
-            torch.empty((self.replicas, 1), device=self.device),
+            torch.empty((self.replicas, 1), dtype=torch.float32, device=self.device),
             config.loss,
             config.hidden,
             self.codec.n_actions,

@@ -474,7 +474,7 @@ class DiscreteSAC(BatchedTorchAgent):
             self.log_alpha,
             (self.actor_optimizer, self.critic_optimizer, self.alpha_optimizer),
             self.layout,
-            torch.empty((self.replicas, 3), device=self.device),
+            torch.empty((self.replicas, 3), dtype=torch.float32, device=self.device),
             config.autotune,
             config.hidden,
             self.codec.n_actions,
