@@ -5,8 +5,15 @@ import pickle
 import numpy as np
 import pytest
 
+from rl.agents.replica_settings import replica_config
 from rl.agents.tables.tabular import TabularQ, TabularQConfig
-from tests.rl.agent_drivers import assert_tree_equal, make_problem, random_drive, streams
+from tests.rl.agent_drivers import (
+    assert_tree_equal,
+    make_problem,
+    random_drive,
+    random_drive_single,
+    streams,
+)
 from tests.rl.replica_runs import assert_replica_equals_alone, batch_and_alone, resolved, train
 
 # three settings of every per-replica field (epsilon decays fast enough to matter in 12 episodes)
@@ -36,6 +43,24 @@ def test_three_settings_by_two_seeds_equal_each_trained_alone():
     # the settings matter: the same seed under another setting learns other values
     assert not np.array_equal(batch.agent.q_table_[0], batch.agent.q_table_[2])
     assert not np.array_equal(batch.returns[:, 0], batch.returns[:, 4])
+
+
+def test_actions_and_state_of_each_replica_equal_its_setting_alone():
+    """Six replicas, each inactive on a different quarter of the steps, against each alone."""
+    problem = make_problem((3, 4), (3,))
+    per_replica = {field: np.repeat(values, 2) for field, values in SETTINGS.items()}
+    seeds = [1, 2] * 3
+    mask = lambda t: (np.arange(6) + t) % 4 != 0  # noqa: E731
+    batch = TabularQ(problem, TabularQConfig(), streams(*seeds), replica_settings=per_replica)
+    actions = random_drive(batch, 120, seed=4, active_mask=mask)
+    for b, seed in enumerate(seeds):
+        alone = TabularQ(problem, replica_config(TabularQConfig(), per_replica, b), streams(seed))
+        alone_actions = random_drive_single(alone, 120, seed=4, replica=b, mask=mask, replicas=6)
+        np.testing.assert_array_equal(actions[:, b], alone_actions)
+        state, alone_state = batch.state_dict(), alone.state_dict()
+        for key in ("q_table", "visits", "epsilon"):
+            np.testing.assert_array_equal(state[key][b], alone_state[key][0])
+        assert state["explore_rng"][b] == alone_state["explore_rng"][0]
 
 
 def test_uniform_settings_equal_no_settings():
