@@ -258,27 +258,34 @@ class StackedAdam:
 
     Adam is elementwise, so one update of the stacked tensor is B separate
     Adam updates as long as each replica's gradient is its own (the losses
-    are summed over replicas). Each replica counts its own steps, so its bias
-    corrections are those of a replica trained alone. The arithmetic is that
-    of ``torch.optim.Adam`` (single-tensor form, PyTorch's defaults
-    betas 0.9, 0.999, eps 1e-8).
+    are summed over replicas). Each replica counts its own steps and has its
+    own step size, so its bias corrections and its steps are those of a
+    replica trained alone. The arithmetic is that of ``torch.optim.Adam``
+    (single-tensor form, PyTorch's defaults betas 0.9, 0.999, eps 1e-8).
 
     Parameters
     ----------
     params : torch.Tensor
         The stacked parameters (B, P), updated in place.
-    lr : float
-        Step size.
+    lr : float or ndarray of float, shape (B,)
+        Step size, of every replica or of each.
     layout : Layout
         The tensors of a row, for checkpoints (one Adam state per tensor).
+
+    Attributes
+    ----------
+    lr : ndarray of float64, shape (B,)
+        Each replica's step size (written in place to change it).
     """
 
     betas = (0.9, 0.999)
     eps = 1e-8
 
-    def __init__(self, params: torch.Tensor, lr: float, layout: Layout) -> None:
+    def __init__(
+        self, params: torch.Tensor, lr: float | NDArray[np.floating], layout: Layout
+    ) -> None:
         self.params = params
-        self.lr = float(lr)
+        self.lr = np.broadcast_to(np.asarray(lr, dtype=np.float64), params.shape[:1]).copy()
         self.layout = layout
         self.exp_avg = torch.zeros_like(params)
         self.exp_avg_sq = torch.zeros_like(params)
@@ -288,12 +295,12 @@ class StackedAdam:
         """Count a step of the replicas in ``rows``; return their factors (2, R), float32.
 
         Row 0 is the step size -lr / (1 - beta1^t), row 1 the square root of
-        the second bias correction, sqrt(1 - beta2^t), with t each replica's count.
+        the second bias correction, sqrt(1 - beta2^t), with lr and t each replica's.
         """
         beta1, beta2 = self.betas
         self.steps[rows.host] += 1
         t = self.steps[rows.host].astype(np.float64)
-        factors = np.stack([-self.lr / (1.0 - beta1**t), np.sqrt(1.0 - beta2**t)])
+        factors = np.stack([-self.lr[rows.host] / (1.0 - beta1**t), np.sqrt(1.0 - beta2**t)])
         return factors.astype(np.float32)
 
     def hyperparameters(self) -> NDArray[np.float32]:
@@ -336,7 +343,7 @@ class StackedAdam:
             )
             for k, (m, v) in enumerate(pairs):
                 state[k] = {"step": step, "exp_avg": m, "exp_avg_sq": v}
-        group = {"lr": self.lr, "betas": self.betas, "eps": self.eps}
+        group = {"lr": float(self.lr[i]), "betas": self.betas, "eps": self.eps}
         return {
             "state": state,
             "param_groups": [{**group, "params": list(range(len(self.layout.shapes)))}],

@@ -233,7 +233,8 @@ def dqn_steps(
     exp_avg: NDArray[np.float32],
     exp_avg_sq: NDArray[np.float32],
     factors: NDArray[np.float32],
-    hyper: NDArray[np.float32],
+    adam: NDArray[np.float32],
+    gammas: NDArray[np.float32],
     hidden: int,
     n_out: int,
     loss: int,
@@ -248,12 +249,13 @@ def dqn_steps(
     out and one Adam step, as `rl.agents.deep.dqn.DQNStep.stacked` does.
     ``columns`` are the record columns of states, action, reward, next states
     and termination; ``factors`` (2, R) Adam's step sizes and bias
-    corrections (`rl.agents.deep._stacked.StackedAdam.advance`); ``hyper`` holds
-    gamma, beta1, beta2 and eps. ``losses[r]`` gets replica rows[r]'s mean loss and,
+    corrections (`rl.agents.deep._stacked.StackedAdam.advance`); ``adam`` holds
+    beta1, beta2 and eps, ``gammas`` (B,) each replica's discount factor.
+    ``losses[r]`` gets replica rows[r]'s mean loss and,
     when ``watch_q``, ``q_means[r]`` its mean Q(s, a) of the taken actions before the step.
     """
     n_in, n = scale.shape[0], drawn.shape[1]
-    gamma, beta1, beta2, eps = hyper[0], hyper[1], hyper[2], hyper[3]
+    beta1, beta2, eps = adam[0], adam[1], adam[2]
     one, half, zero = np.float32(1.0), np.float32(0.5), np.float32(0.0)
     count = np.float32(n)
     x = np.empty((n_in, n), np.float32)
@@ -275,7 +277,7 @@ def dqn_steps(
             for s in range(n):
                 value = out[a, s]
                 best[s] = value if value > best[s] or np.isnan(value) else best[s]
-        _td_targets(records, i, own, columns, best, gamma, targets)
+        _td_targets(records, i, own, columns, best, gammas[i], targets)
         chosen = _column(records, i, own, columns[1])
         _gather(records, i, own, scale, columns[0], x)
         _forward(q[i], x, h, out)
@@ -364,7 +366,8 @@ def sac_steps(
     log_alpha: NDArray[np.float32],
     moments: tuple[NDArray[np.float32], ...],
     factors: NDArray[np.float32],
-    hyper: NDArray[np.float32],
+    adam: NDArray[np.float32],
+    settings: NDArray[np.float32],
     hidden: int,
     n_out: int,
     autotune: bool,
@@ -382,19 +385,18 @@ def sac_steps(
     critics. ``critics`` and ``critics_target`` are (B, 2, P): Q1 and Q2 of
     each replica. ``moments`` holds the first and second moments of the actor,
     critics (B, 2, P) and log alpha, in that order; ``factors`` (3, 2, R) their Adam
-    step sizes and bias corrections; ``hyper`` gamma, beta1, beta2, eps, tau
-    and the target entropy. ``losses`` (3, R) gets the critic, actor and
-    temperature losses (the last untouched without ``autotune``); when ``watch_q``,
-    ``q_means[r]`` the mean over both critics of Q_i(s, a) of the taken actions
-    before the step.
+    step sizes and bias corrections; ``adam`` beta1, beta2 and eps; ``settings``
+    (B, 3) each replica's gamma, tau and target entropy. ``losses`` (3, R) gets
+    the critic, actor and temperature losses (the last untouched without
+    ``autotune``); when ``watch_q``, ``q_means[r]`` the mean over both critics
+    of Q_i(s, a) of the taken actions before the step.
 
     References
     ----------
     Christodoulou (2019), eqs. (9)-(12).
     """
     n_in, n = scale.shape[0], drawn.shape[1]
-    gamma, beta1, beta2, eps = hyper[0], hyper[1], hyper[2], hyper[3]
-    tau, target_entropy = hyper[4], hyper[5]
+    beta1, beta2, eps = adam[0], adam[1], adam[2]
     actor_m, actor_v, critic_m, critic_v, alpha_m, alpha_v = moments
     zero, two = np.float32(0.0), np.float32(2.0)
     count = np.float32(n)
@@ -420,6 +422,7 @@ def sac_steps(
     for r in range(rows.shape[0]):
         i = rows[r]
         own = drawn[r]
+        gamma, tau, target_entropy = settings[i, 0], settings[i, 1], settings[i, 2]
         alpha = np.exp(log_alpha[i, 0])
         # soft Bellman targets at the next states (eqs. 9-10)
         _gather(records, i, own, scale, columns[3], x)

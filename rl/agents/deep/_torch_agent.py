@@ -13,7 +13,7 @@ layout are written once here.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from numpy.typing import NDArray
 
 from rl.agents._explore_compiled import typed_generators
+from rl.agents._replica_values import SETTINGS_KEY, replica_values, saved_replica_values
 from rl.agents._restore import saved_count
 from rl.agents.base import Agent, Transitions
 from rl.agents.deep import _stacked as st
@@ -45,11 +46,17 @@ class BatchedTorchAgent(Agent):
         An instance of the subclass's ``config_type`` (with ``device`` and ``engine`` fields).
     streams : sequence of rl.seeding.AgentRandom
         One per replica.
+    replica_settings : mapping of str to sequence of float, optional
+        B values of some fields of the subclass's ``per_replica``
+        (`rl.agents.replica_settings`): replica b runs ``replica_settings[field][b]``,
+        the config's value for the others.
 
     Attributes
     ----------
     replicas : int
         B.
+    settings_ : dict of str to ndarray, shape (B,)
+        Each replica's value of every field of ``per_replica``.
     device : torch.device
         Where every tensor lives.
     buffer : rl.agents.deep._stacked.StackedReplay
@@ -66,7 +73,14 @@ class BatchedTorchAgent(Agent):
     config_type: ClassVar[type]
     name: ClassVar[str]
 
-    def __init__(self, problem: Problem, config: Any, streams: Sequence[AgentRandom]) -> None:
+    def __init__(
+        self,
+        problem: Problem,
+        config: Any,
+        streams: Sequence[AgentRandom],
+        *,
+        replica_settings: Mapping[str, Sequence[float]] | None = None,
+    ) -> None:
         expected = self.config_type.__name__
         if not isinstance(config, self.config_type):
             raise TypeError(f"config must be a {expected}. Got {type(config).__name__} instead.")
@@ -78,6 +92,9 @@ class BatchedTorchAgent(Agent):
             problem.state_dims, problem.action_dims, config.input_scaling, config.max_joint_actions
         )
         self.replicas = len(streams)
+        self.settings_ = replica_values(
+            type(self).__name__, self.per_replica, config, replica_settings, self.replicas
+        )
         self.device = tu.torch_device(config.device)
         engine = resolve_engine(config.engine, self.device)
         self._check_memory(config)
@@ -196,9 +213,8 @@ class BatchedTorchAgent(Agent):
     def _ready(self, rows: st.Rows) -> st.Rows:
         """Return the replicas of ``rows`` past warm-up whose buffer holds a mini-batch."""
         r = rows.host
-        config = self.config
-        ready = (self.steps[r] >= config.learning_starts) & (
-            self.buffer.size[r] >= config.batch_size
+        ready = (self.steps[r] >= self.settings_["learning_starts"][r]) & (
+            self.buffer.size[r] >= self.config.batch_size
         )
         return self._rows(r[ready])
 
@@ -258,11 +274,16 @@ class BatchedTorchAgent(Agent):
         """Restore replica i from what `_parse_replica` returned."""
         raise NotImplementedError
 
+    def _use_settings(self) -> None:
+        """Put `settings_` where the steps read them (the optimizers' step sizes, the steps')."""
+        raise NotImplementedError
+
     def state_dict(self) -> dict[str, Any]:
         """Return every replica's networks, optimizers, replay, counters and RNG states.
 
         One dict per replica, laid out as a replica trained alone would save
-        it (``nn.Module`` and ``torch.optim.Adam`` state dicts as numpy trees).
+        it (``nn.Module`` and ``torch.optim.Adam`` state dicts as numpy trees),
+        and the per-replica settings (`settings_`) beside them.
         """
         replicas = self._replica_states()
         for i, state in enumerate(replicas):
@@ -273,16 +294,22 @@ class BatchedTorchAgent(Agent):
                 init_rng=tu.rng_state(self._init[i]),
                 explore_rng=tu.rng_state(self._explore[i]),
             )
-        return {"agent": self.name, "replicas": replicas}
+        settings = {field: values.copy() for field, values in self.settings_.items()}
+        return {"agent": self.name, "replicas": replicas, SETTINGS_KEY: settings}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what `state_dict` returned (same number of replicas and config).
 
-        Every replica's entries are checked before anything changes.
+        Every replica's entries are checked before anything changes. The
+        per-replica settings are the saved ones (a state without them keeps
+        the agent's own).
         """
         saved = state["replicas"]
         if len(saved) != self.replicas:
             raise ValueError(f"State holds {len(saved)} replicas; this agent has {self.replicas}.")
+        settings = saved_replica_values(
+            type(self).__name__, self.per_replica, self.config, state, self.settings_
+        )
         parsed = []
         for replica in saved:
             counts = (saved_count(replica, "steps"), saved_count(replica, "episodes"))
@@ -294,6 +321,8 @@ class BatchedTorchAgent(Agent):
             self._write_replica(i, own)
             tu.set_rng_state(self._init[i], saved[i]["init_rng"])
             tu.set_rng_state(self._explore[i], saved[i]["explore_rng"])
+        self.settings_ = settings
+        self._use_settings()
 
 
 def make_engine(name: str, state: EngineState) -> Engine:

@@ -27,9 +27,9 @@ The paper's appendix "Parameter Matching Methodology" (P_DQN).
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -114,7 +114,8 @@ class DQNStep:
     """One DQN gradient step of the training replicas (`rl.agents.deep.engine.TrainingStep`).
 
     Per replica, on its mini-batch: the TD targets
-    y = r + gamma (1 - terminated) max_a' Q_target(s', a'), the TD loss
+    y = r + gamma (1 - terminated) max_a' Q_target(s', a') with the replica's
+    gamma, the TD loss
     ``loss`` of Q(s, a) against them (`rl.agents.deep._torch_agent.td_loss`),
     its gradient written out (`rl.agents.deep._stacked.backward_chosen`) and one
     Adam step of the online network. `stacked` is the definition, `compiled`
@@ -128,8 +129,8 @@ class DQNStep:
         Adam of ``q``.
     layout : rl.agents.deep._stacked.Layout
         One network's tensors in its row.
-    gamma : float
-        Discount factor.
+    gamma : torch.Tensor
+        float32 (B, 1): each replica's discount factor (written in place to change it).
     loss : {"huber", "mse"}
         The TD loss.
     hidden, n_actions : int
@@ -145,15 +146,15 @@ class DQNStep:
     target: torch.Tensor
     optimizer: st.StackedAdam
     layout: st.Layout
-    gamma: float
+    gamma: torch.Tensor
     loss: str
     hidden: int
     n_actions: int
 
     @functools.cached_property
-    def _constants(self) -> NDArray[np.float32]:
-        """Gamma, beta1, beta2 and eps of the compiled step, float32."""
-        return np.array([self.gamma, *self.optimizer.hyperparameters()], dtype=np.float32)
+    def _adam(self) -> NDArray[np.float32]:
+        """Beta1, beta2 and eps of the compiled step, float32."""
+        return self.optimizer.hyperparameters()
 
     def stacked(
         self, batch: StackedBatch, rows: st.Rows, q_means: NDArray[np.float64] | None
@@ -164,7 +165,7 @@ class DQNStep:
             target = self.layout.views(st.take(self.target, rows))
             next_values = st.forward_pass(target, batch.next_states).outputs.amax(dim=1)
             not_done = 1.0 - sample.terminated
-            targets = sample.rewards + self.gamma * not_done * next_values
+            targets = sample.rewards + st.take(self.gamma, rows) * not_done * next_values
             params = self.layout.views(st.take(self.q, rows))
             done = st.forward_pass(params, batch.states)
             chosen = sample.actions[:, None, :]
@@ -188,7 +189,8 @@ class DQNStep:
             optimizer.exp_avg.numpy(),
             optimizer.exp_avg_sq.numpy(),
             optimizer.advance(rows),
-            self._constants,
+            self._adam,
+            self.gamma.numpy()[:, 0],
             self.hidden,
             self.n_actions,
             compiled.HUBER if self.loss == "huber" else compiled.MSE,
@@ -212,9 +214,16 @@ class DQNAgent(BatchedTorchAgent):
     streams : sequence of rl.seeding.AgentRandom
         One per replica: ``init`` draws the weights, ``explore`` the epsilon
         coin flips, random actions and replay mini-batches.
+    replica_settings : mapping of str to sequence of float, optional
+        B values of some fields of `per_replica` (`rl.agents.replica_settings`).
 
     Attributes
     ----------
+    per_replica : frozenset of str
+        The numeric settings of learning and exploration, which each replica
+        may have its own of: gamma, learning_rate, learning_starts,
+        target_update_every, epsilon_start, epsilon_decay and epsilon_min
+        (not the widths, the replay's capacity or the batch size, which shape the tensors).
     replicas : int
         B, the number of replicas.
     epsilon : ndarray of float64, shape (B,)
@@ -238,26 +247,51 @@ class DQNAgent(BatchedTorchAgent):
     config_type = DQNConfig
     name = "dqn"
     config: DQNConfig
+    per_replica: ClassVar[frozenset[str]] = frozenset(
+        {
+            "gamma",
+            "learning_rate",
+            "learning_starts",
+            "target_update_every",
+            "epsilon_start",
+            "epsilon_decay",
+            "epsilon_min",
+        }
+    )
 
-    def __init__(self, problem: Problem, config: DQNConfig, streams: Sequence[AgentRandom]) -> None:
-        super().__init__(problem, config, streams)
+    def __init__(
+        self,
+        problem: Problem,
+        config: DQNConfig,
+        streams: Sequence[AgentRandom],
+        *,
+        replica_settings: Mapping[str, Sequence[float]] | None = None,
+    ) -> None:
+        super().__init__(problem, config, streams, replica_settings=replica_settings)
         shape = (self.codec.n_inputs, config.hidden, self.codec.n_actions)
         rows = np.stack([st.init_mlp(*shape, rng) for rng in self._init])
         self.q = torch.from_numpy(rows).to(self.device)
         self.target = self.q.clone()
-        self.optimizer = st.StackedAdam(self.q, config.learning_rate, self.layout)
+        self.optimizer = st.StackedAdam(self.q, self.settings_["learning_rate"], self.layout)
         self.step = DQNStep(
             self.q,
             self.target,
             self.optimizer,
             self.layout,
-            config.gamma,
+            torch.empty((self.replicas, 1), dtype=torch.float32, device=self.device),
             config.loss,
             config.hidden,
             self.codec.n_actions,
         )
-        self.epsilon = np.full(self.replicas, float(config.epsilon_start))
+        self._use_settings()
+        self.epsilon = self.settings_["epsilon_start"].astype(np.float64)
         self.loss = np.full(self.replicas, np.nan)
+
+    def _use_settings(self) -> None:
+        settings = self.settings_
+        self.optimizer.lr[:] = settings["learning_rate"]
+        gamma = torch.from_numpy(settings["gamma"].astype(np.float32)[:, None])
+        self.step.gamma.copy_(gamma)
 
     def _greedy_network(self) -> torch.Tensor:
         return self.q
@@ -290,26 +324,28 @@ class DQNAgent(BatchedTorchAgent):
     @tu.one_cpu_thread
     def observe(self, batch: Transitions) -> None:
         """Store each active replica's transition, then one gradient step after warm-up."""
-        config = self.config
         rows = self._store(batch)
         r = rows.host
-        if config.epsilon_schedule == "step":
-            self.epsilon[r] = np.maximum(config.epsilon_min, self.epsilon[r] * config.epsilon_decay)
+        if self.config.epsilon_schedule == "step":
+            self._decay_epsilon(r)
         ready = self._ready(rows)
         if len(ready.host):
             self.loss[ready.host] = self._train(self.step, ready)[0]
-        sync = self._rows(r[self.steps[r] % config.target_update_every == 0])
+        sync = self._rows(r[self.steps[r] % self.settings_["target_update_every"][r] == 0])
         if len(sync.host):
             st.put(self.target, sync, st.take(self.q, sync))
 
     def end_episode(self, active: NDArray[np.bool_]) -> None:
         """Count the episode; decay epsilon here when ``epsilon_schedule == "episode"``."""
         super().end_episode(active)
-        if self.config.epsilon_schedule != "episode":
-            return
-        r = np.flatnonzero(active)
-        config = self.config
-        self.epsilon[r] = np.maximum(config.epsilon_min, self.epsilon[r] * config.epsilon_decay)
+        if self.config.epsilon_schedule == "episode":
+            self._decay_epsilon(np.flatnonzero(active))
+
+    def _decay_epsilon(self, r: NDArray[np.int64]) -> None:
+        """Multiply the epsilon of replicas ``r`` by their decay, not below their floor."""
+        settings = self.settings_
+        decayed = self.epsilon[r] * settings["epsilon_decay"][r]
+        self.epsilon[r] = np.maximum(settings["epsilon_min"][r], decayed)
 
     # ------------------------------------------------------------------ checkpoints
 

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -117,13 +117,14 @@ def soft_bellman_targets(
     next_log_pi: torch.Tensor,
     next_q: torch.Tensor,
     alpha: float | torch.Tensor,
-    gamma: float,
+    gamma: float | torch.Tensor,
 ) -> torch.Tensor:
     """Critic targets r + gamma (1 - term) sum_a' pi(a'|s') (Q'(s', a') - alpha log pi(a'|s')).
 
     ``next_log_pi`` and ``next_q`` (the minimum of the two target critics) have
     shape (..., batch, |A|); the others shape (..., batch), ``alpha`` a number
-    or a tensor broadcasting against (..., batch, |A|) (one per replica).
+    or a tensor broadcasting against (..., batch, |A|) and ``gamma`` a number or
+    a tensor broadcasting against (..., batch) (one per replica).
 
     References
     ----------
@@ -187,12 +188,15 @@ def policy_gradient(
     return per_sample.squeeze(-1).mean(dim=-1), d_logits
 
 
-def temperature_gradient(log_pi: torch.Tensor, target_entropy: float) -> torch.Tensor:
+def temperature_gradient(
+    log_pi: torch.Tensor, target_entropy: float | torch.Tensor
+) -> torch.Tensor:
     """Return the gradient of `temperature_loss` with respect to log alpha.
 
     The loss is linear in log alpha, so its gradient is minus the batch mean
     of sum_a pi(a|s) (log pi(a|s) + H_target), shape (..., 1) for ``log_pi``
-    (..., batch, |A|).
+    (..., batch, |A|); ``target_entropy`` is a number or a tensor broadcasting
+    against ``log_pi`` (one per replica).
 
     References
     ----------
@@ -221,7 +225,9 @@ class SACStep:
       sum_a pi(a|s) (alpha log pi(a|s) - min_i Q_i(s, a)), against the updated critics;
     - temperature (when ``autotune``): an Adam step of log alpha on the mean of
       sum_a pi(a|s) (-log_alpha (log pi(a|s) + H_target));
-    - Polyak update of both target critics with ``tau``.
+    - Polyak update of both target critics with ``tau``;
+
+    gamma, tau and H_target each the replica's own (``settings``).
 
     Gradients are written out (`rl.agents.deep._stacked.backward`, `policy_gradient`,
     `temperature_gradient`), each tested against autograd. `stacked` is the
@@ -240,12 +246,11 @@ class SACStep:
         Adam of the actor, the critics and log alpha.
     layout : rl.agents.deep._stacked.Layout
         One network's tensors in its row.
-    gamma, tau : float
-        Discount factor and Polyak coefficient.
+    settings : torch.Tensor
+        float32 (B, 3): each replica's discount factor gamma, Polyak coefficient
+        tau and target entropy H_target (written in place to change them).
     autotune : bool
         Whether log alpha is learned.
-    target_entropy : float
-        H_target.
     hidden, n_actions : int
         Hidden width and outputs of a network.
 
@@ -260,19 +265,15 @@ class SACStep:
     log_alpha: torch.Tensor
     optimizers: tuple[st.StackedAdam, st.StackedAdam, st.StackedAdam]
     layout: st.Layout
-    gamma: float
-    tau: float
+    settings: torch.Tensor
     autotune: bool
-    target_entropy: float
     hidden: int
     n_actions: int
 
     @functools.cached_property
-    def _constants(self) -> NDArray[np.float32]:
-        """Gamma, beta1, beta2, eps, tau and the target entropy of the compiled step, float32."""
-        beta1, beta2, eps = self.optimizers[1].hyperparameters()
-        values = [self.gamma, beta1, beta2, eps, self.tau, self.target_entropy]
-        return np.array(values, dtype=np.float32)
+    def _adam(self) -> NDArray[np.float32]:
+        """Beta1, beta2 and eps of the compiled step, float32."""
+        return self.optimizers[1].hyperparameters()
 
     def _critic_pass(
         self, critics: torch.Tensor, inputs: torch.Tensor
@@ -311,12 +312,14 @@ class SACStep:
         actor_optimizer, critic_optimizer, alpha_optimizer = self.optimizers
         losses = np.full((3, len(rows.host)), np.nan)
         alpha = st.take(self.log_alpha, rows).exp()[:, :, None]  # (R, 1, 1)
+        settings = st.take(self.settings, rows)
+        gamma, tau, target_entropy = settings[:, 0:1], settings[:, 1:2], settings[:, 2:3, None]
         with torch.no_grad():
             actor = self.layout.views(st.take(self.actor, rows))
             next_log_pi = log_policy(st.forward_pass(actor, next_states).outputs)
             next_q = self._min_critic(st.take(self.critics_target, rows), next_states)
             targets = soft_bellman_targets(
-                sample.rewards, 1.0 - sample.terminated, next_log_pi, next_q, alpha, self.gamma
+                sample.rewards, 1.0 - sample.terminated, next_log_pi, next_q, alpha, gamma
             )
             chosen = sample.actions[:, None, :].repeat_interleave(2, dim=0)
             params, done = self._critic_pass(st.take(self.critics, rows), states)
@@ -339,13 +342,13 @@ class SACStep:
             losses[1] = actor_loss.cpu().numpy()
             if self.autotune:
                 # the loss is linear in log alpha: log alpha times its gradient
-                grad = temperature_gradient(log_pi, self.target_entropy)
+                grad = temperature_gradient(log_pi, target_entropy)
                 alpha_loss = st.take(self.log_alpha, rows) * grad
                 alpha_optimizer.step(grad, rows)
                 losses[2] = alpha_loss[:, 0].cpu().numpy()
 
             target = torch.lerp(
-                st.take(self.critics_target, rows), st.take(self.critics, rows), self.tau
+                st.take(self.critics_target, rows), st.take(self.critics, rows), tau
             )
             st.put(self.critics_target, rows, target)
         return losses
@@ -374,7 +377,8 @@ class SACStep:
             self.log_alpha.numpy(),
             moments,
             factors,
-            self._constants,
+            self._adam,
+            self.settings.numpy(),
             self.hidden,
             self.n_actions,
             self.autotune,
@@ -398,9 +402,19 @@ class DiscreteSAC(BatchedTorchAgent):
     streams : sequence of rl.seeding.AgentRandom
         One per replica: ``init`` draws the weights of actor, Q1 and Q2 (in that
         order), ``explore`` the training actions and the replay mini-batches.
+    replica_settings : mapping of str to sequence of float, optional
+        B values of some fields of `per_replica` (`rl.agents.replica_settings`).
 
     Attributes
     ----------
+    per_replica : frozenset of str
+        The numeric settings of learning, which each replica may have its own
+        of: gamma, learning_rate, learning_starts, tau, alpha (the initial
+        temperature) and target_entropy_scale (not ``autotune``, which
+        chooses whether the temperature step runs, nor the widths, the
+        replay's capacity or the batch size, which shape the tensors).
+    target_entropy : ndarray of float64, shape (B,)
+        Each replica's H_target = target_entropy_scale * log |A|.
     replicas : int
         B, the number of replicas.
     step : SACStep
@@ -423,12 +437,19 @@ class DiscreteSAC(BatchedTorchAgent):
     config_type = DiscreteSACConfig
     name = "sac"
     config: DiscreteSACConfig
+    per_replica: ClassVar[frozenset[str]] = frozenset(
+        {"gamma", "learning_rate", "learning_starts", "tau", "alpha", "target_entropy_scale"}
+    )
 
     def __init__(
-        self, problem: Problem, config: DiscreteSACConfig, streams: Sequence[AgentRandom]
+        self,
+        problem: Problem,
+        config: DiscreteSACConfig,
+        streams: Sequence[AgentRandom],
+        *,
+        replica_settings: Mapping[str, Sequence[float]] | None = None,
     ) -> None:
-        super().__init__(problem, config, streams)
-        self.target_entropy = config.target_entropy_scale * math.log(self.codec.n_actions)
+        super().__init__(problem, config, streams, replica_settings=replica_settings)
         shape = (self.codec.n_inputs, config.hidden, self.codec.n_actions)
         # each replica draws actor, Q1, Q2 in this order, as a replica alone does
         drawn = np.stack([[st.init_mlp(*shape, rng) for _ in range(3)] for rng in self._init])
@@ -439,8 +460,9 @@ class DiscreteSAC(BatchedTorchAgent):
         self.critics = torch.from_numpy(critics).to(self.device)
         self.critics_target = self.critics.clone()
         self.critic_layout = self.layout + self.layout
-        self.log_alpha = torch.full((self.replicas, 1), math.log(config.alpha), device=self.device)
-        lr = config.learning_rate
+        log_alpha = [[math.log(alpha)] for alpha in self.settings_["alpha"].tolist()]
+        self.log_alpha = torch.tensor(log_alpha, dtype=torch.float32, device=self.device)
+        lr = self.settings_["learning_rate"]
         self.actor_optimizer = st.StackedAdam(self.actor, lr, self.layout)
         self.critic_optimizer = st.StackedAdam(self.critics, lr, self.critic_layout)
         self.alpha_optimizer = st.StackedAdam(self.log_alpha, lr, st.Layout([(1,)]))
@@ -452,13 +474,20 @@ class DiscreteSAC(BatchedTorchAgent):
             self.log_alpha,
             (self.actor_optimizer, self.critic_optimizer, self.alpha_optimizer),
             self.layout,
-            config.gamma,
-            config.tau,
+            torch.empty((self.replicas, 3), dtype=torch.float32, device=self.device),
             config.autotune,
-            self.target_entropy,
             config.hidden,
             self.codec.n_actions,
         )
+        self._use_settings()
+
+    def _use_settings(self) -> None:
+        settings = self.settings_
+        for optimizer in (self.actor_optimizer, self.critic_optimizer, self.alpha_optimizer):
+            optimizer.lr[:] = settings["learning_rate"]
+        self.target_entropy = settings["target_entropy_scale"] * math.log(self.codec.n_actions)
+        columns = [settings["gamma"], settings["tau"], self.target_entropy]
+        self.step.settings.copy_(torch.from_numpy(np.stack(columns, axis=1).astype(np.float32)))
 
     def _greedy_network(self) -> torch.Tensor:
         return self.actor

@@ -10,13 +10,18 @@ Behaviour is epsilon-greedy with ties among maximisers broken at random by the
 replica's ``explore`` stream; `TabularQ.greedy` takes the first maximiser and
 uses no randomness. Epsilon is multiplied by ``epsilon_decay`` (not below
 ``epsilon_min``) after every observed transition.
+
+Every numeric setting of the update and of exploration may differ between the
+replicas (`TabularQ.per_replica`, `rl.agents.replica_settings`): replica b
+computes with its own gamma, step size, epsilon schedule and initial value,
+the same operations on the same numbers as that configuration trained alone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -27,6 +32,7 @@ from rl.agents._explore import (
     generator_states,
     set_generator_states,
 )
+from rl.agents._replica_values import SETTINGS_KEY, replica_values, saved_replica_values
 from rl.agents._restore import check_generator_states, saved_array
 from rl.agents.base import DEFAULT_GAMMA, Transitions
 from rl.agents.registry import AgentSpec
@@ -90,9 +96,17 @@ class TabularQ(JointTableAgent):
     streams : sequence of rl.seeding.AgentRandom
         One per replica; ``explore`` draws epsilon decisions and tie breaks.
         ``init`` is not used (the table starts at ``initial_value``).
+    replica_settings : mapping of str to sequence of float, optional
+        B values of some fields of `per_replica` (`rl.agents.replica_settings`):
+        replica b runs ``replica_settings[field][b]``, the config's value for the others.
 
     Attributes
     ----------
+    per_replica : frozenset of str
+        Every numeric setting of the update and of exploration: gamma, step_size,
+        epsilon_start, epsilon_decay, epsilon_min and initial_value.
+    settings_ : dict of str to ndarray, shape (B,)
+        Each replica's value of every field of `per_replica`.
     q_table_ : ndarray of float, shape (B, |S|, |A|)
         The Q-tables.
     visits_ : ndarray of int, shape (B, |S|, |A|)
@@ -103,7 +117,8 @@ class TabularQ(JointTableAgent):
     Raises
     ------
     ValueError
-        If |S| * |A| exceeds ``config.max_entries``.
+        If |S| * |A| exceeds ``config.max_entries``, or ``replica_settings`` names a
+        field not in `per_replica`, holds other than B numbers or a value its field refuses.
 
     References
     ----------
@@ -112,9 +127,22 @@ class TabularQ(JointTableAgent):
     """
 
     label = "Tabular Q-learning"
+    per_replica: ClassVar[frozenset[str]] = frozenset(
+        {"gamma", "step_size", "epsilon_start", "epsilon_decay", "epsilon_min", "initial_value"}
+    )
 
-    def __init__(self, problem: Problem, config: TabularQConfig, streams: Sequence[AgentRandom]):
+    def __init__(
+        self,
+        problem: Problem,
+        config: TabularQConfig,
+        streams: Sequence[AgentRandom],
+        *,
+        replica_settings: Mapping[str, Sequence[float]] | None = None,
+    ):
         super().__init__(problem, config, streams)
+        self.settings_ = replica_values(
+            type(self).__name__, self.per_replica, config, replica_settings, self.replicas
+        )
         entries = self.n_states * self.n_actions
         if entries > config.max_entries:
             raise ValueError(
@@ -126,9 +154,10 @@ class TabularQ(JointTableAgent):
         table_bytes = 16.0 * self.replicas * entries
         check_memory("max_entries", table_bytes, "the Q-table and visits (B x |S| x |A| x 16 B)")
         shape = (self.replicas, self.n_states, self.n_actions)
-        self.q_table_ = np.full(shape, float(config.initial_value))
+        self.q_table_ = np.empty(shape)
+        self.q_table_[:] = self.settings_["initial_value"][:, None, None]
         self.visits_ = np.zeros(shape, dtype=np.int64)
-        self.epsilon_ = np.full(self.replicas, float(config.epsilon_start))
+        self.epsilon_ = self.settings_["epsilon_start"].copy()
 
     def action_values(self, states: NDArray[np.int64]) -> NDArray[np.float64]:
         """Return Q(s, .) over the joint actions, shape (B, |A|), for states (B, D_S)."""
@@ -142,7 +171,8 @@ class TabularQ(JointTableAgent):
     def observe(self, batch: Transitions) -> None:
         """Apply Q(s,a) += alpha (r + gamma max_a' Q(s',a') - Q(s,a)) for active replicas.
 
-        The bootstrap term is dropped where ``terminated`` (not on truncation).
+        The bootstrap term is dropped where ``terminated`` (not on truncation);
+        gamma, alpha and epsilon's schedule are each replica's own (`settings_`).
         """
         idx = np.flatnonzero(batch.active)
         if idx.size == 0:
@@ -153,16 +183,18 @@ class TabularQ(JointTableAgent):
         bootstrap = self.q_table_[idx, s_next].max(axis=1)
         not_terminal = ~np.asarray(batch.terminated, dtype=bool)[idx]
         rewards = np.asarray(batch.rewards, dtype=np.float64)[idx]
-        targets = rewards + self.config.gamma * not_terminal * bootstrap
+        settings = self.settings_
+        targets = rewards + settings["gamma"][idx] * not_terminal * bootstrap
         self.visits_[idx, s, a] += 1
         if self.config.step_size_rule == "inverse_visits":
             alpha = 1.0 / self.visits_[idx, s, a]
         else:
-            alpha = self.config.step_size
+            alpha = settings["step_size"][idx]
         current = self.q_table_[idx, s, a]
         self.q_table_[idx, s, a] = current + alpha * (targets - current)
         active = np.asarray(batch.active, dtype=bool)
-        decay_epsilon(self.epsilon_, active, self.config.epsilon_decay, self.config.epsilon_min)
+        decay = settings["epsilon_decay"][active], settings["epsilon_min"][active]
+        decay_epsilon(self.epsilon_, active, *decay)
 
     @property
     def n_params(self) -> int:
@@ -170,8 +202,9 @@ class TabularQ(JointTableAgent):
         return self.n_states * self.n_actions
 
     def state_dict(self) -> dict[str, Any]:
-        """Tables, visit counts, epsilons and the explore/init generator states."""
+        """Tables, visit counts, epsilons, per-replica settings and the generator states."""
         return {
+            SETTINGS_KEY: {field: values.copy() for field, values in self.settings_.items()},
             "q_table": self.q_table_.copy(),
             "visits": self.visits_.copy(),
             "epsilon": self.epsilon_.copy(),
@@ -180,12 +213,20 @@ class TabularQ(JointTableAgent):
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore what `state_dict` returned; ValueError if a shape, dtype or value is wrong."""
+        """Restore what `state_dict` returned; ValueError if a shape, dtype or value is wrong.
+
+        The per-replica settings are the saved ones (a state without them keeps
+        the agent's own).
+        """
+        settings = saved_replica_values(
+            type(self).__name__, self.per_replica, self.config, state, self.settings_
+        )
         q_table = saved_array(state, "q_table", self.q_table_)
         visits = saved_array(state, "visits", self.visits_, low=0)
         epsilon = saved_array(state, "epsilon", self.epsilon_, low=0.0, high=1.0)
         check_generator_states(state["explore_rng"], len(self.streams), "explore_rng")
         check_generator_states(state["init_rng"], len(self.streams), "init_rng")
+        self.settings_ = settings
         self.q_table_ = q_table.copy()
         self.visits_ = visits.copy()
         self.epsilon_ = epsilon.copy()
