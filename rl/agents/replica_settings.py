@@ -9,6 +9,11 @@ Replica b then runs ``replica_settings[field][b]`` for each field given and the
 config's value for the others; its numbers equal those of the same
 configuration trained alone, bitwise.
 
+`check_replica_settings` checks what an agent is given; `replica_values`
+resolves every per-replica field once at construction (the config's value
+where none is given), the arrays an agent computes with and saves in its
+checkpoints under `SETTINGS_KEY`.
+
 Fields that change array shapes (the grid, the number of components of a
 network or a table) stay per run: a batch of such configurations is split
 into one batch per shape by the caller (`rl.sweep`).
@@ -17,11 +22,23 @@ into one batch per shape by the caller (`rl.sweep`).
 from __future__ import annotations
 
 import dataclasses
+import typing
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
+
+
+def field_dtype(config: Any, field: str) -> type:
+    """Return the type of a config field's per-replica values: bool, int or float.
+
+    Read from the field's annotation (``int`` and ``bool`` fields keep their
+    type; every other numeric field is float, even where its value is written
+    as an integer).
+    """
+    hint = typing.get_type_hints(type(config)).get(field)
+    return hint if hint in (bool, int) else float
 
 
 def check_replica_settings(
@@ -40,8 +57,8 @@ def check_replica_settings(
     allowed : iterable of str
         The config fields the agent can vary per replica (its ``per_replica``).
     config : dataclass instance
-        The agent's config: the type of each field's values (int, float, bool)
-        is that of the config's value.
+        The agent's config: each field's values take the type its annotation
+        names (`field_dtype`).
     settings : mapping of str to sequence, or None
         B values per field (None or empty: every replica runs ``config``).
     replicas : int
@@ -50,8 +67,7 @@ def check_replica_settings(
     Returns
     -------
     dict of str to ndarray, shape (B,)
-        One array per field given: int64 where the config's value is an int,
-        bool for a bool, float64 otherwise.
+        One array per field given, of the field's `field_dtype`.
 
     Raises
     ------
@@ -72,8 +88,7 @@ def check_replica_settings(
                 f"{agent} cannot vary {field!r} per replica ({where}); the fields it can "
                 f"vary are: {can}."
             )
-        default = getattr(config, field)
-        dtype = bool if isinstance(default, bool) else int if isinstance(default, int) else float
+        dtype = field_dtype(config, field)
         try:
             array = np.asarray(values, dtype=dtype)
         except (TypeError, ValueError):
@@ -97,3 +112,77 @@ def replica_config(config: Any, settings: Mapping[str, NDArray[Any]], replica: i
         return config
     values = {field: array[replica].item() for field, array in settings.items()}
     return dataclasses.replace(config, **values)
+
+
+SETTINGS_KEY = "replica_settings"
+"""The entry of an agent's ``state_dict`` that holds `replica_values`'s arrays."""
+
+
+def replica_values(
+    agent: str,
+    allowed: Iterable[str],
+    config: Any,
+    settings: Mapping[str, Sequence[Any]] | None,
+    replicas: int,
+) -> dict[str, NDArray[Any]]:
+    """Return every replica's value of each field in ``allowed``, one array (B,) per field.
+
+    Parameters
+    ----------
+    agent : str
+        The agent's name, for the error messages.
+    allowed : iterable of str
+        The fields the agent can vary per replica (its ``per_replica``).
+    config : dataclass instance
+        The agent's config: the value of every field not in ``settings``.
+    settings : mapping of str to sequence, or None
+        B values per field given (`rl.agents.replica_settings`).
+    replicas : int
+        B.
+
+    Returns
+    -------
+    dict of str to ndarray, shape (B,)
+        One array per field of ``allowed``, typed as `check_replica_settings` types them.
+
+    Raises
+    ------
+    ValueError
+        If `check_replica_settings` refuses ``settings``, or a replica's config
+        refuses its values (then the message names the replica).
+    """
+    given = check_replica_settings(agent, allowed, config, settings, replicas)
+    for b in range(replicas if given else 0):
+        try:
+            replica_config(config, given, b)
+        except ValueError as error:
+            raise ValueError(f"{agent}, replica {b} of the per-replica settings: {error}") from None
+    return {
+        field: given[field].copy()
+        if field in given
+        else np.full(replicas, getattr(config, field), dtype=field_dtype(config, field))
+        for field in sorted(allowed)
+    }
+
+
+def saved_replica_values(
+    agent: str,
+    allowed: Iterable[str],
+    config: Any,
+    state: Mapping[str, Any],
+    current: dict[str, NDArray[Any]],
+) -> dict[str, NDArray[Any]]:
+    """Return the per-replica values a saved ``state`` holds, checked; ``current`` where none.
+
+    A state saved without them (by an agent that had no per-replica settings)
+    keeps the agent's own.
+
+    Raises
+    ------
+    ValueError
+        As `replica_values` does, for the saved values.
+    """
+    if SETTINGS_KEY not in state:
+        return current
+    replicas = len(next(iter(current.values())))
+    return replica_values(agent, allowed, config, state[SETTINGS_KEY], replicas)

@@ -43,3 +43,15 @@ def test_bad_settings_are_refused_in_one_line(settings, message):
 
 def test_no_settings_is_no_arrays():
     assert check_replica_settings("Agent", (), _Config(), None, 3) == {}
+
+
+@dataclasses.dataclass(frozen=True)
+class _IntWritten:
+    epsilon_start: float = 1  # a float field whose value is written as an int
+
+
+def test_a_float_field_written_as_an_int_keeps_fractional_values():
+    arrays = check_replica_settings(
+        "Agent", {"epsilon_start"}, _IntWritten(), {"epsilon_start": [0.5, 1.0]}, 2
+    )
+    np.testing.assert_array_equal(arrays["epsilon_start"], [0.5, 1.0])

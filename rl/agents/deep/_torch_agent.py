@@ -22,13 +22,13 @@ import torch.nn.functional as F
 from numpy.typing import NDArray
 
 from rl.agents._explore_compiled import typed_generators
-from rl.agents._replica_values import SETTINGS_KEY, replica_values, saved_replica_values
 from rl.agents._restore import saved_count
 from rl.agents.base import Agent, Transitions
 from rl.agents.deep import _stacked as st
 from rl.agents.deep import _torch_utils as tu
 from rl.agents.deep._compiled_engine import CompiledEngine
 from rl.agents.deep.engine import Engine, EngineState, StackedEngine, TrainingStep, resolve_engine
+from rl.agents.replica_settings import SETTINGS_KEY, replica_values, saved_replica_values
 from rl.problems import Problem
 from rl.seeding import AgentRandom
 from rl.validation import check_memory

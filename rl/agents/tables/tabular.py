@@ -32,10 +32,10 @@ from rl.agents._explore import (
     generator_states,
     set_generator_states,
 )
-from rl.agents._replica_values import SETTINGS_KEY, replica_values, saved_replica_values
 from rl.agents._restore import check_generator_states, saved_array
 from rl.agents.base import DEFAULT_GAMMA, Transitions
 from rl.agents.registry import AgentSpec
+from rl.agents.replica_settings import SETTINGS_KEY, replica_values, saved_replica_values
 from rl.agents.tables._joint_table import JointTableAgent
 from rl.problems import Problem
 from rl.seeding import AgentRandom
