@@ -316,11 +316,9 @@ def test_a_batch_hands_the_agent_each_replica_s_value_of_a_varying_per_replica_f
     handed = []
 
     class Recording(TabularQ):
-        per_replica = frozenset({"gamma"})
-
         def __init__(self, problem, config, streams, *, replica_settings=None):
             handed.append((config.gamma, replica_settings))
-            super().__init__(problem, config, streams)
+            super().__init__(problem, config, streams, replica_settings=replica_settings)
 
     configs = [
         _config(tmp_path / f"{gamma}-{seed}", "tabular", seed=seed, agent_params={"gamma": gamma})
