@@ -35,12 +35,15 @@ logged every ``checkpoint_every`` episodes.
 The events are the `tensorboard` package's protocol buffers. Writing them
 costs a few microseconds per seed and episode: all seeds' events of an
 episode have the same layout, so one serialized event is the template that
-every seed's values are patched into, and their checksums are computed in
-one compiled call (the package's own CRC-32C is pure Python, tens of
-microseconds an event, which at B = 100 would be a large share of a training
-episode's time). Records are kept
-in memory and appended to the files at every checkpoint, on close, and at
-least every `FLUSH_SECONDS` while the run goes on.
+every seed's values are patched into. Records are kept in memory and
+appended to the files at every checkpoint, on close, and at least every
+`FLUSH_SECONDS` while the run goes on; the checksums of all records of an
+append are computed then, in one compiled call eight bytes at a time (the
+package's own CRC-32C is pure Python, tens of microseconds an event, which at
+B = 100 would be a large share of a training episode's time). The event
+files stay open from their creation to the writer's close while the seeds
+are at most a quarter of the process's open-file limit (`holds_files_open`),
+so that an append is one write per seed.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import resource
 import secrets
 import socket
 import sys
@@ -81,6 +85,9 @@ agent's diagnostics (``train/NAME``)."""
 FLUSH_SECONDS = 5.0
 """At most this long between two appends to the event files while a run goes on."""
 
+OPEN_FILES_SHARE = 4
+"""A writer keeps its seeds' event files open while they are at most 1/4 of the open-file limit."""
+
 _FILE_VERSION = "brain.Event:2"
 _WRITER_MODULE = "tensorboard.summary.writer.event_file_writer"
 _MASK_DELTA = 0xA282EAD8  # TFRecord's masked CRC: rotate right by 15 bits, then add this
@@ -92,7 +99,8 @@ def require_tensorboard() -> Any:
     Returns
     -------
     tuple of modules
-        ``event_pb2``, ``summary_pb2`` and the hparams plugin's ``summary_v2``.
+        ``event_pb2``, ``summary_pb2``, and the hparams plugin's ``summary_v2`` and
+        ``plugin_data_pb2``.
 
     Raises
     ------
@@ -101,16 +109,17 @@ def require_tensorboard() -> Any:
     """
     try:
         from tensorboard.compat.proto import event_pb2, summary_pb2
+        from tensorboard.plugins.hparams import plugin_data_pb2
         from tensorboard.plugins.hparams import summary_v2 as hparams_summary
     except ImportError:
         raise ConfigError(
             f"Writing TensorBoard logs needs the tensorboard package: {INSTALL_HINT}"
         ) from None
-    return event_pb2, summary_pb2, hparams_summary
+    return event_pb2, summary_pb2, hparams_summary, plugin_data_pb2
 
 
-def _new_event_file(event_pb2: Any, directory: Path, opening: Sequence[bytes]) -> Path:
-    """Create an event file in ``directory``, named and opened as the package does; its path.
+def _new_event_file(event_pb2: Any, directory: Path, opening: Sequence[bytes]) -> tuple[Path, int]:
+    """Create an event file in ``directory``, named and opened as the package does.
 
     The file starts with the record of the event file format's version, then
     the serialized events ``opening``. Where
@@ -119,28 +128,49 @@ def _new_event_file(event_pb2: Any, directory: Path, opening: Sequence[bytes]) -
     through that writer, so that it follows the directory. The name holds the
     time in nanoseconds (TensorBoard reads the files of a directory in the
     order of their names) and a random suffix, so that no link can wait for it.
+    Returns the path and a descriptor open for appending (the caller closes it).
     """
     suffix = f".{secrets.token_hex(8)}"
     files = sys.modules.get(_WRITER_MODULE)  # a library that hooks it has imported it
     hooked = files is not None and files.EventFileWriter.__module__ != _WRITER_MODULE
+    descriptor = None
     try:
         if hooked:
             files.EventFileWriter(str(directory), filename_suffix=suffix).close()
             (path,) = directory.glob(f"events.out.tfevents.*{suffix}")
-            with os.fdopen(open_run_file(path, os.O_WRONLY | os.O_APPEND), "ab") as handle:
-                handle.write(frame_sequence(opening))
-            return path
+            descriptor = open_run_file(path, os.O_WRONLY | os.O_APPEND)
+            _write_all(descriptor, frame_sequence(opening))
+            return path, descriptor
         now = time.time_ns()  # TensorBoard reads a directory's files in the order of their names
         name = f"events.out.tfevents.{now // 10**9:010d}.{socket.gethostname()}.{now:020d}{suffix}"
         path = directory / name
         version = event_pb2.Event(wall_time=time.time(), file_version=_FILE_VERSION)
-        descriptor = open_run_file(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(frame_sequence([version.SerializeToString(), *opening]))
+        descriptor = open_run_file(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL)
+        _write_all(descriptor, frame_sequence([version.SerializeToString(), *opening]))
     except OSError as error:
+        if descriptor is not None:
+            os.close(descriptor)
         reason = error.strerror or " ".join(str(error).split())
         raise RunWriteError(f"Cannot create an event file in {directory}: {reason}.") from None
-    return path
+    return path, descriptor
+
+
+def _write_all(descriptor: int, data: Any) -> None:
+    """Write all bytes of ``data`` (a buffer) to ``descriptor``, however many calls it takes."""
+    view = memoryview(data).cast("B")
+    while view:
+        view = view[os.write(descriptor, view) :]
+
+
+def holds_files_open(seeds: int) -> bool:
+    """Whether a writer of ``seeds`` seeds keeps its event files open for the whole run.
+
+    It does while they are at most a quarter of the process's limit of open
+    files (``ulimit -n``, `OPEN_FILES_SHARE`); otherwise every append opens
+    and closes them again.
+    """
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return soft == resource.RLIM_INFINITY or seeds * OPEN_FILES_SHARE <= soft
 
 
 def run_log_dir(root: str | os.PathLike, name: str, *, resume: bool = False) -> Path:
@@ -495,7 +525,7 @@ class TensorBoardWriter:
         *,
         resume_after: int | None = None,
     ) -> None:
-        self._event_pb2, self._summary_pb2, hparams_summary = require_tensorboard()
+        self._event_pb2, self._summary_pb2, *hparams = require_tensorboard()
         self.log_dir = Path(log_dir)
         self.seeds = [int(seed) for seed in seeds]
         directories = [self.log_dir / f"seed_{seed}" for seed in self.seeds]
@@ -513,23 +543,55 @@ class TensorBoardWriter:
         now = time.time()
         opening = []
         logged = hparams_of(effective)
-        for seed, first in zip(self.seeds, fresh, strict=True):
-            records = []
-            if first:
-                hparams = {**logged, "seed": seed}
-                summary = hparams_summary.hparams_pb(
-                    hparams, trial_id=self.log_dir.name, start_time_secs=now
-                )
-                records.append(event(wall_time=now, step=0, summary=summary).SerializeToString())
+        starts = iter(self._hparams_events(hparams, logged, now, fresh))
+        for first in fresh:
+            records = [next(starts)] if first else []
             if resume_after is not None:
                 restart = self._event_pb2.SessionLog(status=self._event_pb2.SessionLog.START)
                 restarted = event(wall_time=now, step=resume_after + 1, session_log=restart)
                 records.append(restarted.SerializeToString())
             opening.append(records)
-        self.paths = [
-            _new_event_file(self._event_pb2, directory, records)
-            for directory, records in zip(directories, opening, strict=True)
-        ]
+        self.paths: list[Path] = []
+        self._files: list[int] = []  # the open event files, or none: opened at every append
+        hold = holds_files_open(len(self.seeds))
+        try:
+            for directory, records in zip(directories, opening, strict=True):
+                path, descriptor = _new_event_file(self._event_pb2, directory, records)
+                self.paths.append(path)
+                if hold:
+                    self._files.append(descriptor)
+                else:
+                    os.close(descriptor)
+        except BaseException:
+            self._close_files()
+            raise
+
+    def _hparams_events(
+        self, modules: Sequence[Any], logged: Mapping[str, Any], now: float, fresh: Sequence[bool]
+    ) -> list[bytes]:
+        """Return the serialized hparams event of every seed whose directory is ``fresh``.
+
+        The plugin's summary (``summary_v2.hparams_pb``: ``logged`` and the
+        seed, the run's name as the trial) is built once; each seed's copy
+        differs only in the number of its ``seed``.
+        """
+        hparams_summary, plugin_data_pb2 = modules
+        seeds = [seed for seed, first in zip(self.seeds, fresh, strict=True) if first]
+        if not seeds:
+            return []
+        summary = hparams_summary.hparams_pb(
+            {**logged, "seed": seeds[0]}, trial_id=self.log_dir.name, start_time_secs=now
+        )
+        (value,) = summary.value
+        data = plugin_data_pb2.HParamsPluginData.FromString(value.metadata.plugin_data.content)
+        events = []
+        for seed in seeds:
+            data.session_start_info.hparams["seed"].number_value = seed
+            value.metadata.plugin_data.content = data.SerializeToString()
+            events.append(
+                self._event_pb2.Event(wall_time=now, step=0, summary=summary).SerializeToString()
+            )
+        return events
 
     def write(
         self,
@@ -652,11 +714,16 @@ class TensorBoardWriter:
         lengths = np.array([framed.shape[1] - 16 for framed in self._pending], dtype=np.int64)
         self._pending = []
         _seal_records(pending, lengths, _crc_table())
-        for path, data in zip(self.paths, pending, strict=True):
+        for i, (path, data) in enumerate(zip(self.paths, pending, strict=True)):
             try:
+                if self._files:
+                    _write_all(self._files[i], data)
+                    continue
                 descriptor = open_run_file(path, os.O_WRONLY | os.O_APPEND)
-                with os.fdopen(descriptor, "ab") as handle:
-                    handle.write(data.tobytes())
+                try:
+                    _write_all(descriptor, data)
+                finally:
+                    os.close(descriptor)
             except OSError as error:
                 reason = error.strerror or " ".join(str(error).split())
                 raise RunWriteError(
@@ -664,5 +731,14 @@ class TensorBoardWriter:
                 ) from None
 
     def close(self) -> None:
-        """Append what is kept in memory (`flush`)."""
-        self.flush()
+        """Append what is kept in memory (`flush`) and close the event files."""
+        try:
+            self.flush()
+        finally:
+            self._close_files()
+
+    def _close_files(self) -> None:
+        """Close the event files held open, if any; later appends open them again."""
+        files, self._files = self._files, []
+        for descriptor in files:
+            os.close(descriptor)

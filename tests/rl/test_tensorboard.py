@@ -423,3 +423,31 @@ def test_mean_delta_q_adds_each_replicas_entries_in_table_order(storage):
                 entries[owner] += 1
     expected = np.array(sums) / np.array(entries)
     assert board.visited_delta_mean(visits).tolist() == expected.tolist()
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc")
+def test_event_files_stay_open_for_the_run_or_are_reopened_past_the_open_file_limit(
+    tmp_path, monkeypatch
+):
+    """Both ways write the same bytes; the files held open are closed with the writer."""
+    monkeypatch.setattr(board.time, "time", lambda: 1.7e9)
+
+    def log(name):
+        before = len(os.listdir("/proc/self/fd"))
+        log_dir = tmp_path / name / "run_1"
+        writer = board.TensorBoardWriter(log_dir, [0, 1, 2], {}, resume_after=3)
+        held = len(os.listdir("/proc/self/fd")) - before
+        for episode in (4, 5):
+            ones = np.ones(3)
+            writer.write(episode, ones * episode, ones, ones, agent_steps=episode, diagnostics=dict)
+            writer.flush()
+        writer.close()
+        assert len(os.listdir("/proc/self/fd")) == before
+        files = sorted(log_dir.glob("seed_*/events.out.tfevents.*"))
+        return held, [path.read_bytes() for path in files]
+
+    held, content = log("held")
+    assert held == 3 and len(content) == 3
+    monkeypatch.setattr(board.resource, "getrlimit", lambda kind: (11, 11))  # 3 x 4 > 11
+    assert not board.holds_files_open(3) and board.holds_files_open(2)
+    assert log("reopened") == (0, content)
