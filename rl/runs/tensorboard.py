@@ -315,29 +315,22 @@ def _record_header(length: int) -> NDArray[np.uint8]:
     return np.concatenate([header, crc])
 
 
-def frame_records(records: NDArray[np.uint8]) -> NDArray[np.uint8]:
-    """Frame rows of equal length as TFRecords: length, its masked CRC, data, its masked CRC.
+def frame_sequence(records: Sequence[bytes]) -> bytes:
+    """Frame serialized events as consecutive TFRecords, as an event file holds them.
+
+    Each record is its data's length (8 bytes, little-endian), that length's
+    masked CRC-32C, the data, and the data's masked CRC-32C.
 
     Parameters
     ----------
-    records : ndarray of uint8, shape (n, length)
-        One serialized event per row.
+    records : sequence of bytes
+        Serialized events, of any lengths.
 
     Returns
     -------
-    ndarray of uint8, shape (n, length + 16)
-        Each row is one record as an event file holds it.
+    bytes
+        The framed records, one after the other.
     """
-    count, length = records.shape
-    framed = np.empty((count, length + 16), dtype=np.uint8)
-    framed[:, :12] = _record_header(length)
-    framed[:, 12:-4] = records
-    _seal_records(framed, np.array([length], dtype=np.int64), _crc_table())
-    return framed
-
-
-def frame_sequence(records: Sequence[bytes]) -> bytes:
-    """Frame serialized events of any lengths as consecutive TFRecords (see `frame_records`)."""
     lengths = np.array([len(record) for record in records], dtype=np.int64)
     framed = np.empty((1, int(lengths.sum()) + 16 * len(records)), dtype=np.uint8)
     start = 0

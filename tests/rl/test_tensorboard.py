@@ -237,10 +237,14 @@ def test_checksums_are_tensorboards(tmp_path):
         rows = rng.integers(0, 256, size=(3, length), dtype=np.uint8)
         expected = [tensorboard_crc(r.tobytes()) for r in rows]
         assert board.masked_crc32c(rows).tolist() == expected, length
-    rows = rng.integers(0, 256, size=(6, 53), dtype=np.uint8)
-    framed = board.frame_records(rows)
-    assert framed.shape == (6, 69)
-    assert framed[2, 12:65].tobytes() == rows[2].tobytes()
+    records = [rng.integers(0, 256, size=n, dtype=np.uint8).tobytes() for n in (53, 0, 9)]
+    framed = board.frame_sequence(records)
+    assert len(framed) == 62 + 3 * 16
+    assert framed[:8] == (53).to_bytes(8, "little") and framed[12:65] == records[0]
+    assert framed[65:69] == tensorboard_crc(records[0]).to_bytes(4, "little")
+    empty_header = tensorboard_crc(bytes(8)).to_bytes(4, "little")
+    assert framed[69:77] == bytes(8) and framed[77:81] == empty_header
+    assert framed[97:106] == records[2]
 
 
 def test_records_of_several_layouts_appended_together_pass_tensorboards_checks(tmp_path):
