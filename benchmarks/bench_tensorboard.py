@@ -6,9 +6,10 @@ checkpoints every ``--checkpoint-every`` episodes) through `rl.runs.training.run
 ``--repeat`` times with ``tensorboard=`` a fresh directory and as often
 without, in pairs alternated ABBA, so that a drift of the machine's load hits
 both alike. It prints the median wall seconds of each, the median of the pairs'
-ratios (with / without), which should stay under 1.05 at B = 100, and the
-bytes of event files a run writes. A warm-up run of each kind goes first
-(compilation, imports).
+ratios (with / without), which should stay under 1.05 at B = 100, the same
+ratio of the process's CPU seconds (user and system: steadier than the wall
+clock where other programs share the machine), and the bytes of event files a
+run writes. A warm-up run of each kind goes first (compilation, imports).
 """
 
 from __future__ import annotations
@@ -24,19 +25,22 @@ from rl.runs.config import TrainConfig
 from rl.runs.training import build, run
 
 
-def timed_run(config: TrainConfig, tensorboard: Path | None) -> float:
-    """Train ``config`` afresh (logging to ``tensorboard`` if given); return its wall seconds."""
+def timed_run(config: TrainConfig, tensorboard: Path | None) -> tuple[float, float]:
+    """Train ``config`` afresh (logging to ``tensorboard`` if given); its wall and CPU seconds."""
     runner, effective = build(config)
     try:
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         run(runner, config, effective, overwrite=True, tensorboard=tensorboard)
-        return time.perf_counter() - start
+        return time.perf_counter() - start, time.process_time() - cpu
     finally:
         runner.close()
 
 
-def measure(agent: str, args: argparse.Namespace, work: Path) -> tuple[float, float, float, int]:
-    """Return the median seconds with the writer and without, the median ratio, event bytes."""
+def measure(
+    agent: str, args: argparse.Namespace, work: Path
+) -> tuple[float, float, float, float, int]:
+    """Return the median seconds with the writer and without, the median wall and CPU ratios,
+    and the bytes of a run's event files."""
     config = TrainConfig(
         env="cartpole",
         agent=agent,
@@ -59,9 +63,12 @@ def measure(agent: str, args: argparse.Namespace, work: Path) -> tuple[float, fl
             with_writer.append(timed_run(config, log_dir))
             without.append(timed_run(config, None))
     size = sum(path.stat().st_size for path in log_dir.rglob("*") if path.is_file())
-    ratios = [a / b for a, b in zip(with_writer, without, strict=True)]
     median = statistics.median
-    return median(with_writer), median(without), median(ratios), size
+    ratios = [
+        median(a[k] / b[k] for a, b in zip(with_writer, without, strict=True)) for k in (0, 1)
+    ]
+    seconds = [median(wall for wall, _ in runs) for runs in (with_writer, without)]
+    return *seconds, *ratios, size
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -79,12 +86,16 @@ def main(argv: list[str] | None = None) -> None:
         f"CartPole, B = {args.seeds}, {args.episodes} episodes, median of {args.repeat} "
         "alternated runs:"
     )
-    print(f"{'agent':8s} {'with s':>8s} {'without s':>10s} {'ratio':>7s} {'events KiB':>11s}")
+    print(
+        f"{'agent':8s} {'with s':>8s} {'without s':>10s} {'ratio':>7s} {'CPU ratio':>10s} "
+        f"{'events KiB':>11s}"
+    )
     with tempfile.TemporaryDirectory(prefix="bench-tensorboard-") as directory:
         for agent in args.agents:
-            with_writer, without, ratio, size = measure(agent, args, Path(directory))
+            with_writer, without, ratio, cpu, size = measure(agent, args, Path(directory))
             print(
-                f"{agent:8s} {with_writer:8.3f} {without:10.3f} {ratio:7.3f} {size / 2**10:11.1f}"
+                f"{agent:8s} {with_writer:8.3f} {without:10.3f} {ratio:7.3f} {cpu:10.3f} "
+                f"{size / 2**10:11.1f}"
             )
 
 

@@ -57,8 +57,8 @@ def test_tensorboard_benchmark_times_both_kinds_of_run(capsys):
     out = capsys.readouterr().out
     assert "B = 3, 6 episodes" in out
     (row,) = [line.split() for line in out.splitlines() if line.startswith("tlr")]
-    with_writer, without, ratio, size = map(float, row[1:])
-    assert with_writer > 0 and without > 0 and ratio > 0 and size > 0
+    with_writer, without, ratio, cpu_ratio, size = map(float, row[1:])
+    assert with_writer > 0 and without > 0 and ratio > 0 and cpu_ratio > 0 and size > 0
 
 
 def test_against_names_a_revision_it_cannot_check_out(capsys):

@@ -35,12 +35,15 @@ logged every ``checkpoint_every`` episodes.
 The events are the `tensorboard` package's protocol buffers. Writing them
 costs a few microseconds per seed and episode: all seeds' events of an
 episode have the same layout, so one serialized event is the template that
-every seed's values are patched into, and their checksums are computed in
-one compiled call (the package's own CRC-32C is pure Python, tens of
-microseconds an event, which at B = 100 would be a large share of a training
-episode's time). Records are kept
-in memory and appended to the files at every checkpoint, on close, and at
-least every `FLUSH_SECONDS` while the run goes on.
+every seed's values are patched into. Records are kept in memory and
+appended to the files at every checkpoint, on close, and at least every
+`FLUSH_SECONDS` while the run goes on; the checksums of all records of an
+append are computed then, in one compiled call eight bytes at a time (the
+package's own CRC-32C is pure Python, tens of microseconds an event, which at
+B = 100 would be a large share of a training episode's time). The event
+files stay open from their creation to the writer's close while the seeds
+are at most a quarter of the process's open-file limit (`holds_files_open`),
+so that an append is one write per seed.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import resource
 import secrets
 import socket
 import sys
@@ -81,6 +85,9 @@ agent's diagnostics (``train/NAME``)."""
 FLUSH_SECONDS = 5.0
 """At most this long between two appends to the event files while a run goes on."""
 
+OPEN_FILES_SHARE = 4
+"""A writer keeps its seeds' event files open while they are at most 1/4 of the open-file limit."""
+
 _FILE_VERSION = "brain.Event:2"
 _WRITER_MODULE = "tensorboard.summary.writer.event_file_writer"
 _MASK_DELTA = 0xA282EAD8  # TFRecord's masked CRC: rotate right by 15 bits, then add this
@@ -92,7 +99,8 @@ def require_tensorboard() -> Any:
     Returns
     -------
     tuple of modules
-        ``event_pb2``, ``summary_pb2`` and the hparams plugin's ``summary_v2``.
+        ``event_pb2``, ``summary_pb2``, and the hparams plugin's ``summary_v2`` and
+        ``plugin_data_pb2``.
 
     Raises
     ------
@@ -101,47 +109,68 @@ def require_tensorboard() -> Any:
     """
     try:
         from tensorboard.compat.proto import event_pb2, summary_pb2
+        from tensorboard.plugins.hparams import plugin_data_pb2
         from tensorboard.plugins.hparams import summary_v2 as hparams_summary
     except ImportError:
         raise ConfigError(
             f"Writing TensorBoard logs needs the tensorboard package: {INSTALL_HINT}"
         ) from None
-    return event_pb2, summary_pb2, hparams_summary
+    return event_pb2, summary_pb2, hparams_summary, plugin_data_pb2
 
 
-def _new_event_file(event_pb2: Any, directory: Path, opening: bytes) -> Path:
-    """Create an event file in ``directory``, named and opened as the package does; its path.
+def _new_event_file(event_pb2: Any, directory: Path, opening: Sequence[bytes]) -> tuple[Path, int]:
+    """Create an event file in ``directory``, named and opened as the package does.
 
     The file starts with the record of the event file format's version, then
-    ``opening`` (framed records). Where
+    the serialized events ``opening``. Where
     another library has replaced the package's `EventFileWriter` to learn of
     new event files (W&B's ``sync_tensorboard`` does), the file is created
     through that writer, so that it follows the directory. The name holds the
     time in nanoseconds (TensorBoard reads the files of a directory in the
     order of their names) and a random suffix, so that no link can wait for it.
+    Returns the path and a descriptor open for appending (the caller closes it).
     """
     suffix = f".{secrets.token_hex(8)}"
     files = sys.modules.get(_WRITER_MODULE)  # a library that hooks it has imported it
     hooked = files is not None and files.EventFileWriter.__module__ != _WRITER_MODULE
+    descriptor = None
     try:
         if hooked:
             files.EventFileWriter(str(directory), filename_suffix=suffix).close()
             (path,) = directory.glob(f"events.out.tfevents.*{suffix}")
-            with os.fdopen(open_run_file(path, os.O_WRONLY | os.O_APPEND), "ab") as handle:
-                handle.write(opening)
-            return path
+            descriptor = open_run_file(path, os.O_WRONLY | os.O_APPEND)
+            _write_all(descriptor, frame_sequence(opening))
+            return path, descriptor
         now = time.time_ns()  # TensorBoard reads a directory's files in the order of their names
         name = f"events.out.tfevents.{now // 10**9:010d}.{socket.gethostname()}.{now:020d}{suffix}"
         path = directory / name
         version = event_pb2.Event(wall_time=time.time(), file_version=_FILE_VERSION)
-        record = np.frombuffer(version.SerializeToString(), dtype=np.uint8)[None, :]
-        descriptor = open_run_file(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(frame_records(record).tobytes() + opening)
+        descriptor = open_run_file(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL)
+        _write_all(descriptor, frame_sequence([version.SerializeToString(), *opening]))
     except OSError as error:
+        if descriptor is not None:
+            os.close(descriptor)
         reason = error.strerror or " ".join(str(error).split())
         raise RunWriteError(f"Cannot create an event file in {directory}: {reason}.") from None
-    return path
+    return path, descriptor
+
+
+def _write_all(descriptor: int, data: Any) -> None:
+    """Write all bytes of ``data`` (a buffer) to ``descriptor``, however many calls it takes."""
+    view = memoryview(data).cast("B")
+    while view:
+        view = view[os.write(descriptor, view) :]
+
+
+def holds_files_open(seeds: int) -> bool:
+    """Whether a writer of ``seeds`` seeds keeps its event files open for the whole run.
+
+    It does while they are at most a quarter of the process's limit of open
+    files (``ulimit -n``, `OPEN_FILES_SHARE`); otherwise every append opens
+    and closes them again.
+    """
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return soft == resource.RLIM_INFINITY or seeds * OPEN_FILES_SHARE <= soft
 
 
 def run_log_dir(root: str | os.PathLike, name: str, *, resume: bool = False) -> Path:
@@ -205,30 +234,77 @@ def hparams_of(effective: Mapping[str, Any]) -> dict[str, bool | int | float | s
 
 @functools.cache
 def _crc_table() -> NDArray[np.int64]:
-    """Return the byte table of CRC-32C (Castagnoli, reflected polynomial 0x82F63B78)."""
-    table = np.arange(256, dtype=np.int64)
+    """Return the tables of CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), shape (8, 256).
+
+    Row 0 is the byte table; row k advances a byte's contribution by k more
+    zero bytes, so that eight bytes are folded in at once ("slicing by 8").
+    """
+    table = np.empty((8, 256), dtype=np.int64)
+    row = np.arange(256, dtype=np.int64)
     for _ in range(8):
-        table = np.where(table & 1, (table >> 1) ^ 0x82F63B78, table >> 1)
+        row = np.where(row & 1, (row >> 1) ^ 0x82F63B78, row >> 1)
+    table[0] = row
+    for k in range(1, 8):
+        table[k] = (table[k - 1] >> 8) ^ table[0][table[k - 1] & 0xFF]
     return table
 
 
 @kernel
-def _crc32c_rows(rows: NDArray[np.uint8], table: NDArray[np.int64]) -> NDArray[np.int64]:
-    """CRC-32C of every row of ``rows`` (n, length), as int64."""
+def _masked_crc32c(data: NDArray[np.uint8], table: NDArray[np.int64]) -> int:
+    """Return the masked CRC-32C (TFRecord framing) of ``data``; ``table`` is `_crc_table`."""
+    crc = 0xFFFFFFFF
+    whole = len(data) - len(data) % 8
+    for i in range(0, whole, 8):
+        low = crc ^ (data[i] | (data[i + 1] << 8) | (data[i + 2] << 16) | (data[i + 3] << 24))
+        crc = (
+            table[7, low & 0xFF]
+            ^ table[6, (low >> 8) & 0xFF]
+            ^ table[5, (low >> 16) & 0xFF]
+            ^ table[4, low >> 24]
+            ^ table[3, data[i + 4]]
+            ^ table[2, data[i + 5]]
+            ^ table[1, data[i + 6]]
+            ^ table[0, data[i + 7]]
+        )
+    for i in range(whole, len(data)):
+        crc = table[0, (crc ^ data[i]) & 0xFF] ^ (crc >> 8)
+    crc ^= 0xFFFFFFFF
+    rotated = ((crc >> 15) | (crc << 17)) & 0xFFFFFFFF
+    return (rotated + _MASK_DELTA) & 0xFFFFFFFF
+
+
+@kernel
+def _masked_crc32c_rows(rows: NDArray[np.uint8], table: NDArray[np.int64]) -> NDArray[np.int64]:
+    """`_masked_crc32c` of every row of ``rows`` (n, length), as int64."""
     out = np.empty(rows.shape[0], dtype=np.int64)
     for i in range(rows.shape[0]):
-        crc = 0xFFFFFFFF
-        for j in range(rows.shape[1]):
-            crc = table[(crc ^ rows[i, j]) & 0xFF] ^ (crc >> 8)
-        out[i] = crc ^ 0xFFFFFFFF
+        out[i] = _masked_crc32c(rows[i], table)
     return out
+
+
+@kernel
+def _seal_records(
+    framed: NDArray[np.uint8], lengths: NDArray[np.int64], table: NDArray[np.int64]
+) -> None:
+    """Write the masked CRC of every record's data into its last 4 bytes, in every row.
+
+    Each row of ``framed`` holds the same sequence of records, of data
+    ``lengths`` bytes each, framed (12 bytes before the data, 4 after).
+    """
+    for i in range(framed.shape[0]):
+        start = 0
+        for length in lengths:
+            end = start + 12 + length
+            crc = _masked_crc32c(framed[i, start + 12 : end], table)
+            for k in range(4):  # little-endian
+                framed[i, end + k] = (crc >> (8 * k)) & 0xFF
+            start = end + 4
 
 
 def masked_crc32c(rows: NDArray[np.uint8]) -> NDArray[np.uint32]:
     """Return the masked CRC-32C (TFRecord framing) of every row of ``rows`` (n, length)."""
-    crc = _crc32c_rows(np.ascontiguousarray(rows, dtype=np.uint8), _crc_table())
-    rotated = ((crc >> 15) | (crc << 17)) & 0xFFFFFFFF
-    return ((rotated + _MASK_DELTA) & 0xFFFFFFFF).astype(np.uint32)
+    rows = np.ascontiguousarray(rows, dtype=np.uint8)
+    return _masked_crc32c_rows(rows, _crc_table()).astype(np.uint32)
 
 
 @functools.cache
@@ -239,31 +315,32 @@ def _record_header(length: int) -> NDArray[np.uint8]:
     return np.concatenate([header, crc])
 
 
-def frame_records(records: NDArray[np.uint8]) -> NDArray[np.uint8]:
-    """Frame rows of equal length as TFRecords: length, its masked CRC, data, its masked CRC.
+def frame_sequence(records: Sequence[bytes]) -> bytes:
+    """Frame serialized events as consecutive TFRecords, as an event file holds them.
+
+    Each record is its data's length (8 bytes, little-endian), that length's
+    masked CRC-32C, the data, and the data's masked CRC-32C.
 
     Parameters
     ----------
-    records : ndarray of uint8, shape (n, length)
-        One serialized event per row.
+    records : sequence of bytes
+        Serialized events, of any lengths.
 
     Returns
     -------
-    ndarray of uint8, shape (n, length + 16)
-        Each row is one record as an event file holds it.
+    bytes
+        The framed records, one after the other.
     """
-    count, length = records.shape
-    framed = np.empty((count, length + 16), dtype=np.uint8)
-    framed[:, :12] = _record_header(length)
-    framed[:, 12:-4] = records
-    _close_records(framed)
-    return framed
-
-
-def _close_records(framed: NDArray[np.uint8]) -> None:
-    """Write the masked CRC of every row's data (``framed[:, 12:-4]``) into its last 4 bytes."""
-    crc = masked_crc32c(framed[:, 12:-4]).astype("<u4")
-    framed[:, -4:] = crc.view(np.uint8).reshape(-1, 4)
+    lengths = np.array([len(record) for record in records], dtype=np.int64)
+    framed = np.empty((1, int(lengths.sum()) + 16 * len(records)), dtype=np.uint8)
+    start = 0
+    for record in records:
+        end = start + 12 + len(record)
+        framed[0, start : start + 12] = _record_header(len(record))
+        framed[0, start + 12 : end] = np.frombuffer(record, dtype=np.uint8)
+        start = end + 4
+    _seal_records(framed, lengths, _crc_table())
+    return framed.tobytes()
 
 
 @runtime_checkable
@@ -384,16 +461,25 @@ def _visited_delta_sums(
     """Per replica, the sum of Delta Q over visited entries and their number.
 
     A row's key is ``replica * n_states + state``: its index in a dense table,
-    ``row_keys[row]`` in a sparse one.
+    ``row_keys[row]`` in a sparse one. Each replica's entries are added in
+    the order of the rows and actions; an unvisited entry is passed over by a
+    select rather than a branch (which entries were visited follows no
+    pattern a branch predictor learns, and mispredictions would double the
+    pass).
     """
     sums = np.zeros(replicas)
     entries = np.zeros(replicas, dtype=np.int64)
+    divisor = np.uint64(n_states)
     for row in range(rows):
-        owner = (row if dense else row_keys[row]) // n_states
+        key = row if dense else row_keys[row]
+        owner = np.uint64(key) // divisor  # keys are >= 0: no floor-division fix-up
+        total, visited = sums[owner], entries[owner]
         for action in range(counts.shape[1]):
-            if counts[row, action] > 0:
-                sums[owner] += delta[row, action]
-                entries[owner] += 1
+            seen = counts[row, action] > 0
+            added = total + delta[row, action]
+            total = added if seen else total
+            visited += seen
+        sums[owner], entries[owner] = total, visited
     return sums, entries
 
 
@@ -432,7 +518,7 @@ class TensorBoardWriter:
         *,
         resume_after: int | None = None,
     ) -> None:
-        self._event_pb2, self._summary_pb2, hparams_summary = require_tensorboard()
+        self._event_pb2, self._summary_pb2, *hparams = require_tensorboard()
         self.log_dir = Path(log_dir)
         self.seeds = [int(seed) for seed in seeds]
         directories = [self.log_dir / f"seed_{seed}" for seed in self.seeds]
@@ -441,7 +527,7 @@ class TensorBoardWriter:
             make_run_dir(directory)
         fresh = [not any(directory.glob("events.out.tfevents.*")) for directory in directories]
         self._pending: list[NDArray[np.uint8]] = []  # framed rows (B, length), one per episode
-        self._templates: dict[tuple[str, ...], tuple[Any, NDArray[np.int64]]] = {}
+        self._templates: dict[tuple[str, ...], tuple[bytes, NDArray[np.int64]]] = {}
         self._last_flush = time.monotonic()
         self._agent_steps: int | None = None
         self._diagnostics: dict[str, NDArray[np.float64]] = {}
@@ -450,30 +536,55 @@ class TensorBoardWriter:
         now = time.time()
         opening = []
         logged = hparams_of(effective)
-        for seed, first in zip(self.seeds, fresh, strict=True):
-            records = []
-            if first:
-                hparams = {**logged, "seed": seed}
-                summary = hparams_summary.hparams_pb(
-                    hparams, trial_id=self.log_dir.name, start_time_secs=now
-                )
-                records.append(event(wall_time=now, step=0, summary=summary).SerializeToString())
+        starts = iter(self._hparams_events(hparams, logged, now, fresh))
+        for first in fresh:
+            records = [next(starts)] if first else []
             if resume_after is not None:
                 restart = self._event_pb2.SessionLog(status=self._event_pb2.SessionLog.START)
                 restarted = event(wall_time=now, step=resume_after + 1, session_log=restart)
                 records.append(restarted.SerializeToString())
             opening.append(records)
-        self.paths = [
-            _new_event_file(
-                self._event_pb2,
-                directory,
-                b"".join(
-                    frame_records(np.frombuffer(record, dtype=np.uint8)[None, :])[0].tobytes()
-                    for record in records
-                ),
+        self.paths: list[Path] = []
+        self._files: list[int] = []  # the open event files, or none: opened at every append
+        hold = holds_files_open(len(self.seeds))
+        try:
+            for directory, records in zip(directories, opening, strict=True):
+                path, descriptor = _new_event_file(self._event_pb2, directory, records)
+                self.paths.append(path)
+                if hold:
+                    self._files.append(descriptor)
+                else:
+                    os.close(descriptor)
+        except BaseException:
+            self._close_files()
+            raise
+
+    def _hparams_events(
+        self, modules: Sequence[Any], logged: Mapping[str, Any], now: float, fresh: Sequence[bool]
+    ) -> list[bytes]:
+        """Return the serialized hparams event of every seed whose directory is ``fresh``.
+
+        The plugin's summary (``summary_v2.hparams_pb``: ``logged`` and the
+        seed, the run's name as the trial) is built once; each seed's copy
+        differs only in the number of its ``seed``.
+        """
+        hparams_summary, plugin_data_pb2 = modules
+        seeds = [seed for seed, first in zip(self.seeds, fresh, strict=True) if first]
+        if not seeds:
+            return []
+        summary = hparams_summary.hparams_pb(
+            {**logged, "seed": seeds[0]}, trial_id=self.log_dir.name, start_time_secs=now
+        )
+        (value,) = summary.value
+        data = plugin_data_pb2.HParamsPluginData.FromString(value.metadata.plugin_data.content)
+        events = []
+        for seed in seeds:
+            data.session_start_info.hparams["seed"].number_value = seed
+            value.metadata.plugin_data.content = data.SerializeToString()
+            events.append(
+                self._event_pb2.Event(wall_time=now, step=0, summary=summary).SerializeToString()
             )
-            for directory, records in zip(directories, opening, strict=True)
-        ]
+        return events
 
     def write(
         self,
@@ -526,29 +637,35 @@ class TensorBoardWriter:
         self._diagnostics = {}
 
     def _add(self, step: int, tags: Sequence[str], columns: Sequence[NDArray]) -> None:
-        """Add one event per seed at ``step``: ``columns[k][i]`` as ``tags[k]`` for seed i."""
+        """Add one event per seed at ``step``: ``columns[k][i]`` as ``tags[k]`` for seed i.
+
+        The records are framed here and their checksums computed when they are
+        appended to the files, all of them in one call (`_seal_records`).
+        """
         summary, positions = self._template(tuple(tags))
-        event = self._event_pb2.Event(wall_time=time.time(), step=int(step), summary=summary)
-        template = np.frombuffer(event.SerializeToString(), dtype=np.uint8)
+        clock = self._event_pb2.Event(wall_time=time.time(), step=int(step)).SerializeToString()
+        template = np.frombuffer(clock + summary, dtype=np.uint8)  # an event with the summary
         framed = np.empty((len(self.seeds), template.size + 16), dtype=np.uint8)
         framed[:, :12] = _record_header(template.size)
         framed[:, 12:-4] = template
         values = np.stack(columns, axis=1).astype("<f4")  # (B, K)
         framed[:, positions] = values.view(np.uint8).reshape(len(self.seeds), -1)
-        _close_records(framed)
         self._pending.append(framed)
 
-    def _template(self, tags: tuple[str, ...]) -> tuple[Any, NDArray[np.int64]]:
-        """Return a Summary of ``tags`` and the positions of its floats' bytes in a record.
+    def _template(self, tags: tuple[str, ...]) -> tuple[bytes, NDArray[np.int64]]:
+        """Return an event's summary field of ``tags`` and the positions of its floats' bytes.
 
-        The summary is an event's last field and each value's float its last
-        four bytes, so the floats' distances from the end of the event hold in
-        every event that ends with it; they are checked here once per set of
-        tags. The positions count from the end of a framed record (negative),
-        whose last four bytes are its checksum.
+        The field is an `Event` holding only the summary, serialized: appended
+        to one holding the wall time and step, it makes the bytes of the whole
+        event (a message's fields serialize in the order of their numbers, and
+        the summary's is the last). Each value's float is its last four bytes,
+        so the floats' distances from the end of the event hold in every event
+        that ends with it; they are checked here once per set of tags. The
+        positions count from the end of a framed record (negative), whose last
+        four bytes are its checksum.
         """
         if tags not in self._templates:
-            summary_pb2 = self._summary_pb2
+            summary_pb2, event = self._summary_pb2, self._event_pb2.Event
             values = [summary_pb2.Summary.Value(tag=tag, simple_value=0.0) for tag in tags]
             summary = summary_pb2.Summary(value=values)
             sizes = [summary_pb2.Summary(value=[value]).ByteSize() for value in values]
@@ -558,12 +675,13 @@ class TensorBoardWriter:
             probe.CopyFrom(summary)
             for k, value in enumerate(probe.value):
                 value.simple_value = float(k + 1)
-            data = probe.SerializeToString()
+            data = event(step=1, summary=probe).SerializeToString()
             found = [np.frombuffer(data[len(data) - o :][:4], "<f4")[0] for o in offsets]
-            if found != [float(k + 1) for k in range(len(tags))]:
+            whole = event(step=1).SerializeToString() + event(summary=probe).SerializeToString()
+            if found != [float(k + 1) for k in range(len(tags))] or whole != data:
                 raise RuntimeError("Unexpected layout of a serialized TensorBoard summary.")
             positions = (-4 - offsets)[:, None] + np.arange(4)  # (K, 4)
-            self._templates[tags] = (summary, positions.ravel())
+            self._templates[tags] = (event(summary=summary).SerializeToString(), positions.ravel())
         return self._templates[tags]
 
     def flush(self) -> None:
@@ -586,12 +704,19 @@ class TensorBoardWriter:
         if not self._pending:
             return
         pending = np.concatenate(self._pending, axis=1)  # row i: seed i's records in order
+        lengths = np.array([framed.shape[1] - 16 for framed in self._pending], dtype=np.int64)
         self._pending = []
-        for path, data in zip(self.paths, pending, strict=True):
+        _seal_records(pending, lengths, _crc_table())
+        for i, (path, data) in enumerate(zip(self.paths, pending, strict=True)):
             try:
+                if self._files:
+                    _write_all(self._files[i], data)
+                    continue
                 descriptor = open_run_file(path, os.O_WRONLY | os.O_APPEND)
-                with os.fdopen(descriptor, "ab") as handle:
-                    handle.write(data.tobytes())
+                try:
+                    _write_all(descriptor, data)
+                finally:
+                    os.close(descriptor)
             except OSError as error:
                 reason = error.strerror or " ".join(str(error).split())
                 raise RunWriteError(
@@ -599,5 +724,14 @@ class TensorBoardWriter:
                 ) from None
 
     def close(self) -> None:
-        """Append what is kept in memory (`flush`)."""
-        self.flush()
+        """Append what is kept in memory (`flush`) and close the event files."""
+        try:
+            self.flush()
+        finally:
+            self._close_files()
+
+    def _close_files(self) -> None:
+        """Close the event files held open, if any; later appends open them again."""
+        files, self._files = self._files, []
+        for descriptor in files:
+            os.close(descriptor)

@@ -232,11 +232,57 @@ def test_hparams_are_flat_and_of_the_plugins_types():
 
 
 def test_checksums_are_tensorboards(tmp_path):
-    rows = np.random.default_rng(0).integers(0, 256, size=(6, 53), dtype=np.uint8)
-    assert board.masked_crc32c(rows).tolist() == [tensorboard_crc(r.tobytes()) for r in rows]
-    framed = board.frame_records(rows)
-    assert framed.shape == (6, 69)
-    assert framed[2, 12:65].tobytes() == rows[2].tobytes()
+    rng = np.random.default_rng(0)
+    for length in range(25):  # every remainder of the eight-byte blocks
+        rows = rng.integers(0, 256, size=(3, length), dtype=np.uint8)
+        expected = [tensorboard_crc(r.tobytes()) for r in rows]
+        assert board.masked_crc32c(rows).tolist() == expected, length
+    records = [rng.integers(0, 256, size=n, dtype=np.uint8).tobytes() for n in (53, 0, 9)]
+    framed = board.frame_sequence(records)
+    assert len(framed) == 62 + 3 * 16
+    assert framed[:8] == (53).to_bytes(8, "little") and framed[12:65] == records[0]
+    assert framed[65:69] == tensorboard_crc(records[0]).to_bytes(4, "little")
+    empty_header = tensorboard_crc(bytes(8)).to_bytes(4, "little")
+    assert framed[69:77] == bytes(8) and framed[77:81] == empty_header
+    assert framed[97:106] == records[2]
+
+
+def test_records_of_several_layouts_appended_together_pass_tensorboards_checks(tmp_path):
+    """The checksums of all records kept in memory are computed at the append, in one call."""
+    from tensorboard.compat.proto import event_pb2
+    from tensorboard.compat.tensorflow_stub import errors
+    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import PyRecordReader_New
+
+    writer = board.TensorBoardWriter(tmp_path / "run_1", [5, 6], {"env": "cartpole"})
+    nan = np.full(2, np.nan)
+    for episode in range(1, 8):
+        greedy = np.array([-1.5, 2.25]) * episode if episode % 3 == 0 else nan
+        writer.write(
+            episode,
+            np.array([10.0, 20.0]) + episode,
+            np.array([3, 4]) * episode,
+            greedy,
+            agent_steps=episode // 2,
+            diagnostics=lambda: {"gap": np.array([0.5, 1e-9]), "long_named_value": np.ones(2)},
+        )
+        if episode == 4:
+            writer.flush()
+    writer.close()
+    (path,) = (tmp_path / "run_1" / "seed_6").iterdir()
+    reader, events = PyRecordReader_New(str(path)), []
+    with pytest.raises(errors.OutOfRangeError):  # a failed checksum raises DataLossError
+        while True:
+            reader.GetNext()
+            events.append(event_pb2.Event.FromString(reader.record()))
+    values = {
+        (event.step, value.tag): value.simple_value
+        for event in events[2:]  # the file's version, the hparams
+        for value in event.summary.value
+    }
+    assert values[(6, "rollout/return")] == 26.0 and values[(6, "eval/greedy_return")] == 13.5
+    assert values[(7, "rollout/length")] == 28.0 and (7, "eval/greedy_return") not in values
+    assert values[(7, "train/gap")] == np.float32(1e-9)
+    assert len(events) == 2 + 7 + 4  # diagnostics after agent steps 0, 1, 2 and 3
 
 
 def test_a_seed_directory_that_is_a_link_is_refused(tmp_path):
@@ -349,3 +395,63 @@ def test_mean_delta_q_is_over_each_replicas_visited_entries(storage):
     means = board.visited_delta_mean(visits)
     np.testing.assert_allclose(means[:2], [np.mean([v for _, v in e]) for e in expected[:2]])
     assert np.isnan(means[2])
+
+
+@pytest.mark.parametrize("storage", ["dense", "sparse"])
+def test_mean_delta_q_adds_each_replicas_entries_in_table_order(storage):
+    """The compiled pass equals a plain loop over the table's rows and actions, bitwise."""
+    from rl.agents.tensor.visits import make_visit_table
+
+    replicas, n_states, n_actions = 4, 50, 3
+    visits = make_visit_table(replicas, n_states, n_actions, storage, compiled=False)
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        states = rng.integers(0, n_states, size=replicas)
+        actions = rng.integers(0, n_actions, size=replicas)
+        active = rng.random(replicas) < 0.8
+        visits.increment(states, actions, active)  # magnitudes far apart: order shows
+        visits.set_delta(
+            states,
+            actions,
+            rng.normal(size=replicas) * 10.0 ** rng.integers(-8, 9, size=replicas),
+            active,
+        )
+    arrays = visits.arrays()
+    rows = len(arrays.counts) if storage == "dense" else int(arrays.used[0])
+    sums, entries = [0.0] * replicas, [0] * replicas
+    for row in range(rows):
+        owner = (row if storage == "dense" else int(arrays.row_keys[row])) // n_states
+        for action in range(n_actions):
+            if arrays.counts[row, action] > 0:
+                sums[owner] += float(arrays.delta[row, action])
+                entries[owner] += 1
+    expected = np.array(sums) / np.array(entries)
+    assert board.visited_delta_mean(visits).tolist() == expected.tolist()
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc")
+def test_event_files_stay_open_for_the_run_or_are_reopened_past_the_open_file_limit(
+    tmp_path, monkeypatch
+):
+    """Both ways write the same bytes; the files held open are closed with the writer."""
+    monkeypatch.setattr(board.time, "time", lambda: 1.7e9)
+
+    def log(name):
+        before = len(os.listdir("/proc/self/fd"))
+        log_dir = tmp_path / name / "run_1"
+        writer = board.TensorBoardWriter(log_dir, [0, 1, 2], {}, resume_after=3)
+        held = len(os.listdir("/proc/self/fd")) - before
+        for episode in (4, 5):
+            ones = np.ones(3)
+            writer.write(episode, ones * episode, ones, ones, agent_steps=episode, diagnostics=dict)
+            writer.flush()
+        writer.close()
+        assert len(os.listdir("/proc/self/fd")) == before
+        files = sorted(log_dir.glob("seed_*/events.out.tfevents.*"))
+        return held, [path.read_bytes() for path in files]
+
+    held, content = log("held")
+    assert held == 3 and len(content) == 3
+    monkeypatch.setattr(board.resource, "getrlimit", lambda kind: (11, 11))  # 3 x 4 > 11
+    assert not board.holds_files_open(3) and board.holds_files_open(2)
+    assert log("reopened") == (0, content)
