@@ -255,6 +255,20 @@ class DeviceVisits:
         self._page_bound += replicas
         return self.table
 
+    def make_room(self, rows: int, pages: int, used: int, used_pages: int) -> VisitState:
+        """Make room for ``rows`` new rows and ``pages`` new pages, with those in use given.
+
+        For a caller that reads the rows and pages in use (``used``, ``used_pages``)
+        itself, as a compiled stretch of steps does (`rl.loop.scan`); the table
+        grows as `reserve` grows it, to at least twice its size.
+        """
+        self._bound, self._page_bound = used, used_pages
+        size, n_pages = int(self.table.counts.shape[0]), int(self.table.pages.shape[0])
+        if used + rows > size or used_pages + pages > n_pages:
+            rows, pages = max(2 * size, used + rows), max(2 * n_pages, used_pages + pages)
+            self.table = self._grown(rows, pages)
+        return self.table
+
     def _grown(self, rows: int, pages: int) -> VisitState:
         """Return the table with empty rows and pages appended, up to ``rows`` and ``pages``."""
         space, table = self.space, self.table
