@@ -34,6 +34,7 @@ MODULES = {
     "metrics": "bench_metrics",
     "tensorboard": "bench_tensorboard",
     "against": "bench_against",
+    "visits_hashed": "bench_visits_hashed",
 }
 QUICK = {
     "tensorq": ["--number", "20", "--replicas", "4"],
@@ -60,6 +61,7 @@ QUICK = {
     "highway": ["--batches", "1", "2", "--reference-steps", "2", "--seconds", "0.01"],
     "backends": ["--replicas", "1", "4", "--seconds", "0.2", "--engines", "compiled", "pytorch"],
     "metrics": ["--seeds", "3", "--episodes", "40", "--repeat", "1"],
+    "visits_hashed": ["--episodes", "3", "--seeds", "2"],
     "tensorboard": ["--seeds", "3", "--episodes", "6", "--checkpoint-every", "3", "--repeat", "1"],
     "against": [
         "--rev",
@@ -74,7 +76,7 @@ QUICK = {
         "1",
     ],
 }
-WRITES_JSON = ("step", "backends", "against")
+WRITES_JSON = ("step", "backends", "against", "visits_hashed")
 
 
 def build_parser() -> argparse.ArgumentParser:
