@@ -74,7 +74,7 @@ CHUNK_STEPS = 256
 QUEUE_EPISODES = 32
 """Episodes whose initial states every replica has ahead of it, by default."""
 ROOM_STEPS = 64
-"""Free visit-table rows per replica made before a call (and pages a quarter of that)."""
+"""Free visit-table rows per replica made before a call, at least (pages: a quarter)."""
 
 _INT_COLUMNS = (columns.EPISODE, columns.EVAL_INDEX, columns.LENGTH, columns.LAST_LENGTH)
 _FLOAT_COLUMNS = (columns.RETURN, columns.GREEDY_SUM, columns.LAST_RETURN)
@@ -357,8 +357,10 @@ class ScanLoop(DeviceCopies):
             visits = engine.visits
             used = int(space.host(visits.table.used)[0])
             used_pages = int(space.host(visits.table.used_pages)[0])
-            room = ROOM_STEPS * self.lockstep.replicas
-            table = visits.make_room(room, room // 4, used, used_pages)
+            # room for ROOM_STEPS new rows per replica; a growing table grows to four times
+            # the rows in use, since every new size compiles the chunk again
+            room = max(ROOM_STEPS * self.lockstep.replicas, 3 * used)
+            table = visits.make_room(room, max(room // 4, 3 * used_pages), used, used_pages)
         replicas = self.lockstep.replicas
         carry = Carry(
             factors=tuple(state.factors), table=table, steps=engine.steps,
@@ -439,20 +441,7 @@ class ScanLoop(DeviceCopies):
         import jax
 
         def body(carry: Carry, _: None) -> tuple[Carry, None]:
-            table, replicas = carry.table, self.lockstep.replicas
-            room = carry.status == GO_ON
-            if table is not None:
-                room &= table.used[0] + replicas <= table.counts.shape[0]
-                room &= table.used_pages[0] + replicas <= table.pages.shape[0]
-
-            def halt(carry: Carry) -> Carry:
-                status = self.space.ops.where(carry.status == GO_ON, GROW, carry.status)
-                return carry._replace(status=self.space.astype(status, self.space.ops.int64))
-
-            def play(carry: Carry) -> Carry:
-                return self._one_step(carry, queue, filled, buffer, keys, stop)
-
-            return jax.lax.cond(room, play, halt, carry), None
+            return self._one_step(carry, queue, filled, buffer, keys, stop), None
 
         carry, _ = jax.lax.scan(body, carry, None, length=self.steps)
         return carry
@@ -475,16 +464,22 @@ class ScanLoop(DeviceCopies):
         """Play one lockstep step of every replica: reset, act, step, learn, book."""
         space = self.space
         ops, xp = space.ops, space.xp
-        slot = carry.slot
+        slot, table, replicas = carry.slot, carry.table, self.lockstep.replicas
+        # A stopped chunk plays on with every replica masked out, which changes nothing:
+        # a masked step reads and writes the arrays in place, where a branch would copy them.
+        room = carry.status == GO_ON
+        if table is not None:
+            room &= table.used[0] + replicas <= table.counts.shape[0]
+            room &= table.used_pages[0] + replicas <= table.pages.shape[0]
         # resets: the queue's next initial state for every replica whose episode ended
-        take = slot.needs_reset & slot.running & (slot.started + 1 < filled)
+        take = slot.needs_reset & slot.running & (slot.started + 1 < filled) & room
         started = slot.started + space.astype(take, ops.int64)
         column = ops.where(take, (slot.started + 1) % self.queue_size, 0)
         fresh = queue[self.engine.ids, column]
         obs = ops.where(take[:, None], fresh, carry.obs)
         elapsed = ops.where(take, 0, carry.elapsed)
         needs_reset = slot.needs_reset & ~take
-        active = slot.running & ~needs_reset
+        active = slot.running & ~needs_reset & room
         greedy = active & (slot.eval_index >= 0)
         training = active & (slot.eval_index < 0)
         states = self._encode(obs)
@@ -513,6 +508,7 @@ class ScanLoop(DeviceCopies):
         bad_target = training & ~xp.isfinite(targets)
         replica = ops.where(env_ok, xp.argmax(bad_target), xp.argmax(bad_row))
         status = ops.where(proceed, GO_ON, ops.where(env_ok, DIVERGED, NOT_FINITE))
+        status = ops.where(room, status, ops.where(carry.status == GO_ON, GROW, carry.status))
         status = space.astype(status, ops.int64)
         keep = lambda new, old: ops.where(proceed, new, old)  # noqa: E731
         new_slot = Slot(*(keep(n, o) for n, o in zip(slot, carry.slot, strict=True)))
