@@ -59,11 +59,11 @@ from rl.agents.tensor._array_backend import UniformStreams
 from rl.agents.tensor._array_engine import ArrayEngine
 from rl.agents.tensor._visits_array import VisitState
 from rl.agents.tensor.agent import TensorAgent
-from rl.agents.tensor.teql import TEQLAgent
 from rl.envs.physics import PhysicsVectorEnv
 from rl.loop import slots as columns
 from rl.loop.copies import compiled_copies_apply, reset_envs
 from rl.loop.device_copies import DeviceCopies
+from rl.loop.fused import has_update_hook
 from rl.loop.lockstep import Lockstep, Segment
 from rl.loop.replicas import non_finite_error
 
@@ -164,11 +164,6 @@ class StepCalls:
             factors, engine.ids, table, steps, epsilon, packed, targets, proceed
         )
         return learned[:4], targets, proceed
-
-
-def _hooked(agent: Agent) -> bool:
-    """Whether ``agent`` has an ``on_update`` hook (TEQL's), which compiled code cannot call."""
-    return isinstance(agent, TEQLAgent) and agent.on_update is not None
 
 
 def jax_keys(generators: list[np.random.Generator]) -> NDArray[np.uint32]:
@@ -280,7 +275,7 @@ class ScanLoop(DeviceCopies):
             and isinstance(agent.engine_, ArrayEngine)
             and agent.engine_.name == "scan"
             and not agent.engine_.tracks_bonus_share
-            and not _hooked(agent)
+            and not has_update_hook(agent)
             and type(agent).end_episode is Agent.end_episode
             and isinstance(vector, PhysicsVectorEnv)
             and compiled_copies_apply(lockstep.problem, vector)
@@ -298,7 +293,7 @@ class ScanLoop(DeviceCopies):
             runner was built.
         """
         agent, engine, space = self.lockstep.agent, self.engine, self.space
-        if _hooked(agent) or engine.tracks_bonus_share:
+        if has_update_hook(agent) or engine.tracks_bonus_share:
             raise ValueError(
                 "The agent's on_update hook or bonus-share tracking was set after its Runner "
                 "was built, and the scan loop cannot call it: set it before building the Runner."
