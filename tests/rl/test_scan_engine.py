@@ -197,10 +197,10 @@ def test_a_diverged_target_is_named_and_not_learned():
 
 @pytest.mark.slow
 def test_a_resumed_training_run_equals_a_whole_one(tmp_path):
-    """`python -m rl.train --backend jax --set engine="scan"`: 3 episodes resumed to 6, as 6."""
+    """`python -m rl.train --backend jax --engine scan`: 3 episodes resumed to 6, as 6."""
     args = ["--env", "cartpole", "--agent", "teql", "--reading", "released", "--seeds", 2,
-            "--checkpoint-every", 2, "--eval-every", 2, "--backend", "jax", "--set",
-            'engine="scan"', "--no-progress", "--no-plot"]  # fmt: skip
+            "--checkpoint-every", 2, "--eval-every", 2, "--backend", "jax", "--engine",
+            "scan", "--no-progress", "--no-plot"]  # fmt: skip
 
     def train(*more):
         command = [sys.executable, "-m", "rl.train", *map(str, args), *map(str, more)]

@@ -60,8 +60,8 @@ def check_backend(backend: object, device: object, engine: str = "auto") -> None
         )
     if engine == "scan" and backend != "jax":
         raise ValueError(
-            f"The 'engine' parameter 'scan' runs on JAX only; backend {backend!r} needs "
-            "engine 'array', 'auto' or another: set backend 'jax' (docs/tutorials/backends.md)."
+            f"The 'engine' parameter 'scan' runs on JAX only; got backend {backend!r}: set "
+            "backend 'jax' (--backend jax; docs/tutorials/backends.md)."
         )
     if backend == "numpy":
         if device != "cpu":
