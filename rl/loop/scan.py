@@ -75,6 +75,9 @@ QUEUE_EPISODES = 32
 """Episodes whose initial states every replica has ahead of it, by default."""
 ROOM_STEPS = 64
 """Free visit-table rows per replica made before a call, at least (pages: a quarter)."""
+MIN_ROOM_ROWS = 16_384
+"""Free visit-table rows made before a call, at least: few replicas then seldom compile
+the chunk again for a larger table (about 2.7 MB on CartPole)."""
 
 _INT_COLUMNS = (columns.EPISODE, columns.EVAL_INDEX, columns.LENGTH, columns.LAST_LENGTH)
 _FLOAT_COLUMNS = (columns.RETURN, columns.GREEDY_SUM, columns.LAST_RETURN)
@@ -352,10 +355,8 @@ class ScanLoop(DeviceCopies):
             visits = engine.visits
             used = int(space.host(visits.table.used)[0])
             used_pages = int(space.host(visits.table.used_pages)[0])
-            # room for ROOM_STEPS new rows per replica; a growing table grows to four times
-            # the rows in use, since every new size compiles the chunk again
-            room = max(ROOM_STEPS * self.lockstep.replicas, 3 * used)
-            table = visits.make_room(room, max(room // 4, 3 * used_pages), used, used_pages)
+            room = max(ROOM_STEPS * self.lockstep.replicas, MIN_ROOM_ROWS)
+            table = visits.make_room(room, room // 4, used, used_pages)
         replicas = self.lockstep.replicas
         carry = Carry(
             factors=tuple(state.factors), table=table, steps=engine.steps,
