@@ -4,7 +4,7 @@
 ``--episodes`` Highway episodes of ``--seeds`` seeds on the Highway twin (the
 compiled engine, the fused loop); the (replica, state) pairs it visited, in
 order of first visit, are then inserted into the open-addressing table of
-`rl.agents.tensor._visits_hashed` (NumPy), one state per replica per step, with
+`rl.agents.tensor._visits_array` (NumPy), one state per replica per step, with
 ``--capacity`` slots per replica (default: the smallest power of two at least
 twice the most states a replica visited, a load factor of at most 1/2). It
 prints the states visited per replica, the load factor, the slots read per
@@ -43,7 +43,7 @@ def visited_keys(episodes: int, seeds: int) -> tuple[np.ndarray, int, int]:
 
 def measure(keys: np.ndarray, n_states: int, n_actions: int, seeds: int, capacity: int) -> dict:
     """Insert ``keys`` into a hashed table (one state per replica per step); its statistics."""
-    from rl.agents.tensor import _visits_hashed as hashed
+    from rl.agents.tensor import _visits_array as visits_ops
     from tensorq._backend import array_namespace
 
     space = array_namespace("numpy")
@@ -51,26 +51,26 @@ def measure(keys: np.ndarray, n_states: int, n_actions: int, seeds: int, capacit
     per_replica = [states[owner == b] for b in range(seeds)]
     most = max(len(s) for s in per_replica)
     capacity = capacity or 1 << max(2 * most - 1, 0).bit_length()
-    table = hashed.empty_table(space, seeds, capacity, n_actions)
+    table = visits_ops.empty_hashed(space, seeds, capacity, n_actions)
     ids = np.arange(seeds)
     for t in range(most):
         active = np.array([t < len(s) for s in per_replica])
         step = np.array([s[t] if t < len(s) else 0 for s in per_replica], dtype=np.int64)
-        table, _, full = hashed.insert(space, table, ids, step, active)
+        table, _, full = visits_ops.hashed_insert(space, table, ids, step, active)
         if full.any():
-            raise hashed.full_error(int(np.flatnonzero(full)[0]), capacity)
+            raise visits_ops.hashed_full_error(int(np.flatnonzero(full)[0]), capacity)
     reads = []
     for t in range(most):
         active = np.array([t < len(s) for s in per_replica])
         step = np.array([s[t] if t < len(s) else 0 for s in per_replica], dtype=np.int64)
-        rows, read = hashed.lookup(space, table, ids, step)
+        rows, read = visits_ops.hashed_lookup(space, table, ids, step)
         assert (rows[active] > 0).all()
         reads.append(read[active])
     reads = np.concatenate(reads)
     table_bytes = sum(a.nbytes for a in (table.keys, table.counts, table.delta)) / seeds
     return {
         "seeds": seeds, "states_visited_per_replica": [len(s) for s in per_replica],
-        "capacity": capacity, "load_factor": hashed.load_factor(space, table),
+        "capacity": capacity, "load_factor": visits_ops.hashed_load_factor(space, table),
         "probes_per_insert": float(table.probes.sum() / len(keys)),
         "probes_per_lookup_mean": float(reads.mean()), "probes_per_lookup_max": int(reads.max()),
         "table_bytes_per_replica": table_bytes, "paged_index_bytes_per_replica": 4 * n_states / 32,

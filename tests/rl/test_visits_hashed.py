@@ -1,12 +1,11 @@
-"""The hashed device visit table (rl.agents.tensor._visits_hashed) against the host tables."""
+"""The hashed device visit table (rl.agents.tensor._visits_array) against the host tables."""
 
 import importlib.util
 
 import numpy as np
 import pytest
 
-from rl.agents.tensor import _visits_array as paged
-from rl.agents.tensor import _visits_hashed as hashed
+from rl.agents.tensor import _visits_array as visits_ops
 from rl.agents.tensor.visits import SparseVisits
 from tensorq._backend import array_namespace
 
@@ -29,10 +28,10 @@ def _visit_sequence(replicas, steps, seed):
 
 def _step(space, table, ids, states, actions, values, active):
     """One TEQL step's visit-table work: insert, read the counts, set Delta Q, count."""
-    table, rows, full = hashed.insert(space, table, ids, states, active)
-    counts, delta = paged.state_rows(space, table, rows)
-    table = paged.set_delta(space, table, rows, actions, values, active)
-    table = paged.increment(space, table, rows, actions, active)
+    table, rows, full = visits_ops.hashed_insert(space, table, ids, states, active)
+    counts, delta = visits_ops.state_rows(space, table, rows)
+    table = visits_ops.set_delta(space, table, rows, actions, values, active)
+    table = visits_ops.increment(space, table, rows, actions, active)
     return table, counts, delta, full
 
 
@@ -42,7 +41,7 @@ def test_hashed_table_counts_like_the_host_table(backend):
     space = array_namespace(backend)
     replicas, steps, capacity = 3, 400, 512
     host = SparseVisits(replicas, HIGHWAY_STATES, 5, compiled=False)
-    table = hashed.empty_table(space, replicas, capacity, 5)
+    table = visits_ops.empty_hashed(space, replicas, capacity, 5)
     ids = space.put(np.arange(replicas), space.ops.int64)
     step = space.compile(lambda t, *arrays: _step(space, t, ids, *arrays))
     for s, a, v, m in zip(*_visit_sequence(replicas, steps, seed=4), strict=True):
@@ -55,29 +54,31 @@ def test_hashed_table_counts_like_the_host_table(backend):
         assert not space.host(full).any()
     saved = host.state_dict()
     replica, state = np.divmod(saved["keys"], HIGHWAY_STATES)
-    rows = space.host(hashed.visit_rows(space, table, space.put(replica), space.put(state)))
+    rows = space.host(visits_ops.hashed_rows(space, table, space.put(replica), space.put(state)))
     np.testing.assert_array_equal(space.host(table.counts)[rows], saved["counts"])
     np.testing.assert_array_equal(space.host(table.delta)[rows], saved["delta"])
     assert space.host(table.used).sum() == len(saved["keys"])
-    unseen = space.host(hashed.visit_rows(space, table, ids, space.put(np.array([5, 6, 7]))))
+    unseen = space.host(visits_ops.hashed_rows(space, table, ids, space.put(np.array([5, 6, 7]))))
     np.testing.assert_array_equal(unseen, -1)
 
 
 def test_a_full_table_says_so_and_changes_nothing():
     """Capacity 4: the fifth state of replica 0 is refused, replica 1 still inserts."""
     space = array_namespace("numpy")
-    table = hashed.empty_table(space, 2, 4, 2)
+    table = visits_ops.empty_hashed(space, 2, 4, 2)
     ids = np.arange(2)
     for state in range(4):
-        table, _, full = hashed.insert(space, table, ids, np.array([state, 10 + state]), ids < 2)
+        table, _, full = visits_ops.hashed_insert(
+            space, table, ids, np.array([state, 10 + state]), ids < 2
+        )
         assert not full.any()
     keys = table.keys.copy()
-    table, rows, full = hashed.insert(space, table, ids, np.array([99, 10]), ids < 2)
+    table, rows, full = visits_ops.hashed_insert(space, table, ids, np.array([99, 10]), ids < 2)
     np.testing.assert_array_equal(full, [True, False])
     np.testing.assert_array_equal(table.keys[0], keys[0])
     assert rows[0] == -1 and rows[1] > 0
-    assert hashed.load_factor(space, table) == 1.0
-    message = str(hashed.full_error(0, 4))
+    assert visits_ops.hashed_load_factor(space, table) == 1.0
+    message = str(visits_ops.hashed_full_error(0, 4))
     assert "replica 0 is full" in message and "\n" not in message
     with pytest.raises(ValueError, match="power of two"):
-        hashed.empty_table(space, 2, 6, 2)
+        visits_ops.empty_hashed(space, 2, 6, 2)
