@@ -21,6 +21,7 @@ import pytest
 from rl.agents.readings import reading
 from rl.agents.tensor.teql import TEQLAgent, TEQLConfig
 from rl.agents.tensor.tlr import TLRAgent, TLRConfig
+from rl.envs.cartpole import ContinuousCartPole
 from rl.loop.runner import Runner
 from rl.loop.scan import ScanLoop
 from rl.problems import make_problem
@@ -193,6 +194,35 @@ def test_a_diverged_target_is_named_and_not_learned():
     for a, b in zip(before[0], _learned(agent)[0], strict=True):
         np.testing.assert_array_equal(b, a)
     np.testing.assert_array_equal(_learned(agent)[1], before[1])
+
+
+@pytest.mark.slow
+def test_a_non_finite_observation_names_the_replica_and_seed(monkeypatch):
+    """Initial states near the largest double: the step's error, as every loop raises it."""
+    monkeypatch.setattr(ContinuousCartPole, "reset_interval", (1e308, 1.7e308))
+    runner = _runner("teql-released", "scan", "cartpole", (0, 1))
+    with pytest.raises(ValueError, match=r"non-finite .* replica 0 \(seed 0\)"):
+        list(runner.episodes(0, 2))
+    assert runner.agent.state_dict()["steps"].tolist() == [0, 0]
+
+
+@pytest.mark.slow
+def test_request_stop_finishes_started_episodes_and_equals_a_run_to_that_barrier():
+    """Chunks of 16 steps (replicas spread out): stopped after episode 2, as a run to there."""
+    runner = _runner("teql-released", "scan", "cartpole", (0, 1, 2))
+    runner.loop = ScanLoop(runner.lockstep, steps=16)
+    seen = []
+    for result in runner.episodes(0, 200):
+        seen.append(result.episode)
+        if result.episode == 2:
+            runner.request_stop()
+    stop = seen[-1]
+    assert seen == list(range(1, stop + 1)) and 2 <= stop < 200
+    straight = _runner("teql-released", "scan", "cartpole", (0, 1, 2))
+    list(straight.episodes(0, stop))
+    for a, b in zip(_learned(runner.agent), _learned(straight.agent), strict=True):
+        for x, y in zip(a, b, strict=True):
+            np.testing.assert_array_equal(y, x)
 
 
 @pytest.mark.slow
