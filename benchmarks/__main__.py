@@ -35,6 +35,7 @@ MODULES = {
     "tensorboard": "bench_tensorboard",
     "against": "bench_against",
     "sweep_batch": "bench_sweep_batch",
+    "visits_hashed": "bench_visits_hashed",
 }
 QUICK = {
     "sweep_batch": ["--configs", "2", "--seeds", "2", "--episodes", "3", "--workers", "1"],
@@ -62,6 +63,7 @@ QUICK = {
     "highway": ["--batches", "1", "2", "--reference-steps", "2", "--seconds", "0.01"],
     "backends": ["--replicas", "1", "4", "--seconds", "0.2", "--engines", "compiled", "pytorch"],
     "metrics": ["--seeds", "3", "--episodes", "40", "--repeat", "1"],
+    "visits_hashed": ["--episodes", "3", "--seeds", "2"],
     "tensorboard": ["--seeds", "3", "--episodes", "6", "--checkpoint-every", "3", "--repeat", "1"],
     "against": [
         "--rev",
@@ -76,7 +78,7 @@ QUICK = {
         "1",
     ],
 }
-WRITES_JSON = ("step", "backends", "against")
+WRITES_JSON = ("step", "backends", "against", "visits_hashed")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -4,7 +4,8 @@
 on CartPole end to end (environments, encoding, action selection, update,
 bookkeeping; greedy evaluation off) on the compiled engine (NumPy, the fused
 loop) and on the array engine with PyTorch and JAX (and NumPy with
-``--array-numpy``), for B = 1, 100, 1,000 and 10,000 replicas (``--full`` adds
+``--array-numpy``), and on the scan engine (JAX, `rl.loop.scan`: T whole steps
+per compiled call), for B = 1, 100, 1,000 and 10,000 replicas (``--full`` adds
 100,000). Each row runs in its own subprocess, which also gives its peak
 resident memory (and the device's peak on CUDA). A warm-up (imports, JAX's
 compilation, the first allocations, ``--warmup`` seconds) comes before the
@@ -30,8 +31,10 @@ from typing import Any
 
 from benchmarks.child import measure_in_child
 
-ENGINES = ("compiled", "numpy", "pytorch", "jax")
-"""Rows: the compiled engine, then the array engine on each backend."""
+ENGINES = ("compiled", "numpy", "pytorch", "jax", "scan")
+"""Rows: the compiled engine, the array engine on each backend, the scan engine (JAX)."""
+_BACKENDS = {"compiled": "numpy", "scan": "jax"}
+"""The backend of the rows that are not named after theirs."""
 
 
 def _device_peak_mb(backend: str, device: str) -> float:
@@ -55,8 +58,8 @@ def measure(
     from rl.runs.config import TrainConfig
     from rl.runs.training import build
 
-    backend = "numpy" if engine == "compiled" else engine
-    params = {"engine": "compiled" if engine == "compiled" else "array", "backend": backend}
+    backend = _BACKENDS.get(engine, engine)
+    params = {"engine": engine if engine in _BACKENDS else "array", "backend": backend}
     if backend != "numpy":
         params["device"] = device
     config = TrainConfig(
@@ -111,7 +114,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument("--replicas", type=int, nargs="+", default=[1, 100, 1000, 10000])
     parser.add_argument("--full", action="store_true", help="add B = 100,000")
     parser.add_argument(
-        "--engines", nargs="+", default=["compiled", "pytorch", "jax"], choices=ENGINES,
+        "--engines", nargs="+", default=["compiled", "pytorch", "jax", "scan"], choices=ENGINES,
         help="rows; 'numpy' is the array engine on NumPy",
     )  # fmt: skip
     parser.add_argument("--device", default="cpu", help="device of the array engine")

@@ -151,6 +151,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="device of the agent (teql and tlr: with --backend pytorch or jax; default cpu)",
     )
     parser.add_argument(
+        "--engine",
+        help="who runs the agent's step, as --set engine=...: for teql and tlr auto, compiled, "
+        "reference, array or scan (JAX; CartPole and Pendulum as whole compiled chunks of "
+        "steps), for dqn and sac auto, compiled or stacked (default auto)",
+    )
+    parser.add_argument(
         "--out", help="run directory (required unless --resume or --config sets it)"
     )
     parser.add_argument("--config", help="TOML or JSON file of TrainConfig fields")
@@ -266,6 +272,8 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         values["out"] = args.resume
     for key, target in (("set", "agent_params"), ("env_option", "env_options")):
         pairs = dict(parse_assignment(text) for text in getattr(args, key))
+        if key == "set" and args.engine is not None:  # --engine X is --set engine="X"
+            pairs = {"engine": args.engine, **pairs}
         if pairs:
             current = values.get(target, {})
             if not isinstance(current, dict):

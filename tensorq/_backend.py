@@ -358,6 +358,22 @@ class ArrayNamespace:
         array[index] = values
         return array
 
+    def while_loop(
+        self, condition: Callable[[Any], Any], body: Callable[[Any], Any], init: Any
+    ) -> Any:
+        """Apply ``body`` to ``init`` while ``condition`` holds; return the last value.
+
+        ``jax.lax.while_loop`` on JAX (traceable by ``jax.jit``); a Python loop on
+        NumPy and PyTorch, which reads ``condition`` on the host at each turn.
+        """
+        if self.ops.functional:
+            import jax
+
+            return jax.lax.while_loop(condition, body, init)
+        while bool(condition(init)):
+            init = body(init)
+        return init
+
     def compile(self, function: Callable[..., Any], donate: tuple[int, ...] = ()) -> Any:
         """Return ``function`` compiled by ``jax.jit`` (donating ``donate``) on JAX, else itself."""
         if not self.ops.functional:

@@ -174,7 +174,7 @@ def run_steps(agent, generators, settings, rule, table, scratch, env, slots, wor
                 reset_slot(b, ints[b, EPISODE], ints[b, EVAL_INDEX], env, states)
 
 
-def _hooked(agent: Agent) -> bool:
+def has_update_hook(agent: Agent) -> bool:
     """Whether ``agent`` has an ``on_update`` hook (TEQL's), which compiled code cannot call."""
     return isinstance(agent, TEQLAgent) and agent.on_update is not None
 
@@ -226,7 +226,7 @@ class FusedLoop:
         return (
             isinstance(agent, TensorAgent)
             and isinstance(agent.engine_, CompiledEngine)
-            and not _hooked(agent)
+            and not has_update_hook(agent)
             and type(agent).end_episode is Agent.end_episode
             and compiled_copies_apply(lockstep.problem, lockstep.env.vector)
         )
@@ -239,7 +239,7 @@ class FusedLoop:
         ValueError
             If the agent got an ``on_update`` hook after the runner was built.
         """
-        if _hooked(self.lockstep.agent):
+        if has_update_hook(self.lockstep.agent):
             raise ValueError(
                 "The agent's on_update hook was set after its Runner was built, and the fused "
                 "loop cannot call it: set on_update before building the Runner."

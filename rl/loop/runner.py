@@ -31,6 +31,8 @@ it (the agent applies this rule). When a training episode ends,
 The loop. The runner picks one way to play those steps when it is built (a
 `rl.loop.lockstep.Loop`, the first that applies; `loop` holds it):
 
+- ``"scan"`` (`rl.loop.scan.ScanLoop`): the scan engine (TEQL and TLR on JAX) on
+  CartPole or Pendulum, T whole lockstep steps as one compiled ``jax.lax.scan``;
 - ``"fused"`` (`rl.loop.fused.FusedLoop`): where every part of the step has
   compiled code (TEQL and TLR on the compiled engine, on CartPole, Pendulum
   and the Highway twin), whole stretches of steps in one compiled call;
@@ -66,6 +68,7 @@ from rl.loop.fused import FusedLoop
 from rl.loop.lockstep import EpisodeResult, Lockstep, Loop, Segment
 from rl.loop.lockstep import episode_seed as episode_seed
 from rl.loop.replicas import ReplicaEnvs
+from rl.loop.scan import ScanLoop
 from rl.loop.stepped import ObjectSteps
 from rl.problems import Problem
 from rl.seeding import ReplicaStreams
@@ -83,6 +86,8 @@ def choose_loop(lockstep: Lockstep, fused: bool) -> Loop:
     """
     if not fused or not compiled_copies_apply(lockstep.problem, lockstep.env.vector):
         return ObjectSteps(lockstep)
+    if ScanLoop.applies(lockstep):
+        return ScanLoop(lockstep)
     if FusedLoop.applies(lockstep):
         return FusedLoop(lockstep)
     if device_copies_apply(lockstep):

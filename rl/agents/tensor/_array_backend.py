@@ -46,7 +46,8 @@ def check_backend(backend: object, device: object, engine: str = "auto") -> None
     ValueError
         For an unknown backend or device string, a backend whose package is not
         installed or fails to import, a CUDA device where the backend sees none, a device other than
-        the CPU for NumPy, or the compiled or reference engine with another backend.
+        the CPU for NumPy, the compiled or reference engine with another backend, or the
+        scan engine with a backend other than JAX.
     """
     if backend not in SUPPORTED_BACKENDS:
         raise ValueError(
@@ -56,6 +57,11 @@ def check_backend(backend: object, device: object, engine: str = "auto") -> None
     if not isinstance(device, str) or not re.fullmatch(r"cpu|cuda(:\d+)?", device):
         raise ValueError(
             f"The 'device' parameter must be cpu, cuda or cuda:N. Got {device!r} instead."
+        )
+    if engine == "scan" and backend != "jax":
+        raise ValueError(
+            f"The 'engine' parameter 'scan' runs on JAX only; got backend {backend!r}: set "
+            "backend 'jax' (--backend jax; docs/tutorials/backends.md)."
         )
     if backend == "numpy":
         if device != "cpu":

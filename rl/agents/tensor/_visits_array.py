@@ -25,6 +25,22 @@ engine can compile a whole step around them (``jax.jit``); on NumPy and
 PyTorch they write in place. `DeviceVisits` holds the state between steps,
 grows it, and converts it to and from the agent's host table
 (``agent.visits_``, dense or sparse), which stays the format of checkpoints.
+
+The hashed table (`HashedVisits`, `empty_hashed`, `hashed_insert`,
+`hashed_rows`) is a second layout, for grids too large for the paged index
+(Highway's 20^9 states: the index alone would take 4 x 20^9 / 32 bytes per
+replica). Every replica owns ``capacity`` slots (a power of two) of one
+open-addressing table: ``keys`` (B, capacity) holds the flat state of each
+slot (-1: empty), found by linear probing from a mixed hash of the state
+(`first_slot`), the probe loop being the namespace's ``while_loop``
+(``jax.lax.while_loop`` on JAX) until the last replica of the batch has found
+its state or an empty slot. A slot's N(s, a) and Delta Q(s, a) are row
+``1 + b * capacity + slot`` of ``counts`` and ``delta`` (row 0: scratch), so
+`state_rows`, `increment` and `set_delta` read and write it as they do the
+paged table. Its memory, B x capacity x (8 + 16 |A|) bytes, is fixed when it
+is made and never grows inside a compiled program: a replica whose slots are
+all taken cannot insert, `hashed_insert` says so (``full``), and its caller
+raises `hashed_full_error`.
 """
 
 from __future__ import annotations
@@ -255,6 +271,20 @@ class DeviceVisits:
         self._page_bound += replicas
         return self.table
 
+    def make_room(self, rows: int, pages: int, used: int, used_pages: int) -> VisitState:
+        """Make room for ``rows`` new rows and ``pages`` new pages, with those in use given.
+
+        For a caller that reads the rows and pages in use (``used``, ``used_pages``)
+        itself, as a compiled stretch of steps does (`rl.loop.scan`); the table
+        grows as `reserve` grows it, to at least twice its size.
+        """
+        self._bound, self._page_bound = used, used_pages
+        size, n_pages = int(self.table.counts.shape[0]), int(self.table.pages.shape[0])
+        if used + rows > size or used_pages + pages > n_pages:
+            rows, pages = max(2 * size, used + rows), max(2 * n_pages, used_pages + pages)
+            self.table = self._grown(rows, pages)
+        return self.table
+
     def _grown(self, rows: int, pages: int) -> VisitState:
         """Return the table with empty rows and pages appended, up to ``rows`` and ``pages``."""
         space, table = self.space, self.table
@@ -302,3 +332,149 @@ class DeviceVisits:
         self.table = self._table(keys, state["counts"], state["delta"], *self._capacity(len(keys)))
         self._bound = len(keys) + 1
         self._page_bound = int(self.space.host(self.table.used_pages)[0])
+
+
+# ---------------------------------------------------------------- the hashed table
+_MIX = (0x7FB5D329728EA185, 0x1B873593A4E2C1B7)
+"""Multipliers of the hash's two rounds (odd 63-bit constants; products wrap modulo 2^64)."""
+
+
+class HashedVisits(NamedTuple):
+    """The arrays of a hashed device visit table.
+
+    Attributes
+    ----------
+    keys : int64 array of shape (B, capacity)
+        The flat state held in each slot, -1 where empty.
+    counts : int64 array of shape (1 + B capacity, |A|)
+        N(s, a) of slot ``(b, j)`` at row ``1 + b capacity + j`` (row 0: scratch).
+    delta : float64 array of shape (1 + B capacity, |A|)
+        Delta Q(s, a), in the rows of ``counts``.
+    used : int64 array of shape (B,)
+        Slots in use per replica.
+    probes : int64 array of shape (B,)
+        Slots read per replica by the lookups so far (one per lookup at least).
+    """
+
+    keys: Array
+    counts: Array
+    delta: Array
+    used: Array
+    probes: Array
+
+
+def empty_hashed(
+    space: ArrayNamespace, replicas: int, capacity: int, n_actions: int
+) -> HashedVisits:
+    """Return an empty table of ``capacity`` slots per replica (a power of two).
+
+    Raises
+    ------
+    ValueError
+        If ``capacity`` is not a power of two.
+    """
+    if capacity < 1 or capacity & (capacity - 1):
+        raise ValueError(
+            f"The 'capacity' parameter must be a power of two. Got {capacity} instead."
+        )
+    rows = 1 + replicas * capacity
+    return HashedVisits(
+        keys=space.put(np.full((replicas, capacity), -1, dtype=np.int64)),
+        counts=space.zeros((rows, n_actions), np.int64),
+        delta=space.zeros((rows, n_actions), np.float64),
+        used=space.zeros((replicas,), np.int64),
+        probes=space.zeros((replicas,), np.int64),
+    )
+
+
+def first_slot(states: Array, capacity: int) -> Array:
+    """Return the home slot of each flat state (int64 (B,)): two multiply-xorshift rounds."""
+    mixed = states
+    for multiplier in _MIX:
+        mixed = (mixed ^ (mixed >> 31)) * multiplier
+    return (mixed ^ (mixed >> 29)) & (capacity - 1)
+
+
+def _hashed_find(
+    space: ArrayNamespace, table: HashedVisits, ids: Array, states: Array
+) -> tuple[Array, Array, Array]:
+    """Probe until each replica finds its state or an empty slot.
+
+    Returns the slot (B,), whether it holds the state (B,), and the slots read (B,).
+    """
+    ops, int64 = space.ops, space.ops.int64
+    capacity = table.keys.shape[1]
+    start = first_slot(states, capacity)
+    done = states < 0  # never: a first value of the loop's flags, shaped (B,)
+
+    def pending(carry: tuple[Array, ...]) -> Array:
+        _, resolved, _, read = carry
+        return space.xp.any(~resolved & (read < capacity))
+
+    def probe(carry: tuple[Array, ...]) -> tuple[Array, ...]:
+        slot, resolved, hit, read = carry
+        held = table.keys[ids, slot]
+        now = ~resolved & ((held == states) | (held < 0))
+        hit = ops.where(now, held == states, hit)
+        resolved = resolved | now
+        read = read + space.astype(~resolved | now, int64)
+        slot = ops.where(resolved, slot, (slot + 1) & (capacity - 1))
+        return slot, resolved, hit, read
+
+    init = (start, done, done, space.astype(start * 0, int64))
+    slot, _, hit, read = space.while_loop(pending, probe, init)
+    return slot, hit, read
+
+
+def hashed_lookup(
+    space: ArrayNamespace, table: HashedVisits, ids: Array, states: Array
+) -> tuple[Array, Array]:
+    """Return the row of every replica's flat state (-1: never visited) and the slots read."""
+    slot, hit, read = _hashed_find(space, table, ids, states)
+    return space.ops.where(hit, 1 + ids * table.keys.shape[1] + slot, -1), read
+
+
+def hashed_rows(space: ArrayNamespace, table: HashedVisits, ids: Array, states: Array) -> Array:
+    """Return the row of every replica's flat state (int64, -1 where never visited), (B,)."""
+    return hashed_lookup(space, table, ids, states)[0]
+
+
+def hashed_insert(
+    space: ArrayNamespace,
+    table: HashedVisits,
+    ids: Array,
+    states: Array,
+    active: Array,
+) -> tuple[HashedVisits, Array, Array]:
+    """Give a slot to every active replica's state that has none.
+
+    Returns the table, the rows of the states (-1 for an inactive replica's
+    unvisited state and for a full replica's new one), and ``full`` (B,):
+    the active replicas whose new state found no free slot (nothing changes
+    for them; the caller raises `hashed_full_error`).
+    """
+    ops, int64 = space.ops, space.ops.int64
+    capacity = table.keys.shape[1]
+    slot, hit, read = _hashed_find(space, table, ids, states)
+    new = active & ~hit
+    full = new & (table.used >= capacity)
+    new = new & ~full
+    keys = space.scatter(table.keys, (ids, slot), ops.where(new, states, table.keys[ids, slot]))
+    rows = ops.where(hit | new, 1 + ids * capacity + slot, -1)
+    used = table.used + space.astype(new, int64)
+    probes = table.probes + ops.where(active, read, 0)
+    return table._replace(keys=keys, used=used, probes=probes), rows, full
+
+
+def hashed_full_error(replica: int, capacity: int) -> ValueError:
+    """Return the error of a replica whose visit table has no free slot."""
+    return ValueError(
+        f"The hashed visit table of replica {replica} is full: all {capacity} slots hold "
+        "visited states. Build it with a larger capacity (a power of two, at least twice "
+        "the states one replica visits)."
+    )
+
+
+def hashed_load_factor(space: ArrayNamespace, table: HashedVisits) -> float:
+    """Return the largest share of a replica's slots in use."""
+    return float(space.host(table.used).max()) / table.keys.shape[1]

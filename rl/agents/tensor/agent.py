@@ -88,9 +88,10 @@ class TensorAgentConfig:
     """``"compiled"``: the Numba kernels (`rl.agents.tensor._compiled_engine.CompiledEngine`);
     ``"reference"``: the step of `rl.agents.tensor.step` on NumPy with each replica's own
     generator draws; ``"array"``: the same step on ``backend`` with buffered draws
-    (`rl.agents.tensor._array_engine.ArrayEngine`);
-    ``"auto"``: the array engine for a backend other than NumPy, else compiled wherever
-    it applies (NumPy float64 factors)."""
+    (`rl.agents.tensor._array_engine.ArrayEngine`); ``"scan"``: the array engine on JAX,
+    with which the runner plays CartPole and Pendulum as whole compiled chunks of steps
+    (`rl.loop.scan`; docs/tutorials/backends.md); ``"auto"``: the array engine for a
+    backend other than NumPy, else compiled wherever it applies (NumPy float64 factors)."""
     backend: Backend = "numpy"
     """Array backend of the factors, visit counts, scores and updates: ``numpy``,
     ``pytorch`` (the ``torch`` extra) or ``jax`` (the ``jax`` extra); the last two run
@@ -104,7 +105,7 @@ class TensorAgentConfig:
         check_real("init_scale", self.init_scale, 0.0, math.inf, low_open=True)
         check_int("max_joint_actions", self.max_joint_actions, 1)
         check_epsilon_schedule(self.epsilon_start, self.epsilon_decay, self.epsilon_min)
-        check_choice("engine", self.engine, ("auto", "compiled", "reference", "array"))
+        check_choice("engine", self.engine, ("auto", "compiled", "reference", "array", "scan"))
         check_backend(self.backend, self.device, self.engine)
         check_choice("init_actions", self.init_actions, ("uniform", "identity"))
         if not isinstance(self.init_symmetric, bool):
@@ -205,7 +206,7 @@ class TensorAgent(Agent):
             )
         factors = self._initial_factors(streams)
         engine = resolve_engine(config.engine, factors, config.backend)
-        if engine == "array":
+        if engine in ("array", "scan"):
             space = array_namespace(config.backend, config.device)
             factors = [space.put(np.array(f)) for f in factors]
         self.q_ = OnlineCP(factors)
@@ -367,7 +368,7 @@ class TensorAgent(Agent):
 
 
 def make_engine(name: str, state: TensorState) -> Engine:
-    """Build the engine ``name`` (``"compiled"``, ``"array"`` or ``"reference"``) on ``state``."""
+    """Build the engine ``name`` (compiled, array, scan or reference) on ``state``."""
     if name == "compiled":
         from rl.agents.tensor._compiled_engine import CompiledEngine
 

@@ -246,7 +246,7 @@ class BonusShareMean:
         return mean
 
 
-EngineName = Literal["auto", "compiled", "reference", "array"]
+EngineName = Literal["auto", "compiled", "reference", "array", "scan"]
 
 
 class Engine(Protocol):
@@ -288,7 +288,9 @@ class Engine(Protocol):
 def resolve_engine(engine: EngineName, factors: Sequence[Any], backend: str = "numpy") -> str:
     """Return the engine to use.
 
-    ``"array"`` when asked for or for a ``backend`` other than NumPy; otherwise
+    ``"scan"`` when asked for (the array engine on JAX, whose runs the scan loop
+    `rl.loop.scan` plays); ``"array"`` when asked for or for a ``backend`` other than
+    NumPy; otherwise
     ``"compiled"`` wherever it applies (NumPy float64 factors), else ``"reference"``.
 
     Raises
@@ -296,6 +298,8 @@ def resolve_engine(engine: EngineName, factors: Sequence[Any], backend: str = "n
     ValueError
         If ``engine="compiled"`` is asked for factors it does not support.
     """
+    if engine == "scan":
+        return "scan"
     if engine == "array" or backend != "numpy":
         return "array"
     if engine == "reference":
