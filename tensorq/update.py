@@ -493,7 +493,7 @@ def normalized_step(
     target = per_replica(q, "target", target, check=True)
     idx, keep = index_array(q, index), keep_mask(q, mask)
     vectors = (target, per_replica(q, "step_size", step_size))
-    return _update_rows(q, idx, keep, vectors, ("normalized", sweep == "jacobi"))
+    return _update_rows(q, idx, keep, vectors, ("normalized", sweep == "jacobi", None))
 
 
 def update_setting(
