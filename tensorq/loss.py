@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from tensorq._backend import component_sum
+
 Array = Any
 
 
@@ -39,7 +41,7 @@ def cp_entry(rows: Sequence[Array]) -> Array:
     product = rows[0]
     for row in rows[1:]:
         product = product * row
-    return product.sum(axis=-1)
+    return component_sum(product)
 
 
 def other_modes_product(rows: Sequence[Array], mode: int) -> Array:

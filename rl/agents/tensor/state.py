@@ -164,9 +164,7 @@ class ReplicaRule(NamedTuple):
         return first if bool(np.all(values == first)) else None
 
 
-def replica_rule(
-    rule: StepRule, rank: int, replicas: int, values: dict[str, Any]
-) -> ReplicaRule:
+def replica_rule(rule: StepRule, rank: int, replicas: int, values: dict[str, Any]) -> ReplicaRule:
     """Return the `ReplicaRule` of B replicas: ``values[field]`` (B,) where given, else ``rule``'s.
 
     ``rank`` is the config's rank R; ``f_max`` falls back to ``rule.f_max``
