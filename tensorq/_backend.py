@@ -62,6 +62,19 @@ def component_sum(terms: Any) -> Any:
     return terms.sum(axis=-1)
 
 
+def divide(numerator: Any, denominator: Any) -> Any:
+    """Return ``numerator / denominator``, a per-replica numerator divided as a number is.
+
+    PyTorch divides a Python number by a tensor as ``reciprocal(tensor) * number``;
+    a numerator that is a tensor (one value per replica) takes the same path, so
+    that each replica's quotient is the one its own number gives. Elsewhere a
+    plain division.
+    """
+    if type(numerator).__module__.startswith("torch"):
+        return denominator.reciprocal() * numerator
+    return numerator / denominator
+
+
 def _ordered_sum_of_products(a: Any, b: Any) -> Any:
     return component_sum(a * b)
 

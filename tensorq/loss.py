@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tensorq._backend import component_sum
+from tensorq._backend import component_sum, divide
 
 Array = Any
 
@@ -78,9 +78,9 @@ def frequency_weight(visits: Array, lam: float, eps: float) -> Array:
     ----------
     visits : float or array
         Visit count N_{t-1}(s_t, a_t) of the entry *before* the current visit.
-    lam : float
-        Regularization strength lambda.
-    eps : float
+    lam : float or array
+        Regularization strength lambda (an array: one per replica, `tensorq._backend.divide`).
+    eps : float or array
         Smoothing constant epsilon > 0.
 
     Returns
@@ -92,7 +92,7 @@ def frequency_weight(visits: Array, lam: float, eps: float) -> Array:
     ----------
     eq. (loss_function).
     """
-    return lam / (visits + eps)
+    return divide(lam, visits + eps)
 
 
 def loss(entry: Array, target: Array, visits: Array, lam: float, eps: float) -> Array:

@@ -1,8 +1,9 @@
 """Per-replica settings of the tensor agents: replica b of a batch is its setting trained alone.
 
-On every NumPy engine (compiled, reference, array) each replica of a batch
-equals its setting trained alone, bit for bit, its rank included: a replica of
-rank r_b < R sums its components as a rank-r_b agent does.
+On every engine (compiled, reference, array on NumPy; on PyTorch and JAX
+behind ``slow``) each replica of a batch equals its setting trained alone, bit
+for bit, its rank included: a replica of rank r_b < R sums its components as a
+rank-r_b agent does.
 """
 
 import dataclasses
@@ -64,9 +65,14 @@ CASES = {  # agent, reading, grid, the base params (every replica explores by an
 
 
 def _settings(agent, reading, params, engine, seeds):
+    """The resolved settings; ``engine`` "pytorch" or "jax": the array engine on that backend."""
+    chosen = {"engine": engine}
+    if engine in ("pytorch", "jax"):
+        pytest.importorskip("torch" if engine == "pytorch" else "jax")
+        chosen = {"engine": "array", "backend": engine}
     config = TrainConfig(
         env="cartpole", agent=agent, reading=reading, seeds=len(seeds), eval_every=2,
-        eval_episodes=1, out="unused", agent_params={**params, "engine": engine},
+        eval_episodes=1, out="unused", agent_params={**params, **chosen},
     )  # fmt: skip
     return resolve_settings(config)
 
@@ -96,6 +102,8 @@ def _batch_settings(grid, config):
 
 def _check_replica(batch, alone, rows, alone_rows, replica, seat):
     """Replica ``replica`` of ``batch`` equals replica ``seat`` of ``alone``, bitwise."""
+    for runner in (batch, alone):
+        runner.agent.engine_.sync()  # the host copies of an array engine off the host
     for together, apart in zip(rows, alone_rows, strict=True):
         for x, y in zip(together, apart, strict=True):  # returns, lengths, greedy returns
             np.testing.assert_array_equal(x[replica], y[seat])
@@ -113,7 +121,11 @@ def _check_replica(batch, alone, rows, alone_rows, replica, seat):
             np.testing.assert_array_equal(mine[key][replica], theirs[key][seat], err_msg=key)
 
 
-@pytest.mark.parametrize("engine", ["compiled", "reference", "array"])
+@pytest.mark.parametrize(
+    "engine",
+    ["compiled", "reference", "array",
+     *(pytest.param(backend, marks=pytest.mark.slow) for backend in ("pytorch", "jax"))],
+)  # fmt: skip
 @pytest.mark.parametrize("case", list(CASES))
 def test_batch_of_settings_equals_each_setting_alone(case, engine):
     """12 settings x 2 seeds in one batch: every replica's returns, Q and counts, bitwise."""

@@ -183,6 +183,8 @@ class TensorAgent(Agent):
         grid, initialization, visit storage, ``bounded``) hold for every replica.
     replica_settings_ : dict of str to ndarray, shape (B,)
         The validated ``replica_settings`` (part of `state_dict`).
+    ranks_ : ndarray of int64, shape (B,)
+        Each replica's rank r_b (``config.rank`` where not given).
     state_ : rl.agents.tensor.state.TensorState
         What the engine reads; ``q_.factors``, ``steps_`` and ``epsilon_`` are its arrays.
     engine_ : rl.agents.tensor.state.Engine
@@ -209,7 +211,7 @@ class TensorAgent(Agent):
         self.config = config
         self.replicas = len(streams)
         self.replica_settings_ = self._check_settings(replica_settings)
-        self.ranks = self.replica_settings_.get("rank", np.full(self.replicas, config.rank))
+        self.ranks_ = self.replica_settings_.get("rank", np.full(self.replicas, config.rank))
         self.n_states = math.prod(problem.state_dims)
         self.n_actions = check_joint_actions(
             type(self).__name__, problem.action_dims, config.max_joint_actions
@@ -300,7 +302,7 @@ class TensorAgent(Agent):
             for field, values in self.replica_settings_.items()
             if field in self.numbers
         }
-        return replica_rule(rule, self.config.rank, self.replicas, {**given, "rank": self.ranks})
+        return replica_rule(rule, self.config.rank, self.replicas, {**given, "rank": self.ranks_})
 
     def _initial_factors(self, streams: Sequence[AgentRandom]) -> list[NDArray[np.float64]]:
         """Draw each replica's factors as a lone agent of its rank r_b would; zeros beyond r_b."""
@@ -308,7 +310,7 @@ class TensorAgent(Agent):
         low = -scale if self.config.init_symmetric else 0.0
         stacked = [np.zeros((self.replicas, size, self.config.rank)) for size in shape]
         first = len(self.problem.state_dims)
-        for replica, (stream, rank) in enumerate(zip(streams, self.ranks.tolist(), strict=True)):
+        for replica, (stream, rank) in enumerate(zip(streams, self.ranks_.tolist(), strict=True)):
             for mode, size in enumerate(shape):
                 stacked[mode][replica, :, :rank] = stream.init.uniform(low, scale, (size, rank))
             if self.config.init_actions == "identity" and self.n_actions <= rank:
@@ -430,7 +432,7 @@ class TensorAgent(Agent):
         self.epsilon_[...] = epsilon
         set_generator_states(generators, state["rngs"])
         self.replica_settings_ = settings
-        self.ranks = settings.get("rank", np.full(self.replicas, self.config.rank))
+        self.ranks_ = settings.get("rank", np.full(self.replicas, self.config.rank))
         self.state_.values.packed[...] = self._replica_rule(self.state_.rule).packed
         self.engine_.reload(saved)
 

@@ -333,6 +333,7 @@ def learn(
         if not rule.count_before_update:
             table = visits_ops.increment(space, table, rows, actions, active)
     steps = steps + space.astype(active, int64)
-    decayed = ops.clip(epsilon * numbers.epsilon_decay, numbers.epsilon_min, math.inf)
+    decayed = epsilon * numbers.epsilon_decay  # then its floor (a float or per replica)
+    decayed = ops.where(decayed < numbers.epsilon_min, numbers.epsilon_min, decayed)
     epsilon = ops.where(active & ~terminated, decayed, epsilon)
     return tuple(factors), table, steps, epsilon, (targets, before, after, counts, step)
