@@ -1,9 +1,10 @@
 """Per-replica settings of the tensor agents: replica b of a batch is its setting trained alone.
 
-On every engine (compiled, reference, array on NumPy; on PyTorch and JAX
-behind ``slow``) each replica of a batch equals its setting trained alone, bit
-for bit, its rank included: a replica of rank r_b < R sums its components as a
-rank-r_b agent does.
+On every engine (compiled, reference, array on NumPy; on PyTorch behind
+``slow``) each replica of a batch equals its setting trained alone, bit for
+bit, its rank included: a replica of rank r_b < R sums its components as a
+rank-r_b agent does. JAX is left out: there a seed's last bits depend on the
+batch size B even without per-replica settings.
 """
 
 import dataclasses
@@ -124,7 +125,7 @@ def _check_replica(batch, alone, rows, alone_rows, replica, seat):
 @pytest.mark.parametrize(
     "engine",
     ["compiled", "reference", "array",
-     *(pytest.param(backend, marks=pytest.mark.slow) for backend in ("pytorch", "jax"))],
+     pytest.param("pytorch", marks=pytest.mark.slow)],
 )  # fmt: skip
 @pytest.mark.parametrize("case", list(CASES))
 def test_batch_of_settings_equals_each_setting_alone(case, engine):

@@ -147,7 +147,8 @@ class UpdateRecord(NamedTuple):
     step_size : ndarray of float64, shape (B,)
         alpha_t in force.
     f_max : float or None
-        The factor bound F_max of Assumption 2 (None when unbounded).
+        The config's factor bound F_max of Assumption 2 (None when unbounded;
+        with per-replica settings each replica's own is ``state_.values.f_max``).
     active : ndarray of bool, shape (B,)
         Replicas that were updated; the other rows are meaningless.
     """
