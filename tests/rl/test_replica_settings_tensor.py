@@ -27,8 +27,8 @@ EPISODES = 4
 TEQL_GRID = [
     {},
     {"alpha0": 0.02},
-    {"c": 0.5},
-    {"lam": 0.01},
+    {"c": 0.5, "bonus_unit": 2.0},
+    {"lam": 0.01, "eps": 0.01},
     {"gamma": 0.9},
     {"epsilon_start": 0.3, "epsilon_decay": 0.99},
     {"epsilon_min": 0.05},
