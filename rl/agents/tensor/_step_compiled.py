@@ -310,12 +310,15 @@ def act(agent, generators, settings, table, states, active, greedy, actions, scr
     )
     numbers, by_rank = settings.values, scratch.by_rank
     values, scores = scratch.by_action[0], scratch.by_action[1]
+    weights, rank = by_rank[0], by_rank.shape[1]
     for b in range(states.shape[0]):
         drawn_mask[b] = False
         if not active[b]:
             actions[b, :] = 0
             continue
-        weights = rank_view(by_rank, int(numbers[RANK, b]))[0]
+        if numbers[RANK, b] != rank:  # another rank than the last replica's: its view
+            rank = int(numbers[RANK, b])
+            weights = rank_view(by_rank, rank)[0]
         action_values(factors, offsets, dims, n_state, b, states[b], weights, values)
         if greedy[b]:
             flat = first_argmax(values)
@@ -368,12 +371,15 @@ def td_targets(factors, offsets, dims, n_state, numbers, rewards, next_states, t
     `action_values`); ``by_rank`` and ``values`` are `Scratch` arrays. Active
     replicas only. Returns the first active replica whose target is not finite, or -1.
     """
+    weights, rank = by_rank[0], by_rank.shape[1]
     for b in range(rewards.shape[0]):
         if not active[b]:
             continue
         bootstrap = 0.0
         if not terminated[b]:
-            weights = rank_view(by_rank, int(numbers[RANK, b]))[0]
+            if numbers[RANK, b] != rank:  # another rank than the last replica's: its view
+                rank = int(numbers[RANK, b])
+                weights = rank_view(by_rank, rank)[0]
             action_values(factors, offsets, dims, n_state, b, next_states[b], weights, values)
             bootstrap = values[0]
             for a in range(values.shape[0]):
@@ -426,12 +432,24 @@ def observe(agent, settings, rule, table, batch, scratch):
     steps, epsilon = agent.steps, agent.epsilon
     counts, delta = table.counts, table.delta  # the arrays the loop reads, read once
     count_before = settings.count_before_update
+    rank = by_rank.shape[1]  # the replica's components: the first r_b (`rank_view`)
+    rows, update = by_rank[1 : n_modes + 1], by_rank[n_modes + 1 :]
+    replica_rule = rule_settings(rule, numbers[TOL, 0], int(numbers[MAX_INNER, 0]),
+                                 numbers[F_MAX, 0])  # fmt: skip
     for b in range(states.shape[0]):
         if not active[b]:
             continue
-        rank = int(numbers[RANK, b])  # the replica's components: the first r_b
-        view = rank_view(by_rank, rank)
-        rows, update = view[1 : n_modes + 1], view[n_modes + 1 :]
+        if numbers[RANK, b] != rank:  # views and rule made again only where they change
+            rank = int(numbers[RANK, b])
+            view = rank_view(by_rank, rank)
+            rows, update = view[1 : n_modes + 1], view[n_modes + 1 :]
+        tol, max_inner, f_max = numbers[TOL, b], numbers[MAX_INNER, b], numbers[F_MAX, b]
+        if (
+            tol != replica_rule.tol
+            or max_inner != replica_rule.max_inner
+            or (f_max != replica_rule.f_max)
+        ):
+            replica_rule = rule_settings(rule, tol, int(max_inner), f_max)
         for n in range(n_state):  # the entry's index vector (state, action)
             index[n] = states[b, n]
         for n in range(n_state, n_modes):
@@ -452,9 +470,6 @@ def observe(agent, settings, rule, table, batch, scratch):
             for r in range(rank):
                 rows[n, r] = factors[b, offsets[n] + index[n], r]
         before = cp_entry(rows)
-        replica_rule = rule_settings(
-            rule, numbers[TOL, b], int(numbers[MAX_INNER, b]), numbers[F_MAX, b]
-        )
         apply_rule(replica_rule, rows, before, record[TARGET, b], weight, step, update)
         for n in range(n_modes):
             for r in range(rank):
