@@ -48,6 +48,37 @@ def _sum_of_products(a: Any, b: Any) -> Any:
     return (a * b).sum(axis=-1)
 
 
+def component_sum(terms: Any) -> Any:
+    """Sum ``terms`` over the last axis, the CP components; on NumPy one after another, in order.
+
+    NumPy's sums (``sum``, ``vecdot``, ``matmul``) group R terms in an order
+    that depends on R; a running sum (``cumsum``) adds them one by one, so
+    that components held at 0 beyond a replica's rank r change nothing: its
+    sums are those of a rank-r tensor (`rl.agents.tensor.state.ReplicaRule`).
+    PyTorch and JAX sum as they do.
+    """
+    if isinstance(terms, np.ndarray):
+        return terms.cumsum(axis=-1)[..., -1]
+    return terms.sum(axis=-1)
+
+
+def divide(numerator: Any, denominator: Any) -> Any:
+    """Return ``numerator / denominator``, a per-replica numerator divided as a number is.
+
+    PyTorch divides a Python number by a tensor as ``reciprocal(tensor) * number``;
+    a numerator that is a tensor (one value per replica) takes the same path, so
+    that each replica's quotient is the one its own number gives. Elsewhere a
+    plain division.
+    """
+    if type(numerator).__module__.startswith("torch"):
+        return denominator.reciprocal() * numerator
+    return numerator / denominator
+
+
+def _ordered_sum_of_products(a: Any, b: Any) -> Any:
+    return component_sum(a * b)
+
+
 def _torch_rowdot() -> Callable[[Any, Any], Any]:
     import torch
 
@@ -215,8 +246,7 @@ def ops_for_backend(name: str) -> ArrayOps:
         import jax
 
         jax.config.update("jax_enable_x64", True)
-    # np.vecdot (NumPy >= 2.0) is one gufunc call instead of a product and a sum.
-    rowdot = getattr(np, "vecdot", _sum_of_products) if numpy else _sum_of_products
+    rowdot = _ordered_sum_of_products if numpy else _sum_of_products
     asarray, device, int_full = {
         "numpy": (_numpy_asarray, _numpy_device, _numpy_int_full),
         "pytorch": (_torch_asarray, _torch_device, _torch_int_full),

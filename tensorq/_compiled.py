@@ -58,6 +58,30 @@ class RuleSettings(NamedTuple):
     mode_scale: np.ndarray
 
 
+class RuleKind(NamedTuple):
+    """The parts of `RuleSettings` that hold for a whole batch (`rule_settings` adds the numbers).
+
+    Attributes
+    ----------
+    rule : int
+        `PAPER`, `RELEASED`, `NORMALIZED` or `STABLE`.
+    bounded : bool
+        Clip every factor entry to [-f_max, f_max].
+    mode_scale : ndarray of float64, shape (N,)
+        As in `RuleSettings`.
+    """
+
+    rule: int
+    bounded: bool
+    mode_scale: np.ndarray
+
+
+@njit(cache=True)
+def rule_settings(kind, tol, max_inner, f_max):
+    """Return the `RuleSettings` of ``kind`` (a `RuleKind`) with one entry's numbers."""
+    return RuleSettings(kind.rule, tol, max_inner, f_max, kind.bounded, kind.mode_scale)
+
+
 # ---------------------------------------------------------------- update rules
 
 

@@ -62,22 +62,35 @@ class InnerState(NamedTuple):
 
 
 def masked_iteration(
-    step: Callable[..., tuple[Any, Array]], tol: float, ops: ArrayOps, width: int = 1
-) -> Callable[[InnerState], InnerState]:
+    step: Callable[..., tuple[Any, Array]],
+    tol: float | Array,
+    ops: ArrayOps,
+    width: int = 1,
+    limits: Array | None = None,
+) -> Callable[[int, InnerState], InnerState]:
     """Return one inner iteration: test convergence, then step the replicas still active.
 
     ``step(rows, entry)`` returns the stepped rows (a list: one row for a
     Gauss-Seidel step, all N for a released sweep) and entry; a replica stops
     for good once its entry moved by less than ``tol`` in its last iteration
     (never when ``tol`` is 0). Each replica's iteration counts ``width`` row steps.
+    ``tol`` may be one value per replica (B,); ``limits`` (B,), where given,
+    are the replicas' own I_max: iteration k (1, 2, ...; the first step comes
+    before) steps replica b only while k < ``limits[b]``.
     """
+    per_replica = not isinstance(tol, float)
 
-    def iteration(state: InnerState) -> InnerState:
+    def iteration(k: int, state: InnerState) -> InnerState:
         rows, entry, active = state.rows, state.entry, state.active
-        if tol == 0.0:  # no convergence test: every replica steps
+        if not per_replica and tol == 0.0 and limits is None:  # no test: every replica steps
             stepped, stepped_entry = step(rows, entry)
             return InnerState(stepped, stepped_entry, entry, active, state.steps + width)
-        active = active & (ops.abs(entry - state.previous) >= tol)
+        if per_replica:  # a replica with tau = 0 runs all its iterations
+            active = active & ((ops.abs(entry - state.previous) >= tol) | (tol == 0.0))
+        elif tol != 0.0:
+            active = active & (ops.abs(entry - state.previous) >= tol)
+        if limits is not None:
+            active = active & (k < limits)
         if ops.host and not active.any():  # host arrays may ask the data: no needless masking
             return state._replace(active=False)  # `repeat` stops
         stepped, stepped_entry = step(rows, entry)
@@ -91,9 +104,12 @@ def masked_iteration(
 
 
 def repeat(
-    ops: ArrayOps, count: int, iteration: Callable[[InnerState], InnerState], state: InnerState
+    ops: ArrayOps,
+    count: int,
+    iteration: Callable[[int, InnerState], InnerState],
+    state: InnerState,
 ) -> InnerState:
-    """Run ``iteration`` ``count`` times: ``lax.fori_loop`` for JAX, a Python loop otherwise.
+    """Run ``iteration(k, state)`` for k = 1..``count``: ``lax.fori_loop`` for JAX, else a loop.
 
     NumPy stops early once no replica is active (``iteration`` then sets
     ``active`` to False; the remaining iterations would change nothing);
@@ -104,9 +120,9 @@ def repeat(
     if ops.functional:
         from jax import lax
 
-        return lax.fori_loop(0, count, lambda _, s: iteration(s), state)
-    for _ in range(count):
-        state = iteration(state)
+        return lax.fori_loop(1, count + 1, iteration, state)
+    for k in range(1, count + 1):
+        state = iteration(k, state)
         if state.active is False:
             break
     return state

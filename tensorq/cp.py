@@ -23,6 +23,7 @@ from tensorq._backend import (
     ArrayOps,
     array_backend,
     backend_name_of,
+    component_sum,
     current_ops,
     device_of,
     ops_for_backend,
@@ -412,7 +413,7 @@ def _subtensor(
         weights = row if weights is None else weights * row
     trailing = factors[modes:]
     if not trailing:
-        return weights.sum(axis=-1)
+        return component_sum(weights)
     # Khatri-Rao product of the leading weights and all trailing factors but
     # the last, shape (B, prod of their sizes, R); then one product with the last.
     left = None if weights is None else weights[:, None, :]
@@ -422,7 +423,12 @@ def _subtensor(
         else:
             left = (left[:, :, None, :] * factor[:, None, :, :]).reshape(replicas, -1, rank)
     last = trailing[-1]
-    out = last.sum(axis=-1) if left is None else left @ last.swapaxes(1, 2)
+    if left is None:
+        out = component_sum(last)
+    elif isinstance(last, np.ndarray):  # components summed in order (`component_sum`)
+        out = component_sum(left[:, :, None, :] * last[:, None, :, :])
+    else:
+        out = left @ last.swapaxes(1, 2)
     return out.reshape((replicas, *trailing_shape))
 
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from tensorq._backend import component_sum, divide
+
 Array = Any
 
 
@@ -39,7 +41,7 @@ def cp_entry(rows: Sequence[Array]) -> Array:
     product = rows[0]
     for row in rows[1:]:
         product = product * row
-    return product.sum(axis=-1)
+    return component_sum(product)
 
 
 def other_modes_product(rows: Sequence[Array], mode: int) -> Array:
@@ -76,9 +78,9 @@ def frequency_weight(visits: Array, lam: float, eps: float) -> Array:
     ----------
     visits : float or array
         Visit count N_{t-1}(s_t, a_t) of the entry *before* the current visit.
-    lam : float
-        Regularization strength lambda.
-    eps : float
+    lam : float or array
+        Regularization strength lambda (an array: one per replica, `tensorq._backend.divide`).
+    eps : float or array
         Smoothing constant epsilon > 0.
 
     Returns
@@ -90,7 +92,7 @@ def frequency_weight(visits: Array, lam: float, eps: float) -> Array:
     ----------
     eq. (loss_function).
     """
-    return lam / (visits + eps)
+    return divide(lam, visits + eps)
 
 
 def loss(entry: Array, target: Array, visits: Array, lam: float, eps: float) -> Array:

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from tensorq._backend import divide
 from tensorq._validation import check_float
 
 
@@ -60,8 +61,10 @@ class StepSchedule:
         return float(alpha) if steps.ndim == 0 else alpha
 
 
-def step_size(alpha0: float, kappa: float, t: Any) -> Any:
+def step_size(alpha0: float | Any, kappa: float | Any, t: Any) -> Any:
     """Return alpha_t = alpha_0 / (1 + kappa t) for time steps ``t`` of any array backend.
+
+    ``alpha0`` and ``kappa`` may be arrays, one value per replica (`tensorq._backend.divide`).
 
     Unchecked: `StepSchedule` checks its settings and time steps, then calls this.
 
@@ -69,4 +72,4 @@ def step_size(alpha0: float, kappa: float, t: Any) -> Any:
     ----------
     Algorithm 1, line 2.
     """
-    return alpha0 / (1.0 + kappa * t)
+    return divide(alpha0, 1.0 + kappa * t)

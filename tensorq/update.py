@@ -92,6 +92,7 @@ def _gauss_seidel(
     ops: ArrayOps,
     normalized: bool,
     mode_scale: tuple[float, ...] | None = None,
+    limits: Array | None = None,
 ) -> tuple[list[Array], Array]:
     """Algorithm 1's loop over modes: `paper_sweep`, or `stable_sweep` when ``normalized``."""
     suffix = suffix_products(rows)
@@ -131,7 +132,7 @@ def _gauss_seidel(
         # Algorithm 1: "Set Q_prev = Q_{t-1}(s_t, a_t)": the first test of every mode
         # compares with the entry before the whole update.
         state = InnerState(row, entry, before, active, steps + 1)
-        state = repeat(ops, max_inner - 1, masked_iteration(step, tol, ops), state)
+        state = repeat(ops, max_inner - 1, masked_iteration(step, tol, ops, 1, limits), state)
         new_rows[n], entry, steps = state.rows[0], state.entry, state.steps
         prefix = new_rows[n] if prefix is None else prefix * new_rows[n]
     return new_rows, step_counts(steps, before, ops)
@@ -147,6 +148,7 @@ def paper_sweep(
     max_inner: int,
     clip: Clip,
     ops: ArrayOps,
+    limits: Array | None = None,
 ) -> tuple[list[Array], Array]:
     """Run Algorithm 1's loop over modes on gathered rows (the paper variant).
 
@@ -162,14 +164,17 @@ def paper_sweep(
         ``frequency_weight(visits, lam, eps)``.
     step_size : array of shape (B,)
         Step sizes alpha_t.
-    tol : float
-        Threshold tau on the change of the entry.
+    tol : float or array of shape (B,)
+        Threshold tau on the change of the entry (one per replica: 0 runs
+        that replica's every iteration).
     max_inner : int
-        Maximum inner iterations I_max per mode.
+        Maximum inner iterations I_max per mode (the largest of ``limits``).
     clip : callable or None
         Applied to a row after every step on it.
     ops : ArrayOps
         Backend functions.
+    limits : int array of shape (B,), optional
+        Each replica's own I_max (<= ``max_inner``); None: ``max_inner`` for all.
 
     Returns
     -------
@@ -182,7 +187,7 @@ def paper_sweep(
     Algorithm 1; eq. (gradient); eq. (factor_update).
     """
     return _gauss_seidel(
-        rows, before, target, weight, step_size, tol, max_inner, clip, ops, normalized=False
+        rows, before, target, weight, step_size, tol, max_inner, clip, ops, False, None, limits
     )
 
 
@@ -196,6 +201,7 @@ def released_sweep(
     max_inner: int,
     clip: Clip,
     ops: ArrayOps,
+    limits: Array | None = None,
 ) -> tuple[list[Array], Array]:
     """Run the authors' released update on gathered rows (the released variant).
 
@@ -207,8 +213,8 @@ def released_sweep(
 
     Parameters
     ----------
-    rows, before, target, weight, step_size, tol, max_inner, clip, ops
-        As in :func:`paper_sweep`.
+    rows, before, target, weight, step_size, tol, max_inner, clip, ops, limits
+        As in :func:`paper_sweep` (I_max counts sweeps).
 
     Returns
     -------
@@ -244,7 +250,8 @@ def released_sweep(
     new_rows, entry = sweep(list(rows), before)
     steps, active = initial_counters(ops, before)
     state = InnerState(new_rows, entry, before, active, steps + n_modes)
-    state = repeat(ops, max_inner - 1, masked_iteration(sweep, tol, ops, width=n_modes), state)
+    iteration = masked_iteration(sweep, tol, ops, n_modes, limits)
+    state = repeat(ops, max_inner - 1, iteration, state)
     return state.rows, step_counts(state.steps, before, ops)
 
 
@@ -259,6 +266,7 @@ def stable_sweep(
     clip: Clip,
     ops: ArrayOps,
     mode_scale: tuple[float, ...] | None = None,
+    limits: Array | None = None,
 ) -> tuple[list[Array], Array]:
     """Run Algorithm 1's loop over modes with normalized-LMS row steps (the stable variant).
 
@@ -282,7 +290,7 @@ def stable_sweep(
 
     Parameters
     ----------
-    rows, before, target, weight, tol, max_inner, clip, ops
+    rows, before, target, weight, tol, max_inner, clip, ops, limits
         As in :func:`paper_sweep`; ``weight`` must satisfy 2 w < 1 for the
         descent property (the stable TEQL reading passes the post-visit count,
         N >= 1, and lambda < 1/2).
@@ -307,7 +315,18 @@ def stable_sweep(
     proof's ||g_n||^2 <= R F_max^(2(N-1)) is replaced by 1).
     """
     return _gauss_seidel(
-        rows, before, target, weight, step_size, tol, max_inner, clip, ops, True, mode_scale
+        rows,
+        before,
+        target,
+        weight,
+        step_size,
+        tol,
+        max_inner,
+        clip,
+        ops,
+        True,
+        mode_scale,
+        limits,
     )
 
 
@@ -474,46 +493,74 @@ def normalized_step(
     target = per_replica(q, "target", target, check=True)
     idx, keep = index_array(q, index), keep_mask(q, mask)
     vectors = (target, per_replica(q, "step_size", step_size))
-    return _update_rows(q, idx, keep, vectors, ("normalized", sweep == "jacobi"))
+    return _update_rows(q, idx, keep, vectors, ("normalized", sweep == "jacobi", None))
 
 
 def update_setting(
     variant: str,
     *,
-    lam: float = 0.0,
-    eps: float = 1.0,
-    tol: float = 0.0,
+    lam: float | Array = 0.0,
+    eps: float | Array = 1.0,
+    tol: float | Array = 0.0,
     max_inner: int = 1,
     bound: FactorBound | None = None,
     mode_scale: tuple[float, ...] | None = None,
+    f_max: Array | None = None,
+    limits: Array | None = None,
+    components: Array | None = None,
 ) -> tuple[Any, ...]:
-    """Return the hashable setting of `pure_update`: a `bcd_update` variant, or ``"normalized"``.
+    """Return the setting of `pure_update`: a `bcd_update` variant, or ``"normalized"``.
 
-    ``variant="normalized"`` is :func:`normalized_step` (Jacobi, its other
-    arguments unused); the others are those of :func:`bcd_update`
-    (``mode_scale``: ``variant="stable"`` only, not checked here).
+    ``variant="normalized"`` is :func:`normalized_step` (Jacobi; of the others
+    only ``components`` is read); the others are those of :func:`bcd_update`
+    (``mode_scale``: ``variant="stable"`` only, not checked here). With Python
+    numbers the setting is hashable (JAX compiles once per setting). For a batch
+    whose replicas run different settings (`pure_update` only), ``lam``,
+    ``eps`` and ``tol`` may be arrays (B,) of the factors' backend, ``f_max``
+    (B,) replaces ``bound``, ``limits`` (B,) are the replicas' own I_max (at
+    most ``max_inner``, the loop's length) and ``components`` (B, R) bool marks
+    each replica's live components: the others are held at exactly 0.
     """
     if variant == "normalized":
-        return ("normalized", True)
+        return ("normalized", True, components)
     if variant not in _VARIANT_SWEEPS:
         raise ValueError(
             f"The 'variant' parameter must be one of {VARIANTS}. Got {variant!r} instead."
         )
-    f_max = None if bound is None else bound.f_max
+    if f_max is None and bound is not None:
+        f_max = bound.f_max
     shares = None if mode_scale is None else tuple(float(share) for share in mode_scale)
-    return ("bcd", variant, float(lam), float(eps), float(tol), int(max_inner), f_max, shares)
+    lam, eps, tol = (_number(value) for value in (lam, eps, tol))
+    return ("bcd", variant, lam, eps, tol, int(max_inner), f_max, shares, limits, components)
+
+
+def _number(value: float | Array) -> float | Array:
+    """Return a number as a Python float, per-replica values (an array) as they are."""
+    return float(value) if isinstance(value, int | float) else value
+
+
+def _held(run: Callable[..., Any], components: Array | None, ops: ArrayOps) -> Callable[..., Any]:
+    """Return ``run`` with the new rows held at 0 outside ``components`` (B, R), if given."""
+    if components is None:
+        return run
+
+    def held(rows: list[Array], before: Array, *vectors: Array) -> Any:
+        new_rows, iterations = run(rows, before, *vectors)
+        return [ops.where(components, row, 0.0) for row in new_rows], iterations
+
+    return held
 
 
 def _runner(setting: tuple[Any, ...], ops: ArrayOps) -> Callable[..., tuple[list[Array], Array]]:
     """Return ``run(rows, before, *vectors) -> (new_rows, iterations)`` for an update setting.
 
-    ``setting`` is ``("bcd", variant, lam, eps, tol, max_inner, f_max, mode_scale)`` for
-    :func:`bcd_update` (vectors: target, visits, step size) or
-    ``("normalized", jacobi)`` for :func:`normalized_step` (vectors: target,
-    step size); hashable, so that JAX compiles once per setting.
+    ``setting`` is ``("bcd", variant, lam, eps, tol, max_inner, f_max, mode_scale, limits,
+    components)`` for :func:`bcd_update` (vectors: target, visits, step size) or
+    ``("normalized", jacobi, components)`` for :func:`normalized_step` (vectors: target,
+    step size); see :func:`update_setting`.
     """
     if setting[0] == "normalized":
-        jacobi = setting[1]
+        _, jacobi, components = setting
 
         def normalized(rows: list[Array], before: Array, target: Array, step: Array) -> Any:
             scale = step * (target - before)
@@ -530,20 +577,23 @@ def _runner(setting: tuple[Any, ...], ops: ArrayOps) -> Callable[..., tuple[list
                 prefix = seen if prefix is None else prefix * seen
             return new_rows, ops.int_full(before.shape[0], len(rows), before)
 
-        return normalized
+        return _held(normalized, components, ops)
 
-    _, variant, lam, eps, tol, max_inner, f_max, mode_scale = setting
+    _, variant, lam, eps, tol, max_inner, f_max, mode_scale, limits, components = setting
     sweep = _VARIANT_SWEEPS[variant]
-    clip = None if f_max is None else (lambda x: ops.clip(x, -f_max, f_max))
+    clip = None
+    if f_max is not None:
+        bound = f_max if isinstance(f_max, float) else f_max[:, None]
+        clip = lambda x: ops.clip(x, -bound, bound)  # noqa: E731
 
     def run(rows: list[Array], before: Array, target: Array, visits: Array, step: Array) -> Any:
         weight = frequency_weight(visits, lam, eps)
         if mode_scale is not None:
             return stable_sweep(rows, before, target, weight, step, tol, max_inner, clip, ops,
-                                mode_scale)  # fmt: skip
-        return sweep(rows, before, target, weight, step, tol, max_inner, clip, ops)
+                                mode_scale, limits)  # fmt: skip
+        return sweep(rows, before, target, weight, step, tol, max_inner, clip, ops, limits=limits)
 
-    return run
+    return _held(run, components, ops)
 
 
 def _update_rows(

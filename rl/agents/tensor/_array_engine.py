@@ -46,8 +46,7 @@ from rl.agents.base import Transitions
 from rl.agents.tensor import step
 from rl.agents.tensor._array_backend import GeneratorSource, UniformStreams
 from rl.agents.tensor._visits_array import DeviceVisits, VisitState
-from rl.agents.tensor.state import BonusShareMean, TensorState, UpdateStats
-from tensorq import FactorBound
+from rl.agents.tensor.state import BonusShareMean, ReplicaRule, TensorState, UpdateStats
 from tensorq._backend import array_namespace
 from tensorq.functional import update_setting
 
@@ -80,24 +79,49 @@ class ArrayEngine:
         """The chosen EUGE actions' bonus shares (added only after `track_bonus_share`)."""
         self.tracks_bonus_share = False
         """Whether `act` adds the bonus shares (`track_bonus_share`)."""
-        rule = state.rule
+        self._load()
+
+    def _compile(self) -> None:
+        """Read the state's numbers per replica (`numbers`, the update's setting); compile.
+
+        A number every replica shares enters as a Python float, as it did
+        before settings could differ, so that a uniform batch runs the same
+        code; one that differs enters as an array (B,) on the device.
+        """
+        space, rule, values = self.space, self.state.rule, self.state.values
+        numbers = {}
+        for field in values._fields:
+            uniform = values.uniform(field)
+            numbers[field] = uniform if uniform is not None else space.put(getattr(values, field))
+        self.numbers = ReplicaRule(**numbers)
+        """The step's numbers: a float where the replicas share one, else a device array (B,)."""
+        max_inner = values.max_inner.astype(np.int64)
+        limits = None
+        if values.uniform("max_inner") is None:
+            limits = space.put(max_inner, space.ops.int64)
+        components = None
+        rank = self.state.factors[0].shape[-1]
+        if values.uniform("rank") != rank:
+            live = np.arange(rank) < values.rank[:, None]
+            components = space.put(live.astype(np.int64), space.ops.int64) > 0
+        f_max = self.numbers.f_max if rule.f_max is not None else None
         self._setting = update_setting(
-            rule.update, lam=rule.lam, eps=rule.eps, tol=rule.tol, max_inner=rule.max_inner,
-            bound=None if rule.f_max is None else FactorBound(rule.f_max),
-            mode_scale=rule.mode_scale,
+            rule.update, lam=self.numbers.lam, eps=self.numbers.eps, tol=self.numbers.tol,
+            max_inner=int(max_inner.max()), f_max=f_max, mode_scale=rule.mode_scale,
+            limits=limits, components=components,
         )  # fmt: skip
         self._greedy = space.compile(self._greedy_core)
         self._act = space.compile(self._act_core)
         self._targets = space.compile(self._targets_core)
         self._update = space.compile(self._update_core, donate=(0, 2))
         self._pack = space.compile(self._pack_core)
-        self._load()
 
     # ------------------------------------------------------------------ state
 
     def _load(self) -> None:
-        """Take the state's counters, epsilon, visit table and generators onto the device."""
+        """Take the state's counters, epsilon, visits, generators and numbers onto the device."""
         state, space = self.state, self.space
+        self._compile()
         if space.on_host:
             self.steps, self.epsilon = state.steps, state.epsilon
         else:
@@ -134,7 +158,7 @@ class ArrayEngine:
     def track_bonus_share(self) -> None:
         """Make every later EUGE action add its bonus share to `bonus_shares`."""
         self.tracks_bonus_share = self.state.rule.exploration != "epsilon"
-        self._act = self.space.compile(self._act_core)  # traced again with the share
+        self._compile()  # act traced again with the share
 
     def bonus_share(self) -> NDArray[np.float64]:
         """Return each replica's mean EUGE bonus share since the last call, and start anew.
@@ -220,7 +244,7 @@ class ArrayEngine:
         draws = self.draws.open(space, draw_args)
         values = step.action_values(factors, ids, states, state.action_dims)
         flat_states = step.ravel(states, state.state_dims)
-        scores = step.scores(space, state.rule, table, ids, values, flat_states)
+        scores = step.scores(space, state.rule, self.numbers, table, ids, values, flat_states)
         exploring, greedy = flags[:, 0] > 0, flags[:, 1] > 0
         flat, explored, drawn = step.act(
             space, state.rule, draws, values, scores, epsilon, exploring, greedy,
@@ -355,7 +379,7 @@ class ArrayEngine:
         space, state = self.space, self.state
         _, next_states, terminated, *_ = self._columns(packed)
         targets = step.td_targets(
-            space, state.rule, factors, ids, rewards, next_states, terminated, state.action_dims
+            space, self.numbers, factors, ids, rewards, next_states, terminated, state.action_dims
         )
         return targets, space.xp.all(space.xp.isfinite(targets))
 
@@ -367,6 +391,7 @@ class ArrayEngine:
         state = self.state
         index, _, terminated, active = self._columns(packed)
         return step.learn(
-            self.space, state.rule, self._setting, factors, ids, table, steps, epsilon, index,
+            self.space, state.rule, self.numbers, self._setting, factors, ids, table, steps,
+            epsilon, index,
             terminated, active & proceed, targets, (state.state_dims, state.action_dims),
         )  # fmt: skip

@@ -5,8 +5,9 @@ the named tuples that `rl.agents.tensor._step_compiled` reads: `AgentArrays`
 (the packed factors, counters, epsilon, the typed list of the replicas'
 exploration generators, which shares their state with the Python objects so
 that checkpoints and the reference engine see the same streams, and the record
-of the last update and the EUGE bonus sums), `Settings`,
-`tensorq._compiled.RuleSettings`, the visit table's
+of the last update and the EUGE bonus sums), `Settings` (with the state's
+`rl.agents.tensor.state.ReplicaRule`, the step's numbers per replica, as
+the one array it shares), `tensorq._compiled.RuleKind`, the visit table's
 `rl.agents.tensor.visits.VisitArrays` and the kernels' working arrays
 (`rl.agents.tensor._step_compiled.Scratch`), all allocated once in the
 constructor, so that a step allocates nothing. The state's factors are
@@ -35,7 +36,7 @@ from rl.agents.tensor.state import (
     packed_factors,
 )
 from rl.agents.tensor.visits import VisitArrays
-from tensorq._compiled import RULES, RuleSettings
+from tensorq._compiled import RULES, RuleKind
 
 _NO_TABLE = VisitArrays(*([np.zeros(0, np.int64)] * 3), np.zeros((0, 0), np.int64),
                         np.zeros((0, 0)), np.zeros(0, np.int64))  # fmt: skip
@@ -51,8 +52,12 @@ class _PlainArguments(NamedTuple):
     scratch: tuple
 
 
-def kernel_settings(state: TensorState) -> tuple[Settings, RuleSettings]:
-    """Return the state's `StepRule` and mode sizes as the kernels read them."""
+def kernel_settings(state: TensorState) -> tuple[Settings, RuleKind]:
+    """Return the state's `StepRule`, numbers and mode sizes as the kernels read them.
+
+    `Settings.values` is the state's packed `rl.agents.tensor.state.ReplicaRule`
+    itself, so the kernels read the numbers the state holds now.
+    """
     rule: StepRule = state.rule
     dims = np.array(state.state_dims + state.action_dims, dtype=np.int64)
     interval = rule.action_interval
@@ -63,34 +68,22 @@ def kernel_settings(state: TensorState) -> tuple[Settings, RuleSettings]:
         n_state=len(state.state_dims),
         n_states=int(state.n_states),
         explore=EXPLORATION[rule.exploration],
-        c=float(rule.c),
-        bonus_unit=float(rule.bonus_unit),
+        values=state.values.packed,
         continuous=interval is not None,
         low=np.asarray(low, dtype=np.float64),
         high=np.asarray(high, dtype=np.float64),
-        gamma=float(rule.gamma),
-        alpha0=float(rule.alpha0),
-        kappa=float(rule.kappa),
-        lam=float(rule.lam),
-        eps=float(rule.eps),
-        epsilon_decay=float(rule.epsilon_decay),
-        epsilon_min=float(rule.epsilon_min),
         count_before_update=bool(rule.count_before_update),
         signed_delta=bool(rule.signed_delta),
         visits=state.visits is not None,
         entry_steps=rule.step_count == "entry",
         bonus_share=False,
     )
-    f_max = rule.f_max
-    rule_settings = RuleSettings(
+    kind = RuleKind(
         rule=RULES[rule.update],
-        tol=float(rule.tol),
-        max_inner=int(rule.max_inner),
-        f_max=0.0 if f_max is None else float(f_max),
-        bounded=f_max is not None,
+        bounded=rule.f_max is not None,
         mode_scale=np.ones(len(dims)) if rule.mode_scale is None else np.array(rule.mode_scale),
     )
-    return settings, rule_settings
+    return settings, kind
 
 
 class CompiledEngine:
@@ -131,7 +124,7 @@ class CompiledEngine:
         """The kernels' working arrays (`._step_compiled.Scratch`), overwritten by every call."""
         self._plain_scratch = kernels.as_plain(self.scratch)
 
-    def settings(self) -> tuple[Settings, RuleSettings]:
+    def settings(self) -> tuple[Settings, RuleKind]:
         """Return the state's constants as the kernels read them."""
         return self._constants
 

@@ -49,7 +49,7 @@ from rl.agents.tensor._euge_compiled import euge_bonus_share, euge_scores
 from rl.agents.tensor._visits_compiled import visit_row
 from rl.agents.tensor.visits import VisitArrays
 from rl.jit import drop_stale
-from tensorq._compiled import RuleSettings, apply_rule, cp_entry
+from tensorq._compiled import RuleKind, apply_rule, cp_entry, rule_settings
 
 DEPENDENCIES = [
     m.__file__
@@ -114,6 +114,10 @@ class AgentArrays(NamedTuple):
 # Rows of `AgentArrays.record`, in `rl.agents.tensor.state.UpdateStats`'s order.
 TARGET, BEFORE, AFTER, COUNT, STEP_SIZE = range(5)
 
+# Rows of `Settings.values`, in `rl.agents.tensor.state.ReplicaRule`'s order.
+(ALPHA0, KAPPA, LAM, EPS, C, BONUS_UNIT, TOL, MAX_INNER, F_MAX, GAMMA, EPSILON_DECAY, EPSILON_MIN,
+ RANK) = range(13)  # fmt: skip
+
 
 class Scratch(NamedTuple):
     """Working arrays of `act` and `observe`, overwritten by every call (`new_scratch`).
@@ -123,7 +127,8 @@ class Scratch(NamedTuple):
     by_rank : ndarray of float64, shape (3 N + 3, R)
         Row 0: the product of a state's rows (`action_values`); rows 1 to N:
         the gathered rows of the updated entry; the last 2 N + 2: the update
-        rule's scratch (`tensorq._compiled`).
+        rule's scratch (`tensorq._compiled`). A replica of rank r_b < R works
+        on its first (3 N + 3) r_b values as a (3 N + 3, r_b) array (`rank_view`).
     by_action : ndarray of float64, shape (2, |A|)
         A state's action values and its EUGE scores.
     index : ndarray of int64, shape (N,)
@@ -159,16 +164,17 @@ class Settings(NamedTuple):
         Number of flat states |S| (the visit keys are ``replica * |S| + state``).
     explore : int
         `EPSILON_GREEDY`, `EUGE` or `EUGE_EPSILON`.
-    c, bonus_unit : float
-        EUGE's coefficient c and the reward unit u of its count bonus.
+    values : ndarray of float64, shape (13, B)
+        The step's numbers per replica, rows `ALPHA0` to `RANK`
+        (`rl.agents.tensor.state.ReplicaRule`: alpha_0 = alpha0 / (1 + kappa t),
+        lambda and epsilon of eq. (loss_function), EUGE's c and the reward unit u
+        of its count bonus, tau, I_max, F_max, the discount gamma, epsilon's decay
+        after a non-terminal step and its floor, and the rank r_b: replica b reads
+        and writes only its first r_b components).
     continuous : bool
         Draw the epsilon layer's random actions from [low, high) (`epsilon_continuous`).
     low, high : ndarray of float64, shape (D_A,)
         The action interval.
-    gamma, alpha0, kappa, lam, eps : float
-        Discount, alpha_t = alpha0 / (1 + kappa t), lambda and epsilon of eq. (loss_function).
-    epsilon_decay, epsilon_min : float
-        Epsilon's decay after a non-terminal step, and its floor.
     count_before_update, signed_delta : bool
         Increment N before the update; store Delta Q signed.
     visits : bool
@@ -186,18 +192,10 @@ class Settings(NamedTuple):
     n_state: int
     n_states: int
     explore: int
-    c: float
-    bonus_unit: float
+    values: NDArray[np.float64]
     continuous: bool
     low: NDArray[np.float64]
     high: NDArray[np.float64]
-    gamma: float
-    alpha0: float
-    kappa: float
-    lam: float
-    eps: float
-    epsilon_decay: float
-    epsilon_min: float
     count_before_update: bool
     signed_delta: bool
     visits: bool
@@ -206,6 +204,19 @@ class Settings(NamedTuple):
 
 
 # ---------------------------------------------------------------- reading the tensor
+
+
+@njit(cache=True)
+def rank_view(buffer, rank):
+    """Return the first K * ``rank`` values of ``buffer`` (K, R) as a (K, ``rank``) view.
+
+    A replica of rank r_b works on such views of `Scratch.by_rank`, so that its
+    sums over components run over r_b terms in order, as a rank-r_b agent's.
+    """
+    if rank == buffer.shape[1]:
+        return buffer
+    rows = buffer.shape[0]
+    return buffer.reshape(buffer.size)[: rows * rank].reshape((rows, rank))
 
 
 @njit(cache=True)
@@ -224,10 +235,11 @@ def action_values(factors, offsets, dims, n_state, b, state, weights, out):
     ``offsets``, ``dims`` and ``n_state`` are the `Settings` fields of those
     names, passed one by one: a named tuple of arrays passed to a function called
     once per replica costs a reference-count update per array and call.
-    ``weights`` (R,) receives the product of the state modes' rows; each value
-    is then sum_r weights[r] prod_k F_k[b, a_k, r] over the action modes k.
+    ``weights`` (r,) receives the product of the state modes' rows; each value
+    is then sum_{r' < r} weights[r'] prod_k F_k[b, a_k, r'] over the action modes
+    k: r = ``weights.shape[0]`` components, the replica's rank.
     """
-    rank = factors.shape[2]
+    rank = weights.shape[0]
     n_modes = dims.shape[0]
     for r in range(rank):
         weights[r] = 1.0 if n_state == 0 else factors[b, offsets[0] + state[0], r]
@@ -296,13 +308,17 @@ def act(agent, generators, settings, table, states, active, greedy, actions, scr
         settings.low,
         settings.high,
     )
-    c, unit = settings.c, settings.bonus_unit
-    weights, values, scores = scratch.by_rank[0], scratch.by_action[0], scratch.by_action[1]
+    numbers, by_rank = settings.values, scratch.by_rank
+    values, scores = scratch.by_action[0], scratch.by_action[1]
+    weights, rank = by_rank[0], by_rank.shape[1]
     for b in range(states.shape[0]):
         drawn_mask[b] = False
         if not active[b]:
             actions[b, :] = 0
             continue
+        if numbers[RANK, b] != rank:  # another rank than the last replica's: its view
+            rank = int(numbers[RANK, b])
+            weights = rank_view(by_rank, rank)[0]
         action_values(factors, offsets, dims, n_state, b, states[b], weights, values)
         if greedy[b]:
             flat = first_argmax(values)
@@ -315,7 +331,7 @@ def act(agent, generators, settings, table, states, active, greedy, actions, scr
                 flat = epsilon_greedy(values, epsilon[b], generators[b])
         else:
             key = b * n_states + _ravel(states[b], dims, 0, n_state)
-            euge_scores(values, table, key, c, unit, scores)
+            euge_scores(values, table, key, numbers[C, b], numbers[BONUS_UNIT, b], scores)
             if explore == EUGE:
                 flat = argmax_random_ties(scores, generators[b])
             elif continuous:
@@ -345,21 +361,25 @@ def act_entry(agent, generators, settings, table, states, active, greedy, action
 
 
 @njit(cache=True)
-def td_targets(factors, offsets, dims, n_state, gamma, rewards, next_states, terminated, active,
-               out, weights, values):  # fmt: skip
+def td_targets(factors, offsets, dims, n_state, numbers, rewards, next_states, terminated, active,
+               out, by_rank, values):  # fmt: skip
     """Write TD targets r + gamma max_a' Q(s', a') (r at termination) to ``out`` (B,).
 
-    ``factors`` is `AgentArrays.factors`, ``offsets`` to ``gamma`` the `Settings`
-    fields and ``rewards`` to ``active`` the `rl.agents.base.Transitions` fields
-    of those names (passed one by one, see `action_values`); ``weights`` and
-    ``values`` are `Scratch` arrays. Active replicas only. Returns the first
-    active replica whose target is not finite, or -1.
+    ``factors`` is `AgentArrays.factors`, ``offsets`` to ``numbers`` the `Settings`
+    fields (``numbers``: ``values``) and ``rewards`` to ``active`` the
+    `rl.agents.base.Transitions` fields of those names (passed one by one, see
+    `action_values`); ``by_rank`` and ``values`` are `Scratch` arrays. Active
+    replicas only. Returns the first active replica whose target is not finite, or -1.
     """
+    weights, rank = by_rank[0], by_rank.shape[1]
     for b in range(rewards.shape[0]):
         if not active[b]:
             continue
         bootstrap = 0.0
         if not terminated[b]:
+            if numbers[RANK, b] != rank:  # another rank than the last replica's: its view
+                rank = int(numbers[RANK, b])
+                weights = rank_view(by_rank, rank)[0]
             action_values(factors, offsets, dims, n_state, b, next_states[b], weights, values)
             bootstrap = values[0]
             for a in range(values.shape[0]):
@@ -367,7 +387,7 @@ def td_targets(factors, offsets, dims, n_state, gamma, rewards, next_states, ter
                     bootstrap = values[a]
                     if np.isnan(bootstrap):
                         break
-        out[b] = rewards[b] + gamma * bootstrap
+        out[b] = rewards[b] + numbers[GAMMA, b] * bootstrap
     for b in range(rewards.shape[0]):
         if active[b] and not np.isfinite(out[b]):
             return b
@@ -383,7 +403,10 @@ def observe(agent, settings, rule, table, batch, scratch):
     agent's steps or, with ``settings.entry_steps``, that count; the
     rule's update of the entry's rows; Delta Q (signed or absolute) and the
     count (when ``settings.visits``); then t += 1 and, after a non-terminal
-    step, epsilon = max(epsilon * decay, epsilon_min). Returns -1, or the first
+    step, epsilon = max(epsilon * decay, epsilon_min). Every number is the
+    replica's own (`Settings.values`), ``rule`` a `tensorq._compiled.RuleKind`
+    that `tensorq._compiled.rule_settings` completes with them; replica b reads
+    and writes only its first r_b components. Returns -1, or the first
     active replica whose target is not finite (then nothing has changed).
     """
     factors, offsets, dims, n_state = (
@@ -398,21 +421,35 @@ def observe(agent, settings, rule, table, batch, scratch):
         batch.terminated,
         batch.active,
     )
-    record, by_rank = agent.record, scratch.by_rank
+    record, by_rank, numbers = agent.record, scratch.by_rank, settings.values
     bad = td_targets(
-        factors, offsets, dims, n_state, settings.gamma, batch.rewards, batch.next_states,
-        terminated, active, record[TARGET], by_rank[0], scratch.by_action[0],
+        factors, offsets, dims, n_state, numbers, batch.rewards, batch.next_states,
+        terminated, active, record[TARGET], by_rank, scratch.by_action[0],
     )  # fmt: skip
     if bad >= 0:
         return bad
-    n_modes, rank = dims.shape[0], factors.shape[2]
-    rows, update, index = by_rank[1 : n_modes + 1], by_rank[n_modes + 1 :], scratch.index
+    n_modes, index = dims.shape[0], scratch.index
     steps, epsilon = agent.steps, agent.epsilon
     counts, delta = table.counts, table.delta  # the arrays the loop reads, read once
     count_before = settings.count_before_update
+    rank = by_rank.shape[1]  # the replica's components: the first r_b (`rank_view`)
+    rows, update = by_rank[1 : n_modes + 1], by_rank[n_modes + 1 :]
+    replica_rule = rule_settings(rule, numbers[TOL, 0], int(numbers[MAX_INNER, 0]),
+                                 numbers[F_MAX, 0])  # fmt: skip
     for b in range(states.shape[0]):
         if not active[b]:
             continue
+        if numbers[RANK, b] != rank:  # views and rule made again only where they change
+            rank = int(numbers[RANK, b])
+            view = rank_view(by_rank, rank)
+            rows, update = view[1 : n_modes + 1], view[n_modes + 1 :]
+        tol, max_inner, f_max = numbers[TOL, b], numbers[MAX_INNER, b], numbers[F_MAX, b]
+        if (
+            tol != replica_rule.tol
+            or max_inner != replica_rule.max_inner
+            or (f_max != replica_rule.f_max)
+        ):
+            replica_rule = rule_settings(rule, tol, int(max_inner), f_max)
         for n in range(n_state):  # the entry's index vector (state, action)
             index[n] = states[b, n]
         for n in range(n_state, n_modes):
@@ -427,13 +464,13 @@ def observe(agent, settings, rule, table, batch, scratch):
             if row >= 0:
                 count = counts[row, action]
         clock = count if settings.entry_steps else steps[b] + 1
-        step = settings.alpha0 / (1.0 + settings.kappa * clock)
-        weight = settings.lam / (count + settings.eps)
+        step = numbers[ALPHA0, b] / (1.0 + numbers[KAPPA, b] * clock)
+        weight = numbers[LAM, b] / (count + numbers[EPS, b])
         for n in range(n_modes):
             for r in range(rank):
                 rows[n, r] = factors[b, offsets[n] + index[n], r]
         before = cp_entry(rows)
-        apply_rule(rule, rows, before, record[TARGET, b], weight, step, update)
+        apply_rule(replica_rule, rows, before, record[TARGET, b], weight, step, update)
         for n in range(n_modes):
             for r in range(rank):
                 factors[b, offsets[n] + index[n], r] = rows[n, r]
@@ -446,8 +483,8 @@ def observe(agent, settings, rule, table, batch, scratch):
                 counts[row, action] += 1
         steps[b] += 1
         if not terminated[b]:
-            decayed = epsilon[b] * settings.epsilon_decay
-            epsilon[b] = max(decayed, settings.epsilon_min)
+            decayed = epsilon[b] * numbers[EPSILON_DECAY, b]
+            epsilon[b] = max(decayed, numbers[EPSILON_MIN, b])
         record[BEFORE, b] = before
         record[AFTER, b] = after
         record[COUNT, b] = count
@@ -459,7 +496,7 @@ def observe(agent, settings, rule, table, batch, scratch):
 def observe_entry(agent, settings, rule, table, batch, scratch):
     """Call `observe` from Python, its named tuples passed as plain tuples (`as_plain`)."""
     return observe(
-        AgentArrays(*agent), Settings(*settings), RuleSettings(*rule), VisitArrays(*table),
+        AgentArrays(*agent), Settings(*settings), RuleKind(*rule), VisitArrays(*table),
         Transitions(*batch), Scratch(*scratch),
     )  # fmt: skip
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -23,13 +23,16 @@ from numpy.typing import NDArray
 from rl.agents._explore import generator_states, set_generator_states
 from rl.agents._restore import check_generator_states, saved_array
 from rl.agents.base import DEFAULT_GAMMA, Agent, ContinuousActions, Transitions
+from rl.agents.replica_settings import check_replica_settings, replica_config
 from rl.agents.tensor._array_backend import Backend, check_backend
 from rl.agents.tensor.state import (
     Engine,
     EngineName,
+    ReplicaRule,
     StepRule,
     TensorState,
     pack_factors,
+    replica_rule,
     resolve_engine,
 )
 from rl.agents.tensor.visits import VisitTable
@@ -166,9 +169,23 @@ class TensorAgent(Agent):
     streams : sequence of rl.seeding.AgentRandom
         One per replica: ``init`` draws the initial factors, ``explore`` every
         exploration decision.
+    replica_settings : mapping of str to sequence, optional
+        B values for each of some fields of ``per_replica``: replica b runs
+        ``replica_settings[field][b]`` instead of ``config``'s value
+        (`rl.agents.replica_settings`). ``rank`` r_b <= ``config.rank``: replica
+        b holds components r_b, ..., R - 1 at 0 and runs as a rank-r_b agent,
+        its factors drawn as that agent's from the same stream.
 
     Attributes
     ----------
+    per_replica : frozenset of str
+        The config fields ``replica_settings`` may vary: every number of the
+        step, ``epsilon_start`` and ``rank``. The choices (update, exploration,
+        grid, initialization, visit storage, ``bounded``) hold for every replica.
+    replica_settings_ : dict of str to ndarray, shape (B,)
+        The validated ``replica_settings`` (part of `state_dict`).
+    ranks_ : ndarray of int64, shape (B,)
+        Each replica's rank r_b (``config.rank`` where not given).
     state_ : rl.agents.tensor.state.TensorState
         What the engine reads; ``q_.factors``, ``steps_`` and ``epsilon_`` are its arrays.
     engine_ : rl.agents.tensor.state.Engine
@@ -176,15 +193,26 @@ class TensorAgent(Agent):
     """
 
     config: TensorAgentConfig
+    numbers: ClassVar[dict[str, str]] = {"gamma": "gamma", "epsilon_decay": "epsilon_decay",
+                                         "epsilon_min": "epsilon_min"}  # fmt: skip
+    """The config fields that are numbers of the step, and their `ReplicaRule` field."""
+    per_replica: ClassVar[frozenset[str]] = frozenset({*numbers, "epsilon_start", "rank"})
 
     def __init__(
-        self, problem: Problem, config: TensorAgentConfig, streams: Sequence[AgentRandom]
+        self,
+        problem: Problem,
+        config: TensorAgentConfig,
+        streams: Sequence[AgentRandom],
+        *,
+        replica_settings: Mapping[str, Sequence[float | int]] | None = None,
     ) -> None:
         if len(streams) < 1:
             raise ValueError("The 'streams' parameter must hold one AgentRandom per replica.")
         self.problem = problem
         self.config = config
         self.replicas = len(streams)
+        self.replica_settings_ = self._check_settings(replica_settings)
+        self.ranks_ = self.replica_settings_.get("rank", np.full(self.replicas, config.rank))
         self.n_states = math.prod(problem.state_dims)
         self.n_actions = check_joint_actions(
             type(self).__name__, problem.action_dims, config.max_joint_actions
@@ -220,12 +248,14 @@ class TensorAgent(Agent):
             )
         self.steps_ = np.zeros(self.replicas, dtype=np.int64)
         self.epsilon_ = np.full(self.replicas, float(config.epsilon_start))
+        self.epsilon_[...] = self.replica_settings_.get("epsilon_start", self.epsilon_)
         rule = self.own_rule()._replace(
             gamma=float(config.gamma), epsilon_decay=float(config.epsilon_decay),
             epsilon_min=float(config.epsilon_min), action_interval=interval,
         )  # fmt: skip
         self.state_ = TensorState(
             rule=rule,
+            values=self._replica_rule(rule),
             factors=self.q_.factors,
             steps=self.steps_,
             epsilon=self.epsilon_,
@@ -241,19 +271,52 @@ class TensorAgent(Agent):
         )
         self.engine_: Engine = make_engine(engine, self.state_)
 
+    def _check_settings(
+        self, settings: Mapping[str, Sequence[float | int]] | None
+    ) -> dict[str, NDArray[Any]]:
+        """Validate ``replica_settings``: each replica's config must be valid, its rank <= R."""
+        name, config = type(self).__name__, self.config
+        arrays = check_replica_settings(name, self.per_replica, config, settings, self.replicas)
+        ranks = arrays.get("rank")
+        if ranks is not None and not np.all((ranks >= 1) & (ranks <= config.rank)):
+            raise ValueError(
+                f"The per-replica values of 'rank' must be ints in [1, {config.rank}] (the "
+                f"config's rank is the largest). Got {ranks.tolist()} instead."
+            )
+        starts = arrays.get("epsilon_start")
+        if starts is not None and len(np.unique(starts > 0)) > 1:
+            raise ValueError(
+                "The per-replica values of 'epsilon_start' must be all 0 or all above 0: 0 "
+                "turns the epsilon layer off, a choice that holds for every replica."
+            )
+        for replica in range(self.replicas):
+            try:
+                replica_config(config, arrays, replica)
+            except ValueError as error:
+                raise ValueError(f"The settings of replica {replica}: {error}") from None
+        return arrays
+
+    def _replica_rule(self, rule: StepRule) -> ReplicaRule:
+        """Return the step's numbers per replica (`rl.agents.tensor.state.replica_rule`)."""
+        given = {
+            self.numbers[field]: values
+            for field, values in self.replica_settings_.items()
+            if field in self.numbers
+        }
+        return replica_rule(rule, self.config.rank, self.replicas, {**given, "rank": self.ranks_})
+
     def _initial_factors(self, streams: Sequence[AgentRandom]) -> list[NDArray[np.float64]]:
-        shape, rank, scale = self.problem.shape, self.config.rank, self.config.init_scale
+        """Draw each replica's factors as a lone agent of its rank r_b would; zeros beyond r_b."""
+        shape, scale = self.problem.shape, self.config.init_scale
         low = -scale if self.config.init_symmetric else 0.0
-        per_replica = [
-            [stream.init.uniform(low, scale, size=(size, rank)) for size in shape]
-            for stream in streams
-        ]
-        modes = range(len(shape))
-        stacked = [np.stack([factors[mode] for factors in per_replica]) for mode in modes]
-        if self.config.init_actions == "identity" and self.n_actions <= rank:
-            first = len(self.problem.state_dims)
-            for mode, rows in enumerate(identity_action_factors(shape[first:], rank, scale)):
-                stacked[first + mode][:] = rows
+        stacked = [np.zeros((self.replicas, size, self.config.rank)) for size in shape]
+        first = len(self.problem.state_dims)
+        for replica, (stream, rank) in enumerate(zip(streams, self.ranks_.tolist(), strict=True)):
+            for mode, size in enumerate(shape):
+                stacked[mode][replica, :, :rank] = stream.init.uniform(low, scale, (size, rank))
+            if self.config.init_actions == "identity" and self.n_actions <= rank:
+                for mode, rows in enumerate(identity_action_factors(shape[first:], rank, scale)):
+                    stacked[first + mode][replica, :, :rank] = rows
         return pack_factors(stacked)  # views of one array, which the compiled kernels read
 
     def own_rule(self) -> StepRule:
@@ -336,6 +399,8 @@ class TensorAgent(Agent):
         }
         if self.state_.visits is not None:
             saved["visits"] = self.state_.visits.state_dict()
+        if self.replica_settings_:
+            saved["replica_settings"] = {k: v.copy() for k, v in self.replica_settings_.items()}
         return saved
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -346,7 +411,9 @@ class TensorAgent(Agent):
         ValueError
             If an entry has another shape or dtype than this agent's (factors
             (B, d_n, R) from the problem and rank), holds NaN or infinities, a
-            negative step count or an epsilon outside [0, 1]; nothing is changed.
+            negative step count or an epsilon outside [0, 1], or per-replica
+            settings this agent refuses; nothing is changed. Without saved
+            per-replica settings every replica runs the config's.
         """
         factors = state["factors"]
         if not isinstance(factors, list) or len(factors) != len(self.q_.factors):
@@ -359,11 +426,15 @@ class TensorAgent(Agent):
         epsilon = saved_array(state, "epsilon", self.epsilon_, low=0.0, high=1.0)
         generators = self.state_.generators
         check_generator_states(state["rngs"], len(generators), "rngs")
+        settings = self._check_settings(state.get("replica_settings"))
         if self.state_.visits is not None:
             self.state_.visits.load_state_dict(state["visits"])
         self.steps_[...] = steps
         self.epsilon_[...] = epsilon
         set_generator_states(generators, state["rngs"])
+        self.replica_settings_ = settings
+        self.ranks_ = settings.get("rank", np.full(self.replicas, self.config.rank))
+        self.state_.values.packed[...] = self._replica_rule(self.state_.rule).packed
         self.engine_.reload(saved)
 
 

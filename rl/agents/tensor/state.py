@@ -2,7 +2,8 @@
 
 A `rl.agents.tensor.agent.TensorAgent` builds its `TensorState` completely
 (factors, step counters, epsilon, exploration generators, visit table, the
-continuous draws' record and the resolved `StepRule`), then one `Engine` on
+continuous draws' record, the resolved `StepRule` and its numbers per replica,
+`ReplicaRule`), then one `Engine` on
 it, picked once from ``config.engine`` by `resolve_engine`, and routes
 ``act``, ``greedy`` and ``observe`` through it. An engine reads only the
 bundle, never the agent; the agent's own attributes (``q_.factors``,
@@ -58,6 +59,10 @@ class UpdateStats(NamedTuple):
 class StepRule(NamedTuple):
     """One training step of a tensor agent in numbers an engine can run.
 
+    The choices (exploration, update, counting, action interval) hold for
+    every replica; the numbers are the config's, and the engines read each
+    replica's own from `ReplicaRule` (`TensorState.values`).
+
     Attributes
     ----------
     exploration : {"epsilon", "euge", "euge-epsilon"}
@@ -111,6 +116,73 @@ class StepRule(NamedTuple):
     action_interval: tuple[tuple[float, ...], tuple[float, ...]] | None = None
 
 
+class ReplicaRule(NamedTuple):
+    """The numbers of the step, one value per replica: what a batch of settings varies.
+
+    Every field is a float64 array of shape (B,), a row of one packed array
+    (`replica_rule`; the compiled kernels read that array, the rows in this
+    order). Replica b runs the step of a lone agent whose config has these
+    values (`rl.agents.replica_settings`).
+
+    Attributes
+    ----------
+    alpha0, kappa, lam, eps, c, bonus_unit, tol, max_inner : ndarray
+        As in `StepRule` (TLR: ``alpha0`` is its constant step size alpha).
+    f_max : ndarray
+        The factor bound F_max of Assumption 2, from the replica's gamma and
+        rank (read only where ``StepRule.f_max`` is not None: bounded).
+    gamma, epsilon_decay, epsilon_min : ndarray
+        As in `StepRule`.
+    rank : ndarray
+        r_b <= R: replica b's components r_b, ..., R - 1 are 0 and stay 0; it
+        runs as a rank-r_b agent.
+    """
+
+    alpha0: NDArray[np.float64]
+    kappa: NDArray[np.float64]
+    lam: NDArray[np.float64]
+    eps: NDArray[np.float64]
+    c: NDArray[np.float64]
+    bonus_unit: NDArray[np.float64]
+    tol: NDArray[np.float64]
+    max_inner: NDArray[np.float64]
+    f_max: NDArray[np.float64]
+    gamma: NDArray[np.float64]
+    epsilon_decay: NDArray[np.float64]
+    epsilon_min: NDArray[np.float64]
+    rank: NDArray[np.float64]
+
+    @property
+    def packed(self) -> NDArray[np.float64]:
+        """The array (13, B) whose rows the fields are."""
+        return self.alpha0.base
+
+    def uniform(self, field: str) -> float | None:
+        """Return the value of ``field`` if every replica has it, else None."""
+        values = getattr(self, field)
+        first = float(values[0])
+        return first if bool(np.all(values == first)) else None
+
+
+def replica_rule(rule: StepRule, rank: int, replicas: int, values: dict[str, Any]) -> ReplicaRule:
+    """Return the `ReplicaRule` of B replicas: ``values[field]`` (B,) where given, else ``rule``'s.
+
+    ``rank`` is the config's rank R; ``f_max`` falls back to ``rule.f_max``
+    (infinity where it is None: unbounded).
+    """
+    packed = np.empty((len(ReplicaRule._fields), replicas))
+    for row, field in zip(packed, ReplicaRule._fields, strict=True):
+        if field in values:
+            row[:] = values[field]
+        elif field == "rank":
+            row[:] = rank
+        elif field == "f_max":
+            row[:] = math.inf if rule.f_max is None else rule.f_max
+        else:
+            row[:] = getattr(rule, field)
+    return ReplicaRule(*packed)
+
+
 @dataclass(frozen=True)
 class TensorState:
     """Everything an engine of a tensor agent reads, built before the engine.
@@ -119,6 +191,8 @@ class TensorState:
     ----------
     rule : StepRule
         The step, resolved.
+    values : ReplicaRule
+        The step's numbers per replica (what the engines read).
     factors : list of arrays of shape (B, d_n, R)
         The Q-tensor's factors (the agent's ``q_.factors`` list itself); on NumPy
         views of one packed array (B, sum_n d_n, R), see `pack_factors`.
@@ -143,6 +217,7 @@ class TensorState:
     """
 
     rule: StepRule
+    values: ReplicaRule
     factors: list[Array]
     steps: NDArray[np.int64]
     epsilon: NDArray[np.float64]

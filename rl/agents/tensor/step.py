@@ -16,6 +16,11 @@ batched over the B replicas:
   in the order of Algorithm 3 (count before or after the update, Delta Q of
   eq. (decomp_error)), the step counters and epsilon's decay.
 
+The step's numbers (gamma, alpha_0, c, ...) come from a
+`rl.agents.tensor.state.ReplicaRule` whose fields are each a Python float
+(every replica has the same value) or an array (B,) on the arrays' device:
+replica b computes what a lone agent with its values computes, term by term.
+
 The random draws come from a `rl.agents.tensor._array_backend.Draws`: on NumPy with
 each replica's own generator (`GeneratorDraws`) this code *is* the reference
 engine; with buffered doubles on any backend it is the array engine
@@ -35,7 +40,7 @@ from typing import Any
 from rl.agents.tensor import _visits_array as visits_ops
 from rl.agents.tensor._array_backend import Draws
 from rl.agents.tensor._visits_array import VisitState
-from rl.agents.tensor.state import StepRule
+from rl.agents.tensor.state import ReplicaRule, StepRule
 from tensorq._backend import ArrayNamespace, array_namespace
 from tensorq.functional import pure_subtensor, pure_update
 from tensorq.schedule import step_size
@@ -61,6 +66,11 @@ def unravel(space: ArrayNamespace, flat: Array, dims: Sequence[int]) -> Array:
         columns.append(flat % size)
         flat = flat // size
     return space.ops.stack(columns[::-1], axis=1)
+
+
+def column(value: float | Array) -> float | Array:
+    """Return a per-replica value (B,) as a column (B, 1), which broadcasts over a row."""
+    return value if isinstance(value, float) else value[:, None]
 
 
 def action_values(
@@ -89,9 +99,9 @@ def euge_scores(
         Delta Q_{t-1}(s, a), the last decomposition error of eq. (decomp_error).
     counts : array, shape (B, |A|)
         N_{t-1}(s, a); N_total(s) is their sum over actions.
-    c : float
+    c : float or array of shape (B, 1)
         Exploration coefficient.
-    bonus_unit : float
+    bonus_unit : float or array of shape (B, 1)
         u, the reward unit of the count bonus (1: eq. (euge) as printed).
     space : ArrayNamespace, optional
         The arrays' backend (default NumPy).
@@ -146,6 +156,7 @@ def bonus_share(action_values: Array, scores: Array, space: ArrayNamespace | Non
 def scores(
     space: ArrayNamespace,
     rule: StepRule,
+    numbers: ReplicaRule,
     table: VisitState | None,
     ids: Array,
     values: Array,
@@ -157,7 +168,8 @@ def scores(
     rows = visits_ops.visit_rows(space, table, ids, flat_states)
     counts, delta = visits_ops.state_rows(space, table, rows)
     counts = space.astype(counts, space.ops.float64)
-    return euge_scores(values, delta, counts, rule.c, rule.bonus_unit, space)
+    c, unit = column(numbers.c), column(numbers.bonus_unit)
+    return euge_scores(values, delta, counts, c, unit, space)
 
 
 def act(
@@ -229,7 +241,7 @@ def random_actions(
 
 def td_targets(
     space: ArrayNamespace,
-    rule: StepRule,
+    numbers: ReplicaRule,
     factors: Sequence[Array],
     ids: Array,
     rewards: Array,
@@ -244,12 +256,13 @@ def td_targets(
     Algorithm 1, line 3 (the target uses the factors before the update).
     """
     bootstrap = space.xp.amax(action_values(factors, ids, next_states, action_dims), axis=-1)
-    return rewards + rule.gamma * space.ops.where(terminated, 0.0, bootstrap)
+    return rewards + numbers.gamma * space.ops.where(terminated, 0.0, bootstrap)
 
 
 def learn(
     space: ArrayNamespace,
     rule: StepRule,
+    numbers: ReplicaRule,
     setting: tuple[Any, ...],
     factors: Sequence[Array],
     ids: Array,
@@ -274,8 +287,10 @@ def learn(
 
     Parameters
     ----------
+    numbers : ReplicaRule
+        The step's numbers (floats, or arrays (B,) where replicas differ).
     setting : tuple
-        `tensorq.functional.update_setting` of ``rule``.
+        `tensorq.functional.update_setting` of ``rule`` and ``numbers``.
     index : int64 array, shape (B, N)
         The updated entries (s_t, a_t).
     dims : tuple of two sequences of int
@@ -291,7 +306,7 @@ def learn(
     """
     ops, int64, float64 = space.ops, space.ops.int64, space.ops.float64
     if rule.update == "normalized":
-        step = targets * 0.0 + rule.alpha0
+        step = targets * 0.0 + numbers.alpha0
         counts = targets * 0.0
         vectors: tuple[Array, ...] = (targets, step)
     else:
@@ -306,7 +321,7 @@ def learn(
             table = visits_ops.increment(space, table, rows, actions, active)
         counts = space.astype(table.counts[ops.where(rows >= 0, rows, 0), actions], float64)
         clock = counts if rule.step_count == "entry" else space.astype(steps + 1, float64)
-        step = step_size(rule.alpha0, rule.kappa, clock)
+        step = step_size(numbers.alpha0, numbers.kappa, clock)
         vectors = (targets, counts, step)
     factors, before, after, _ = pure_update(
         ops, setting, tuple(factors), ids, index, active, vectors
@@ -318,6 +333,7 @@ def learn(
         if not rule.count_before_update:
             table = visits_ops.increment(space, table, rows, actions, active)
     steps = steps + space.astype(active, int64)
-    decayed = ops.clip(epsilon * rule.epsilon_decay, rule.epsilon_min, math.inf)
+    decayed = epsilon * numbers.epsilon_decay  # then its floor (a float or per replica)
+    decayed = ops.where(decayed < numbers.epsilon_min, numbers.epsilon_min, decayed)
     epsilon = ops.where(active & ~terminated, decayed, epsilon)
     return tuple(factors), table, steps, epsilon, (targets, before, after, counts, step)

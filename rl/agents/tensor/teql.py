@@ -43,9 +43,9 @@ entry's own visits (``step_count="entry"``).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, NamedTuple
+from typing import TYPE_CHECKING, ClassVar, Literal, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -53,7 +53,7 @@ from numpy.typing import NDArray
 from rl.agents.base import Transitions
 from rl.agents.registry import AgentSpec
 from rl.agents.tensor.agent import TensorAgent, TensorAgentConfig
-from rl.agents.tensor.state import StepRule, UpdateStats
+from rl.agents.tensor.state import ReplicaRule, StepRule, UpdateStats
 from rl.agents.tensor.visits import Storage, VisitTable, make_visit_table
 from rl.validation import check_choice, check_int, check_real
 from tensorq import FactorBound, StepSchedule
@@ -147,7 +147,8 @@ class UpdateRecord(NamedTuple):
     step_size : ndarray of float64, shape (B,)
         alpha_t in force.
     f_max : float or None
-        The factor bound F_max of Assumption 2 (None when unbounded).
+        The config's factor bound F_max of Assumption 2 (None when unbounded;
+        with per-replica settings each replica's own is ``state_.values.f_max``).
     active : ndarray of bool, shape (B,)
         Replicas that were updated; the other rows are meaningless.
     """
@@ -173,11 +174,18 @@ class TEQLAgent(TensorAgent):
     config : TEQLConfig
     streams : sequence of rl.seeding.AgentRandom
         One per replica.
+    replica_settings : mapping of str to sequence, optional
+        B values for fields of ``per_replica`` (`rl.agents.tensor.agent.TensorAgent`):
+        alpha0, kappa, lam, eps, c, bonus_unit, tol, max_inner, gamma, the epsilon
+        schedule and rank. Each replica's F_max follows its gamma and rank.
 
     Attributes
     ----------
     q_ : tensorq.OnlineCP
         The Q-tensors of all replicas.
+    schedule, bound : tensorq.StepSchedule, tensorq.FactorBound or None
+        The config's step sizes and factor bound (a replica's own are in
+        ``state_.values``).
     visits_ : rl.agents.tensor.visits.VisitTable
         N(s, a) and Delta Q(s, a) per replica.
     steps_ : ndarray of int64, shape (B,)
@@ -192,9 +200,20 @@ class TEQLAgent(TensorAgent):
     """
 
     config: TEQLConfig
+    numbers: ClassVar[dict[str, str]] = {
+        **TensorAgent.numbers,
+        **{field: field for field in ("alpha0", "kappa", "lam", "eps", "c", "bonus_unit",
+                                      "tol", "max_inner")},
+    }  # fmt: skip
+    per_replica: ClassVar[frozenset[str]] = frozenset({*numbers, "epsilon_start", "rank"})
 
     def __init__(
-        self, problem: Problem, config: TEQLConfig, streams: Sequence[AgentRandom]
+        self,
+        problem: Problem,
+        config: TEQLConfig,
+        streams: Sequence[AgentRandom],
+        *,
+        replica_settings: Mapping[str, Sequence[float | int]] | None = None,
     ) -> None:
         self.schedule = StepSchedule(config.alpha0, config.kappa)
         self.bound = None
@@ -202,7 +221,18 @@ class TEQLAgent(TensorAgent):
             v_max = problem.reward_bound / (1.0 - config.gamma)
             self.bound = FactorBound.from_value_bound(v_max, config.rank, len(problem.shape))
         self.on_update: Callable[[UpdateRecord], None] | None = None
-        super().__init__(problem, config, streams)
+        super().__init__(problem, config, streams, replica_settings=replica_settings)
+
+    def _replica_rule(self, rule: StepRule) -> ReplicaRule:
+        """Return the step's numbers per replica, F_max from each replica's gamma and rank."""
+        values = super()._replica_rule(rule)
+        if self.bound is not None:
+            order, reward_bound = len(self.problem.shape), self.problem.reward_bound
+            for replica, (gamma, rank) in enumerate(zip(values.gamma, values.rank, strict=True)):
+                v_max = reward_bound / (1.0 - float(gamma))
+                bound = FactorBound.from_value_bound(v_max, int(rank), order)
+                values.f_max[replica] = bound.f_max
+        return values
 
     def own_rule(self) -> StepRule:
         """EUGE (under epsilon-greedy when epsilon_start > 0) and the configured update."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 from rl.agents.registry import AgentSpec
 from rl.agents.tensor.agent import TensorAgent, TensorAgentConfig
@@ -52,6 +53,9 @@ class TLRAgent(TensorAgent):
     config : TLRConfig
     streams : sequence of rl.seeding.AgentRandom
         One per replica.
+    replica_settings : mapping of str to sequence, optional
+        B values for fields of ``per_replica`` (`rl.agents.tensor.agent.TensorAgent`):
+        alpha, gamma, the epsilon schedule and rank.
 
     References
     ----------
@@ -60,6 +64,8 @@ class TLRAgent(TensorAgent):
     """
 
     config: TLRConfig
+    numbers: ClassVar[dict[str, str]] = {**TensorAgent.numbers, "alpha": "alpha0"}
+    per_replica: ClassVar[frozenset[str]] = frozenset({*numbers, "epsilon_start", "rank"})
 
     def own_rule(self) -> StepRule:
         """Epsilon-greedy on Q and one normalized step with the constant step size alpha."""
