@@ -306,7 +306,8 @@ def validate(
                 f"{where} trains the same as configuration {seen[digest]}; remove one of them."
             )
         seen[digest] = position
-        key = batch_key(effective, type(agent).per_replica, layout)
+        group = type(agent).batch_group(agent.config)
+        key = batch_key(effective, type(agent).per_replica, layout, group)
         replica_bytes += REPLICA_OVERHEAD_BYTES
         configs.append(SweepConfig(position, values, config, digest, key, replica_bytes))
         if progress is not None:

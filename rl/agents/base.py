@@ -90,6 +90,16 @@ class Agent(abc.ABC):
     replicas: int
     continuous_actions_: ContinuousActions | None = None
 
+    @classmethod
+    def batch_group(cls, config: Any) -> tuple[Any, ...]:
+        """Return what the replicas of one batch must share beyond their shapes (none here).
+
+        Two configs whose values of the ``per_replica`` fields make the agent
+        take different paths (not only different numbers) return different
+        groups, and train in different batches (`rl.sweep`).
+        """
+        return ()
+
     def act(
         self,
         states: NDArray[np.int64],

@@ -90,11 +90,17 @@ def check_replica_settings(
             )
         dtype = field_dtype(config, field)
         try:
-            array = np.asarray(values, dtype=dtype)
+            numbers = np.asarray(values, dtype=float)
+            array = numbers.astype(dtype)
         except (TypeError, ValueError):
             raise ValueError(
                 f"The per-replica values of {field!r} must be numbers, one per replica."
             ) from None
+        if dtype is not float and not np.array_equal(array, numbers):
+            raise ValueError(
+                f"The per-replica values of {field!r} must be {dtype.__name__}s. Got "
+                f"{numbers.tolist()} instead."
+            )
         if array.shape != (replicas,):
             raise ValueError(
                 f"The per-replica values of {field!r} must be {replicas} numbers (one per "

@@ -33,6 +33,7 @@ def test_values_take_the_type_of_the_config_field():
         ({"alpha0": [0.1]}, "must be 2 numbers"),
         ({"alpha0": [0.1, float("nan")]}, "must be finite"),
         ({"alpha0": ["a", "b"]}, "must be numbers"),
+        ({"rank": [2, 2.5]}, "must be ints. Got \\[2.0, 2.5\\]"),
     ],
 )
 def test_bad_settings_are_refused_in_one_line(settings, message):

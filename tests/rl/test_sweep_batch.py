@@ -348,3 +348,15 @@ def test_a_batch_on_ray_writes_what_the_local_pool_writes_without_batches(tmp_pa
         _assert_same_run(tmp_path / "ray" / row["name"], tmp_path / "alone" / row["name"])
         config = json.loads((tmp_path / "ray" / row["name"] / "config.json").read_text())
         assert config["out"] == str(tmp_path / "ray" / row["name"])
+
+
+def test_configurations_with_and_without_the_epsilon_layer_train_in_different_batches(tmp_path):
+    configs = [
+        _config(tmp_path / str(eps), "teql-released", agent_params={"epsilon_start": eps})
+        for eps in (0.0, 0.3, 0.5)
+    ]
+    keys = [
+        batch_key(e, s.spec.agent_class.per_replica, group=s.spec.agent_class.batch_group(s.agent))
+        for s, e in resolve_members(configs)
+    ]
+    assert keys[1] == keys[2] != keys[0]

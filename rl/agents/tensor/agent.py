@@ -198,6 +198,11 @@ class TensorAgent(Agent):
     """The config fields that are numbers of the step, and their `ReplicaRule` field."""
     per_replica: ClassVar[frozenset[str]] = frozenset({*numbers, "epsilon_start", "rank"})
 
+    @classmethod
+    def batch_group(cls, config: TensorAgentConfig) -> tuple[Any, ...]:
+        """Whether the epsilon layer is on (``epsilon_start`` > 0): one choice for a whole batch."""
+        return (config.epsilon_start > 0,)
+
     def __init__(
         self,
         problem: Problem,

@@ -78,7 +78,12 @@ MAY_DIFFER = ("out", "seed", "seeds")
 (besides the agent's per-replica fields)."""
 
 
-def batch_key(effective: dict[str, Any], per_replica: frozenset[str], layout: str = "") -> str:
+def batch_key(
+    effective: dict[str, Any],
+    per_replica: frozenset[str],
+    layout: str = "",
+    group: tuple[Any, ...] = (),
+) -> str:
     """Return what configurations of one batch share: ``effective`` without what may differ.
 
     Parameters
@@ -91,6 +96,9 @@ def batch_key(effective: dict[str, Any], per_replica: frozenset[str], layout: st
         The `rl.runs.batch.replica_state.layout_signature` of its fresh agent
         state, where known: configurations whose agent states are laid out
         differently (a per-replica field that changes a shape) train apart.
+    group : tuple
+        Its agent class's `rl.agents.base.Agent.batch_group` of its agent config:
+        configurations of different groups train apart.
 
     Returns
     -------
@@ -101,7 +109,9 @@ def batch_key(effective: dict[str, Any], per_replica: frozenset[str], layout: st
     agent = shared.get("agent_params")
     if isinstance(agent, dict):
         shared["agent_params"] = {k: v for k, v in agent.items() if k not in per_replica}
-    return json.dumps(to_jsonable({"shared": shared, "layout": layout}), sort_keys=True)
+    return json.dumps(
+        to_jsonable({"shared": shared, "layout": layout, "group": list(group)}), sort_keys=True
+    )
 
 
 class Member(NamedTuple):
@@ -161,7 +171,8 @@ def build_batch(resolved: Sequence[tuple[Settings, dict[str, Any]]]) -> Batch:
     first, _ = resolved[0]
     spec, problem, config = first.spec, first.problem, first.config
     fields = spec.agent_class.per_replica
-    keys = {batch_key(effective, fields) for _, effective in resolved}
+    group = spec.agent_class.batch_group
+    keys = {batch_key(effective, fields, group=group(s.agent)) for s, effective in resolved}
     if len(keys) > 1:
         raise ConfigError(
             "The configurations of a batch may differ only in seed, seeds and "
