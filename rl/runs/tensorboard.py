@@ -69,7 +69,7 @@ from rl.agents.tensor.visits import DenseVisits, VisitTable
 from rl.jit import kernel
 from rl.runs.config import ConfigError
 from rl.runs.rundir import RunWriteError, make_run_dir, open_run_file, refuse_link
-from tensorq.schedule import StepSchedule
+from tensorq.schedule import step_size
 from tensorq.validation import as_numpy
 
 INSTALL_HINT = 'pip install "teql[tensorboard]"'
@@ -414,8 +414,8 @@ def agent_diagnostics(agent: Agent) -> dict[str, NDArray[np.float64]]:
     if isinstance(agent, TensorAgent):
         rule = agent.step_rule()
         if rule.step_count == "agent":  # per entry, alpha_t has no single value per replica
-            schedule = StepSchedule(rule.alpha0, rule.kappa)
-            values["step_size"] = np.asarray(schedule(agent.steps_ + 1), dtype=np.float64)
+            numbers = agent.state_.values  # each replica's alpha_0 and kappa
+            values["step_size"] = step_size(numbers.alpha0, numbers.kappa, agent.steps_ + 1.0)
         visits = agent.state_.visits  # brought up to date by the sync above
         if visits is not None:
             values["delta_q_mean"] = visited_delta_mean(visits)

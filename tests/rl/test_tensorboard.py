@@ -455,3 +455,22 @@ def test_event_files_stay_open_for_the_run_or_are_reopened_past_the_open_file_li
     monkeypatch.setattr(board.resource, "getrlimit", lambda kind: (11, 11))  # 3 x 4 > 11
     assert not board.holds_files_open(3) and board.holds_files_open(2)
     assert log("reopened") == (0, content)
+
+
+def test_the_step_size_reading_is_each_replica_s_own(tmp_path):
+    """With per-replica alpha_0 and kappa, alpha_t of each replica is its own schedule's."""
+    from rl.runs.config import TrainConfig, resolve_settings
+    from rl.runs.tensorboard import agent_diagnostics
+    from rl.seeding import spawn_replicas
+
+    settings = resolve_settings(
+        TrainConfig(env="cartpole", agent="teql-released", seeds=3, out=str(tmp_path))
+    )
+    streams = [s.agent for s in spawn_replicas(range(3))]
+    given = {"alpha0": [0.005, 0.01, 0.02], "kappa": [0.001, 0.0, 0.01]}
+    agent = settings.spec.agent_class(
+        settings.problem, settings.agent, streams, replica_settings=given
+    )
+    agent.steps_[:] = [0, 10, 100]
+    expected = np.array([0.005 / (1 + 0.001), 0.01, 0.02 / (1 + 0.01 * 101)])
+    np.testing.assert_allclose(agent_diagnostics(agent)["step_size"], expected, rtol=1e-15)
