@@ -202,7 +202,10 @@ def describe_simulator(problem: Problem) -> str | None:
 
 
 def _exact_problem(entry: BundledEnv, env_kwargs: dict, options: dict[str, Any]) -> Problem:
-    """Build Inventory or LowRankMDP: the discrete spaces are the grid (identity maps)."""
+    """Build Inventory, LowRankMDP or GoalGrid: the discrete spaces are the grid (identity maps).
+
+    A ``Discrete`` action space (GoalGrid's) decodes to one int per environment.
+    """
     if options.get("state_bins") is not None or options.get("action_bins") is not None:
         raise ValueError(
             f"The 'state_bins' and 'action_bins' options do not apply to {entry.name!r}: its "
@@ -210,7 +213,9 @@ def _exact_problem(entry: BundledEnv, env_kwargs: dict, options: dict[str, Any])
         )
     env = gymnasium.make(entry.env_id, **env_kwargs).unwrapped
     state_grid = DiscreteGrid(env.state_dims)
-    action_grid = DiscreteGrid(env.action_dims)
+    action_grid = DiscreteGrid(
+        env.action_dims, scalar=isinstance(env.action_space, gymnasium.spaces.Discrete)
+    )
     env.close()
     return Problem(
         name=entry.name,
@@ -269,6 +274,9 @@ ENVIRONMENTS: dict[str, BundledEnv] = {
             "rl.envs.planted_vector:PlantedRankVector",
             100,
             _exact_problem,
+        ),
+        BundledEnv(
+            "goalgrid", "rl/GoalGrid-v0", "rl.envs.goal_grid:GoalGrid", None, 200, _exact_problem
         ),
     )
 }
