@@ -144,9 +144,9 @@ class Reading:
         Config overrides on top of ``common`` on a problem without a ``per_problem``
         entry whose state is one tensor mode (known once the problem is built).
     per_reward_bound : tuple of str
-        Config keys whose ``common`` value counts per unit of the problem's reward
-        bound R_max on a problem without a ``per_problem`` entry: the value used
-        there is that value times R_max (known once the problem is built).
+        Keys of ``one_state_mode`` whose value counts per unit of the problem's reward
+        bound R_max: the value used there is that value times R_max (known once the
+        problem is built).
     """
 
     description: str
@@ -162,16 +162,15 @@ class Reading:
         """Return the config overrides of this reading on ``problem`` (a fresh dict).
 
         ``state_modes`` and ``reward_bound``, the built problem's number of state modes
-        and R_max (None: not built yet), select ``one_state_mode`` and scale the
-        ``per_reward_bound`` keys where they apply.
+        and R_max (None: not built yet), select ``one_state_mode`` and scale its
+        ``per_reward_bound`` keys.
         """
         if problem in self.per_problem:
             return {**self.common, **self.per_problem[problem]}
-        shaped = self.one_state_mode if state_modes == 1 else {}
-        scaled = {}
-        if reward_bound is not None:
-            scaled = {key: self.common[key] * reward_bound for key in self.per_reward_bound}
-        return {**self.common, **shaped, **scaled}
+        shaped = dict(self.one_state_mode) if state_modes == 1 else {}
+        if shaped and reward_bound is not None:
+            shaped.update({key: shaped[key] * reward_bound for key in self.per_reward_bound})
+        return {**self.common, **shaped}
 
     def problem_options(self, problem: str) -> dict[str, Any]:
         """Return the ``make_problem`` options of this reading on ``problem`` (a fresh dict)."""
@@ -294,6 +293,13 @@ TABULAR_LIKE_STEPS: Mapping[str, Any] = MappingProxyType({
     "step_count": "entry", "kappa": 0.05, "footprint_power": 2.0, "init_actions": "identity",
 })  # fmt: skip
 
+#: EUGE's count bonus with the tabular-like steps: u = 1 reward bound R_max (the reading's
+#: ``per_reward_bound`` scales it), so that it follows Q's scale where each entry learns on
+#: its own; with several state modes the bonus stays as printed, u = 1, because a bonus
+#: sized by a rare large reward outweighs Q's differences for the whole run
+#: (docs/readings.md, "Sparse rewards").
+BONUS_IN_REWARD_BOUNDS: Mapping[str, Any] = MappingProxyType({"bonus_unit": 1.0})
+
 #: TLR's settings on a problem without a column in the paper's table: tabular
 #: Q-learning's discount and epsilon schedule, so that the two differ only in the form of Q
 #: and its update (docs/discrete-problems.md, "Defaults on problems without a paper setting"). The
@@ -311,9 +317,9 @@ READINGS: dict[str, dict[str, Reading]] = {
         "stable": Reading(
             "the paper's loss, EUGE and Algorithm 1, with normalized-LMS row steps, the "
             "post-visit count and the factor bound: a descent step with bounded iterates; "
-            "off the paper's problems, EUGE's count bonus in units of the reward bound and, "
-            "on a state of one mode, tabular-like steps (orthogonal action rows, footprint "
-            "and per-entry steps)",
+            "off the paper's problems, on a state of one mode, tabular-like steps (orthogonal "
+            "action rows, footprint and per-entry steps) and EUGE's count bonus in units of "
+            "the reward bound",
             common={
                 "update": "stable",
                 "count_before_update": True,
@@ -325,17 +331,14 @@ READINGS: dict[str, dict[str, Reading]] = {
                 "eps": 1e-4,
                 "epsilon_start": 0.0,
                 "c": 1.0,  # where the paper's table gives no c: the released code's value
-                # EUGE's count bonus in units of the reward bound R_max where the paper's
-                # table gives no settings (per_reward_bound below): it follows Q's scale
-                "bonus_unit": 1.0,
                 **AGENT_STEPS,
             },
             per_problem={
                 p: {"rank": col["rank"], "c": col["c"], "gamma": col["gamma"]}
                 for p, col in PAPER_TABLE.items()
             },
-            one_state_mode=TABULAR_LIKE_STEPS,
-            per_reward_bound=("bonus_unit",),
+            one_state_mode={**TABULAR_LIKE_STEPS, **BONUS_IN_REWARD_BOUNDS},
+            per_reward_bound=tuple(BONUS_IN_REWARD_BOUNDS),
         ),
     },
     "tlr": {

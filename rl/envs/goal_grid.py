@@ -36,6 +36,7 @@ import numpy as np
 from gymnasium import spaces
 from numpy.typing import NDArray
 
+from rl.envs.factored import MAX_MODEL_ENTRIES
 from rl.validation import MAX_BINS, check_ints, check_real
 
 #: Moves of actions 0-3 (left, down, right, up) as (row, column) steps.
@@ -132,9 +133,18 @@ class GoalGrid(gym.Env[NDArray[np.int64], int]):
 
     @property
     def transition(self) -> NDArray[np.float64]:
-        """P(s' | s, a), shape (rows, columns, 4, rows, columns); the goal is absorbing."""
+        """P(s' | s, a), shape (rows, columns, 4, rows, columns); the goal is absorbing.
+
+        Refused (ValueError) above `rl.envs.factored.MAX_MODEL_ENTRIES` entries.
+        """
         rows, columns = self.state_dims
         moves = len(MOVES)
+        entries = (rows * columns) ** 2 * moves
+        if entries > MAX_MODEL_ENTRIES:
+            raise ValueError(
+                f"The dense model would hold {entries} transition entries "
+                f"(limit {MAX_MODEL_ENTRIES}); choose a smaller shape."
+            )
         transition = np.zeros((rows, columns, moves, rows, columns))
         for r in range(rows):
             for c in range(columns):

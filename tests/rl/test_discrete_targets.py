@@ -118,13 +118,21 @@ def test_stable_reading_takes_tabular_like_steps_on_one_state_mode_off_the_paper
 
 
 @pytest.mark.parametrize(
-    ("env", "unit"),
-    [("Taxi-v4", 40.0), ("inventory", 24.6), ("FrozenLake-v1", 1.0), ("cartpole", 1.0)],
+    ("env", "bound", "unit"),
+    [
+        ("Taxi-v4", 40.0, 40.0),  # one state mode: u = R_max
+        ("FrozenLake-v1", 1.0, 1.0),
+        ("inventory", 24.6, 1.0),  # several state modes: u = 1, as printed
+        ("goalgrid", 10.0, 1.0),
+        ("cartpole", 73.0, 1.0),  # the paper's problems keep eq. (euge)
+    ],
 )
-def test_stable_reading_counts_the_bonus_in_units_of_the_reward_bound_off_the_paper(env, unit):
-    """u = R_max where the paper gives no settings; the paper's problems keep eq. (euge)."""
+def test_stable_reading_counts_the_bonus_in_units_of_the_reward_bound_on_one_state_mode(
+    env, bound, unit
+):
+    """u = R_max where the paper gives no settings and the state is one mode, else u = 1."""
     settings = resolve_settings(TrainConfig(env=env, agent="teql", reading="stable", out="-"))
-    assert settings.problem.reward_bound == unit or env == "cartpole"
+    assert settings.problem.reward_bound == pytest.approx(bound, abs=0.5)
     assert settings.agent.bonus_unit == unit
     for other in ("paper", "released"):
         config = TrainConfig(env=env, agent="teql", reading=other, out="-")

@@ -94,6 +94,11 @@ def test_bad_parameters_are_refused_in_one_line(kwargs, message):
     assert "\n" not in str(error.value)
 
 
+def test_a_model_too_large_is_refused():
+    with pytest.raises(ValueError, match="choose a smaller shape"):
+        _ = GoalGrid(shape=(100, 100)).transition
+
+
 def test_invalid_action_is_refused():
     env = GoalGrid()
     env.reset(seed=0)
