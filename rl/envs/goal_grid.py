@@ -68,6 +68,8 @@ class GoalGrid(gym.Env[NDArray[np.int64], int]):
         ``(4,)``.
     reward_bound : float
         ``max(goal_reward, step_cost)``, the largest |r| of one step.
+    reward_size : float
+        ``step_cost`` (``goal_reward`` without a step cost), the |r| of a typical step.
     """
 
     metadata: dict[str, Any] = {"render_modes": []}
@@ -92,6 +94,7 @@ class GoalGrid(gym.Env[NDArray[np.int64], int]):
         self.step_cost = check_real("step_cost", step_cost, 0.0)
         self.gamma = check_real("gamma", gamma, 0.0, 1.0, high_open=True)
         self.reward_bound = max(self.goal_reward, self.step_cost)
+        self.reward_size = self.step_cost or self.goal_reward
         self.goal = np.array(dims, dtype=np.int64) - 1
         self.observation_space = spaces.MultiDiscrete(dims, dtype=np.int64)
         self.action_space = spaces.Discrete(len(MOVES))

@@ -205,6 +205,7 @@ def _exact_problem(entry: BundledEnv, env_kwargs: dict, options: dict[str, Any])
     """Build Inventory, LowRankMDP or GoalGrid: the discrete spaces are the grid (identity maps).
 
     A ``Discrete`` action space (GoalGrid's) decodes to one int per environment.
+    The reward size is the one the environment declares (GoalGrid's), else None.
     """
     if options.get("state_bins") is not None or options.get("action_bins") is not None:
         raise ValueError(
@@ -217,6 +218,7 @@ def _exact_problem(entry: BundledEnv, env_kwargs: dict, options: dict[str, Any])
         env.action_dims, scalar=isinstance(env.action_space, gymnasium.spaces.Discrete)
     )
     env.close()
+    size = getattr(env, "reward_size", None)
     return Problem(
         name=entry.name,
         env_id=entry.env_id,
@@ -224,6 +226,8 @@ def _exact_problem(entry: BundledEnv, env_kwargs: dict, options: dict[str, Any])
         state_dims=state_grid.dims,
         action_dims=action_grid.dims,
         reward_bound=float(env.reward_bound),
+        reward_size=size,
+        reward_size_source=None if size is None else "environment",
         encode=_encoder(state_grid, len(state_grid.dims)),
         decode=_decoder(action_grid, len(action_grid.dims)),
         vectorized=entry.vectorized,

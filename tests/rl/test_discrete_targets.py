@@ -122,18 +122,20 @@ def test_stable_reading_takes_tabular_like_steps_on_one_state_mode_off_the_paper
     [
         ("Taxi-v4", 40.0, 40.0),  # one state mode: u = R_max
         ("FrozenLake-v1", 1.0, 1.0),
-        ("inventory", 24.6, 1.0),  # several state modes: u = 1, as printed
-        ("goalgrid", 10.0, 1.0),
+        ("CartPole-v1", 2.0, 2.0),  # several state modes: u = 2 reward sizes (1, estimated)
+        ("Blackjack-v1", 2.0, 10 / 7),  # mean |r| 5/7 over the estimate's 14 steps
+        ("goalgrid", 10.0, 0.2),  # 2 x its declared reward size, the step cost 0.1
+        ("inventory", 24.6, 1.0),  # no reward size declared: u = 1, as printed
         ("cartpole", 73.0, 1.0),  # the paper's problems keep eq. (euge)
     ],
 )
-def test_stable_reading_counts_the_bonus_in_units_of_the_reward_bound_on_one_state_mode(
+def test_stable_reading_counts_the_bonus_in_reward_bounds_on_one_state_mode_else_in_sizes(
     env, bound, unit
 ):
-    """u = R_max where the paper gives no settings and the state is one mode, else u = 1."""
+    """u = R_max on one state mode, 2 reward sizes on several, 1 on the paper's problems."""
     settings = resolve_settings(TrainConfig(env=env, agent="teql", reading="stable", out="-"))
     assert settings.problem.reward_bound == pytest.approx(bound, abs=0.5)
-    assert settings.agent.bonus_unit == unit
+    assert settings.agent.bonus_unit == pytest.approx(unit, rel=1e-12)
     for other in ("paper", "released"):
         config = TrainConfig(env=env, agent="teql", reading=other, out="-")
         assert resolve_settings(config).agent.bonus_unit == 1.0
