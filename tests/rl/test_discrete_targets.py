@@ -5,6 +5,7 @@ Q = S A^T; docs/discrete-problems.md has the full
 runs these short ones are cut from.
 """
 
+import gymnasium as gym
 import numpy as np
 import pytest
 
@@ -141,6 +142,23 @@ def test_stable_reading_counts_the_bonus_in_reward_bounds_on_one_state_mode_else
         assert resolve_settings(config).agent.bonus_unit == 1.0
     overridden = TrainConfig(env=env, agent="teql", out="-", agent_params={"bonus_unit": 3.0})
     assert resolve_settings(overridden).agent.bonus_unit == 3.0
+
+
+def test_the_bonus_unit_follows_a_scaling_of_every_reward():
+    """Rewards times 10 on Pendulum-v1 (three state modes): bound, size and u times 10."""
+    stable = reading("teql", "stable")
+
+    def unit(scale):
+        env = gym.wrappers.TransformReward(gym.make("Pendulum-v1"), lambda r: scale * r)
+        problem = make_problem(env, state_bins=4, action_bins=3)
+        params = stable.agent_params(
+            problem.name, len(problem.state_dims), problem.reward_bound, problem.reward_size
+        )
+        return problem.reward_bound, problem.reward_size, params["bonus_unit"]
+
+    one, ten = unit(1.0), unit(10.0)
+    np.testing.assert_allclose(ten, 10 * np.array(one), rtol=1e-12)
+    assert one[2] == pytest.approx(2 * one[1]) and one[2] < one[0] / 2  # 2 S, well below R_max
 
 
 @pytest.mark.parametrize("dims", [(6,), (2,), (3, 3), (4, 2), (10,)])
