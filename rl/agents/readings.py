@@ -38,6 +38,7 @@ from typing import Any
 from rl.agents._explore import EPSILON_SCHEDULE
 from rl.agents.base import DEFAULT_GAMMA
 from rl.agents.param_formulas import cp_params, match_width, mlp_params, sac_params
+from rl.problems.problem import REWARD_MARGIN
 
 # ----------------------------------------------------------------------------- the paper
 
@@ -144,9 +145,14 @@ class Reading:
         Config overrides on top of ``common`` on a problem without a ``per_problem``
         entry whose state is one tensor mode (known once the problem is built).
     per_reward_bound : tuple of str
-        Config keys whose ``common`` value counts per unit of the problem's reward
-        bound R_max on a problem without a ``per_problem`` entry: the value used
-        there is that value times R_max (known once the problem is built).
+        Keys of ``one_state_mode`` whose value counts per unit of the problem's reward
+        bound R_max: the value used there is that value times R_max (known once the
+        problem is built).
+    per_reward_size : mapping
+        Config key -> its value in units of the problem's reward size
+        (`rl.problems.Problem.reward_size`) on a problem without a ``per_problem``
+        entry that gives one: the value used there is that value times the size,
+        on top of ``common`` and below ``one_state_mode``.
     """
 
     description: str
@@ -155,23 +161,31 @@ class Reading:
     env_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     one_state_mode: Mapping[str, Any] = field(default_factory=dict)
     per_reward_bound: tuple[str, ...] = ()
+    per_reward_size: Mapping[str, float] = field(default_factory=dict)
 
     def agent_params(
-        self, problem: str, state_modes: int | None = None, reward_bound: float | None = None
+        self,
+        problem: str,
+        state_modes: int | None = None,
+        reward_bound: float | None = None,
+        reward_size: float | None = None,
     ) -> dict[str, Any]:
         """Return the config overrides of this reading on ``problem`` (a fresh dict).
 
-        ``state_modes`` and ``reward_bound``, the built problem's number of state modes
-        and R_max (None: not built yet), select ``one_state_mode`` and scale the
-        ``per_reward_bound`` keys where they apply.
+        ``state_modes``, ``reward_bound`` and ``reward_size``, the built problem's
+        number of state modes, R_max and reward size (None: not built yet, or no
+        size), select ``one_state_mode`` and scale its ``per_reward_bound`` keys and
+        the ``per_reward_size`` keys.
         """
         if problem in self.per_problem:
             return {**self.common, **self.per_problem[problem]}
-        shaped = self.one_state_mode if state_modes == 1 else {}
-        scaled = {}
-        if reward_bound is not None:
-            scaled = {key: self.common[key] * reward_bound for key in self.per_reward_bound}
-        return {**self.common, **shaped, **scaled}
+        sized = {}
+        if reward_size is not None:
+            sized = {key: units * reward_size for key, units in self.per_reward_size.items()}
+        shaped = dict(self.one_state_mode) if state_modes == 1 else {}
+        if shaped and reward_bound is not None:
+            shaped.update({key: shaped[key] * reward_bound for key in self.per_reward_bound})
+        return {**self.common, **sized, **shaped}
 
     def problem_options(self, problem: str) -> dict[str, Any]:
         """Return the ``make_problem`` options of this reading on ``problem`` (a fresh dict)."""
@@ -294,6 +308,18 @@ TABULAR_LIKE_STEPS: Mapping[str, Any] = MappingProxyType({
     "step_count": "entry", "kappa": 0.05, "footprint_power": 2.0, "init_actions": "identity",
 })  # fmt: skip
 
+#: EUGE's count bonus with the tabular-like steps: u = 1 reward bound R_max (the reading's
+#: ``per_reward_bound`` scales it), so that it follows Q's scale where each entry learns on
+#: its own (docs/readings.md, "Sparse rewards").
+BONUS_IN_REWARD_BOUNDS: Mapping[str, Any] = MappingProxyType({"bonus_unit": 1.0})
+
+#: EUGE's count bonus with several state modes: u = `REWARD_MARGIN` reward sizes (the
+#: reading's ``per_reward_size`` scales it), the bound's margin over a typical reward, not
+#: over the largest: where every reward has one size (CartPole's +1) u is the estimated
+#: R_max, and a rare large reward (a goal) does not inflate it (docs/readings.md, "Sparse
+#: rewards"). A problem without a reward size keeps u = 1, as printed.
+BONUS_IN_REWARD_SIZES: Mapping[str, float] = MappingProxyType({"bonus_unit": REWARD_MARGIN})
+
 #: TLR's settings on a problem without a column in the paper's table: tabular
 #: Q-learning's discount and epsilon schedule, so that the two differ only in the form of Q
 #: and its update (docs/discrete-problems.md, "Defaults on problems without a paper setting"). The
@@ -311,9 +337,9 @@ READINGS: dict[str, dict[str, Reading]] = {
         "stable": Reading(
             "the paper's loss, EUGE and Algorithm 1, with normalized-LMS row steps, the "
             "post-visit count and the factor bound: a descent step with bounded iterates; "
-            "off the paper's problems, EUGE's count bonus in units of the reward bound and, "
+            "off the paper's problems, EUGE's count bonus in units of the reward size and, "
             "on a state of one mode, tabular-like steps (orthogonal action rows, footprint "
-            "and per-entry steps)",
+            "and per-entry steps) with the bonus in units of the reward bound",
             common={
                 "update": "stable",
                 "count_before_update": True,
@@ -325,17 +351,15 @@ READINGS: dict[str, dict[str, Reading]] = {
                 "eps": 1e-4,
                 "epsilon_start": 0.0,
                 "c": 1.0,  # where the paper's table gives no c: the released code's value
-                # EUGE's count bonus in units of the reward bound R_max where the paper's
-                # table gives no settings (per_reward_bound below): it follows Q's scale
-                "bonus_unit": 1.0,
                 **AGENT_STEPS,
             },
             per_problem={
                 p: {"rank": col["rank"], "c": col["c"], "gamma": col["gamma"]}
                 for p, col in PAPER_TABLE.items()
             },
-            one_state_mode=TABULAR_LIKE_STEPS,
-            per_reward_bound=("bonus_unit",),
+            one_state_mode={**TABULAR_LIKE_STEPS, **BONUS_IN_REWARD_BOUNDS},
+            per_reward_bound=tuple(BONUS_IN_REWARD_BOUNDS),
+            per_reward_size=BONUS_IN_REWARD_SIZES,
         ),
     },
     "tlr": {

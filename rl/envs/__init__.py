@@ -3,8 +3,8 @@
 `ContinuousCartPole` and `BoundedPendulum` (physical systems whose dynamics
 are one compiled kernel, `rl.envs.physics`, with NumPy vector versions,
 `rl.envs.vector`), `Highway` (highway-env, imported only when a `Highway` is
-constructed) and the exact-model problems `Inventory`, `LowRankMDP` and `PlantedRankMDP` with
-value iteration.
+constructed), the exact-model problems `Inventory`, `LowRankMDP` and `PlantedRankMDP` with
+value iteration, and `GoalGrid`, a slippery grid with one distant goal (sparse rewards).
 
 Their Gymnasium ids, entry points and episode lengths are listed once, in
 `rl.problems.ENVIRONMENTS`; ``import rl`` registers them under the ``rl/``
@@ -14,6 +14,7 @@ namespace (`rl.problems.register_envs`).
 from __future__ import annotations
 
 from rl.envs.cartpole import ContinuousCartPole, ContinuousCartPoleVector
+from rl.envs.goal_grid import GoalGrid
 from rl.envs.highway import Highway
 from rl.envs.inventory import Inventory
 from rl.envs.lowrank_mdp import LowRankMDP, PlantedRankMDP
@@ -33,6 +34,7 @@ __all__ = [
     "ContinuousCartPole",
     "ContinuousCartPoleVector",
     "ExactModel",
+    "GoalGrid",
     "Highway",
     "Inventory",
     "LowRankMDP",

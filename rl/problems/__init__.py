@@ -23,6 +23,7 @@ name           env id                        state dims ; action dims        ste
 ``inventory``  ``rl/Inventory-v0``           (2, 5, 5) ; (3, 3) by default   100    no
 ``lowrank``    ``rl/LowRankMDP-v0``          (4, 4, 4) ; (3, 3) by default   100    no
 ``planted``    ``rl/PlantedRankMDP-v0``      (4, 4, 4) ; (3, 3) by default   100    yes
+``goalgrid``   ``rl/GoalGrid-v0``            (10, 10) ; (4,) by default      200    no
 =============  ============================  ==============================  =====  ======
 
 ``highway`` runs on its compiled twin (`rl.envs.highway_twin`, id

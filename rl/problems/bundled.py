@@ -202,7 +202,11 @@ def describe_simulator(problem: Problem) -> str | None:
 
 
 def _exact_problem(entry: BundledEnv, env_kwargs: dict, options: dict[str, Any]) -> Problem:
-    """Build Inventory or LowRankMDP: the discrete spaces are the grid (identity maps)."""
+    """Build Inventory, LowRankMDP or GoalGrid: the discrete spaces are the grid (identity maps).
+
+    A ``Discrete`` action space (GoalGrid's) decodes to one int per environment.
+    The reward size is the one the environment declares (GoalGrid's), else None.
+    """
     if options.get("state_bins") is not None or options.get("action_bins") is not None:
         raise ValueError(
             f"The 'state_bins' and 'action_bins' options do not apply to {entry.name!r}: its "
@@ -210,8 +214,11 @@ def _exact_problem(entry: BundledEnv, env_kwargs: dict, options: dict[str, Any])
         )
     env = gymnasium.make(entry.env_id, **env_kwargs).unwrapped
     state_grid = DiscreteGrid(env.state_dims)
-    action_grid = DiscreteGrid(env.action_dims)
+    action_grid = DiscreteGrid(
+        env.action_dims, scalar=isinstance(env.action_space, gymnasium.spaces.Discrete)
+    )
     env.close()
+    size = getattr(env, "reward_size", None)
     return Problem(
         name=entry.name,
         env_id=entry.env_id,
@@ -219,6 +226,8 @@ def _exact_problem(entry: BundledEnv, env_kwargs: dict, options: dict[str, Any])
         state_dims=state_grid.dims,
         action_dims=action_grid.dims,
         reward_bound=float(env.reward_bound),
+        reward_size=size,
+        reward_size_source=None if size is None else "environment",
         encode=_encoder(state_grid, len(state_grid.dims)),
         decode=_decoder(action_grid, len(action_grid.dims)),
         vectorized=entry.vectorized,
@@ -269,6 +278,9 @@ ENVIRONMENTS: dict[str, BundledEnv] = {
             "rl.envs.planted_vector:PlantedRankVector",
             100,
             _exact_problem,
+        ),
+        BundledEnv(
+            "goalgrid", "rl/GoalGrid-v0", "rl.envs.goal_grid:GoalGrid", None, 200, _exact_problem
         ),
     )
 }

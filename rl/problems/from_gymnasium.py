@@ -21,6 +21,11 @@ iterates and LoRa-VI's clipping), in this order:
    `rl.problems.Problem.describe_reward_bound` says how the bound was
    obtained and ``python -m rl.train`` and the learners print it.
 
+Reward size (the mean |r| of a step, in which TEQL's stable reading counts EUGE's
+count bonus): the unwrapped environment's ``reward_size`` attribute, the
+``reward_size`` option, or the mean |r| per step of those random episodes
+(`estimate_reward_size`), recorded in ``config.json`` as the bound's estimate is.
+
 Defaults, so that any environment with supported spaces trains as it is (the
 stock Gymnasium classics among them), each recorded in the run's
 ``config.json`` (`rl.problems.Problem.chosen_options`) so that a resumed or
@@ -235,6 +240,50 @@ def estimate_reward_bound(
     return REWARD_MARGIN * largest if largest > 0 else 1.0
 
 
+def estimate_reward_size(
+    env: gymnasium.Env,
+    episodes: int = ESTIMATE_EPISODES,
+    max_steps: int = ESTIMATE_STEPS,
+    *,
+    env_id: str | None = None,
+) -> float:
+    """Return the mean |r| per step over `estimate_reward_bound`'s episodes (1.0 if it is 0).
+
+    The size of a typical step's reward: a rare large reward (a goal bonus) sets
+    the bound, not this. Where every reward has one size (CartPole's +1 a step)
+    the bound's estimate is `REWARD_MARGIN` times it.
+
+    Parameters
+    ----------
+    env : gymnasium.Env
+        Stepped (it is left mid-episode).
+    episodes, max_steps : int
+        Episodes played and the step cap of each.
+    env_id : str, optional
+        How messages name the environment (default: its spec's id or class name).
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    rl.problems.EnvFailure
+        If the environment raises in ``reset`` or ``step``.
+    """
+    sizes = [
+        abs(reward)
+        for _, reward in _random_episodes(
+            env, episodes, max_steps, _name(env, env_id), "estimating its reward size"
+        )
+        if reward is not None
+    ]
+    size = float(np.mean(sizes)) if sizes else 0.0
+    if not np.isfinite(size):
+        raise ValueError("The environment returned a non-finite reward; pass 'reward_size'.")
+    return size if size > 0 else 1.0
+
+
 def observe_bounds(
     env: gymnasium.Env,
     episodes: int = ESTIMATE_EPISODES,
@@ -305,28 +354,47 @@ def _refuse_object_dtype(observation: Any) -> None:
 
 
 def _reward_bound(probe: gymnasium.Env, env_id: str, options: dict[str, Any]) -> tuple[float, str]:
-    declared = getattr(probe.unwrapped, "reward_bound", None)
-    if declared is not None:
-        return check_real("reward_bound", float(declared), 0.0, low_open=True), "environment"
-    if "reward_bound" in options:
-        value = options["reward_bound"]
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ValueError(f"The 'reward_bound' option must be a float > 0. Got {value!r}.")
-        source = options.get("reward_bound_source", "argument")
-        if source not in ("argument", "estimated"):
-            raise ValueError(
-                "The 'reward_bound_source' option must be 'argument' or 'estimated'. "
-                f"Got {source!r} instead."
-            )
-        return check_real("reward_bound", float(value), 0.0, low_open=True), source
-    if "reward_bound_source" in options:
-        raise ValueError("The 'reward_bound_source' option needs a 'reward_bound'.")
+    given = _declared_or_given(probe, "reward_bound", options)
+    if given is not None:
+        return given
     declared_range = getattr(probe.unwrapped, "reward_range", None)
     if declared_range is not None:
         largest = float(np.max(np.abs(np.asarray(declared_range, dtype=np.float64))))
         if np.isfinite(largest) and largest > 0:
             return largest, "reward_range"
     return estimate_reward_bound(probe, env_id=env_id), "estimated"
+
+
+def _declared_or_given(
+    probe: gymnasium.Env, key: str, options: dict[str, Any]
+) -> tuple[float, str] | None:
+    """Return (value, source) of ``key`` declared by the environment or given as an option.
+
+    None if neither gives it. The option may come with ``key + "_source"``
+    (``"argument"`` or ``"estimated"``, as a run records an estimate).
+    """
+    declared = getattr(probe.unwrapped, key, None)
+    if declared is not None:
+        return check_real(key, float(declared), 0.0, low_open=True), "environment"
+    if key in options:
+        value = options[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"The '{key}' option must be a float > 0. Got {value!r}.")
+        source = options.get(f"{key}_source", "argument")
+        if source not in ("argument", "estimated"):
+            raise ValueError(
+                f"The '{key}_source' option must be 'argument' or 'estimated'. "
+                f"Got {source!r} instead."
+            )
+        return check_real(key, float(value), 0.0, low_open=True), source
+    if f"{key}_source" in options:
+        raise ValueError(f"The '{key}_source' option needs a '{key}'.")
+    return None
+
+
+def _reward_size(probe: gymnasium.Env, env_id: str, options: dict[str, Any]) -> tuple[float, str]:
+    given = _declared_or_given(probe, "reward_size", options)
+    return given if given is not None else (estimate_reward_size(probe, env_id=env_id), "estimated")
 
 
 def user_problem(env: Any, options: dict[str, Any], import_env_module: bool = True) -> Problem:
@@ -369,6 +437,7 @@ def user_problem(env: Any, options: dict[str, Any], import_env_module: bool = Tr
             probe.action_space, "action", **_grid_options(probe, "action", options, chosen, env_id)
         )
         bound, source = _reward_bound(probe, env_id, options)
+        size, size_source = _reward_size(probe, env_id, options)
         cap = _episode_cap(probe, options, chosen)
         probe_shape = tuple(probe.observation_space.shape or ())
     finally:
@@ -386,6 +455,8 @@ def user_problem(env: Any, options: dict[str, Any], import_env_module: bool = Tr
         env_factory=None if isinstance(env, str) else factory,
         flatten=states.flatten if states.composite else None,
         reward_bound_source=source,
+        reward_size=size,
+        reward_size_source=size_source,
         observation_shape=(states.n_components,) if states.composite else probe_shape,
         max_episode_steps=cap,
         chosen_options=chosen,

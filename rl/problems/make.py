@@ -27,6 +27,8 @@ def make_problem(
     action_high: float | Sequence[float] | None = None,
     reward_bound: float | None = None,
     reward_bound_source: str | None = None,
+    reward_size: float | None = None,
+    reward_size_source: str | None = None,
     index_rule: str | None = None,
     normalization: str | None = None,
     env_kwargs: dict | None = None,
@@ -75,6 +77,14 @@ def make_problem(
         gave the bound, and the CLI and learners print it.
     reward_bound_source : {"argument", "estimated"}, optional
         Recorded with an estimated ``reward_bound`` so that a rerun says so.
+    reward_size : float, optional
+        The size of a typical step's reward (`Problem.reward_size`), for users'
+        environments: the environment's ``reward_size`` attribute, otherwise this
+        value, otherwise the mean |r| per step over the episodes of the bound's
+        estimate (`rl.problems.from_gymnasium.estimate_reward_size`), recorded
+        in a run's ``config.json``.
+    reward_size_source : {"argument", "estimated"}, optional
+        Recorded with an estimated ``reward_size``.
     index_rule : {"centre", "endpoint"}, default "centre"
         Observation index rule of the grids (see `rl.problems.discretize`);
         ``"endpoint"`` reproduces the authors' released code.
@@ -138,6 +148,8 @@ def make_problem(
         "action_high": action_high,
         "reward_bound": reward_bound,
         "reward_bound_source": reward_bound_source,
+        "reward_size": reward_size,
+        "reward_size_source": reward_size_source,
         "index_rule": index_rule,
         "normalization": normalization,
         "env_kwargs": env_kwargs,

@@ -81,6 +81,14 @@ class Problem:
         spaces (see `rl.problems.spaces`); None: ``numpy.asarray``.
     reward_bound_source : {"environment", "argument", "reward_range", "estimated"}
         Where ``reward_bound`` came from (see `make_problem`; `describe_reward_bound`).
+    reward_size : float or None
+        The size of a typical step's reward, the mean |r| per step: declared by the
+        environment, given as an option, or estimated over the random episodes of the
+        bound's estimate (`rl.problems.from_gymnasium.estimate_reward_size`). TEQL's
+        stable reading counts EUGE's count bonus in it (`rl.agents.readings`). None:
+        the problem gives none (the bundled problems that declare none).
+    reward_size_source : {"environment", "argument", "estimated"} or None
+        Where ``reward_size`` came from (see `make_problem`).
     """
 
     name: str
@@ -95,6 +103,8 @@ class Problem:
     env_factory: Callable[[], gymnasium.Env] | None = None
     flatten: Callable[[Any], NDArray] | None = None
     reward_bound_source: str = "environment"
+    reward_size: float | None = None
+    reward_size_source: str | None = None
     discount: float | None = None
     """The problem's own discount, if it defines one (the exact-model problems compute Q*
     with it); agents use it unless the configuration sets ``gamma``."""
@@ -207,11 +217,13 @@ class Problem:
     def recorded_options(self) -> dict[str, Any]:
         """Options that rebuild this problem exactly, to record in a run's config.
 
-        An estimated reward bound is recorded (with its source), and the
-        options the problem chose itself (`chosen_options`), so that a resumed
-        or rerun run uses the same bound, grid and episode cap.
+        An estimated reward bound and reward size are recorded (with their
+        sources), and the options the problem chose itself (`chosen_options`), so
+        that a resumed or rerun run uses the same bound, size, grid and episode cap.
         """
-        if self.reward_bound_source != "estimated":
-            return dict(self.chosen_options)
-        estimated = {"reward_bound": self.reward_bound, "reward_bound_source": "estimated"}
-        return {**self.chosen_options, **estimated}
+        recorded = dict(self.chosen_options)
+        if self.reward_bound_source == "estimated":
+            recorded.update(reward_bound=self.reward_bound, reward_bound_source="estimated")
+        if self.reward_size_source == "estimated":
+            recorded.update(reward_size=self.reward_size, reward_size_source="estimated")
+        return recorded

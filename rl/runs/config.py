@@ -502,8 +502,10 @@ def resolve_settings(
             raise
         except (ValueError, TypeError, ImportError) as error:
             raise ConfigError(f"The 'env' or 'env_options' parameter is invalid: {error}") from None
-        shaped = chosen.agent_params(name, len(problem.state_dims), problem.reward_bound)
-        values.update(shaped)  # by the problem's shape and reward bound
+        shaped = chosen.agent_params(
+            name, len(problem.state_dims), problem.reward_bound, problem.reward_size
+        )
+        values.update(shaped)  # by the problem's shape, reward bound and reward size
         if problem.discount is not None and "gamma" in fields:  # the problem's own discount
             values["gamma"] = float(problem.discount)
     agent = build_dataclass(spec.config_class, {**values, **config.agent_params}, what)

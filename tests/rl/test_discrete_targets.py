@@ -5,6 +5,7 @@ Q = S A^T; docs/discrete-problems.md has the full
 runs these short ones are cut from.
 """
 
+import gymnasium as gym
 import numpy as np
 import pytest
 
@@ -118,19 +119,46 @@ def test_stable_reading_takes_tabular_like_steps_on_one_state_mode_off_the_paper
 
 
 @pytest.mark.parametrize(
-    ("env", "unit"),
-    [("Taxi-v4", 40.0), ("inventory", 24.6), ("FrozenLake-v1", 1.0), ("cartpole", 1.0)],
+    ("env", "bound", "unit"),
+    [
+        ("Taxi-v4", 40.0, 40.0),  # one state mode: u = R_max
+        ("FrozenLake-v1", 1.0, 1.0),
+        ("CartPole-v1", 2.0, 2.0),  # several state modes: u = 2 reward sizes (1, estimated)
+        ("Blackjack-v1", 2.0, 10 / 7),  # mean |r| 5/7 over the estimate's 14 steps
+        ("goalgrid", 10.0, 0.2),  # 2 x its declared reward size, the step cost 0.1
+        ("inventory", 24.6, 1.0),  # no reward size declared: u = 1, as printed
+        ("cartpole", 73.0, 1.0),  # the paper's problems keep eq. (euge)
+    ],
 )
-def test_stable_reading_counts_the_bonus_in_units_of_the_reward_bound_off_the_paper(env, unit):
-    """u = R_max where the paper gives no settings; the paper's problems keep eq. (euge)."""
+def test_stable_reading_counts_the_bonus_in_reward_bounds_on_one_state_mode_else_in_sizes(
+    env, bound, unit
+):
+    """u = R_max on one state mode, 2 reward sizes on several, 1 on the paper's problems."""
     settings = resolve_settings(TrainConfig(env=env, agent="teql", reading="stable", out="-"))
-    assert settings.problem.reward_bound == unit or env == "cartpole"
-    assert settings.agent.bonus_unit == unit
+    assert settings.problem.reward_bound == pytest.approx(bound, abs=0.5)
+    assert settings.agent.bonus_unit == pytest.approx(unit, rel=1e-12)
     for other in ("paper", "released"):
         config = TrainConfig(env=env, agent="teql", reading=other, out="-")
         assert resolve_settings(config).agent.bonus_unit == 1.0
     overridden = TrainConfig(env=env, agent="teql", out="-", agent_params={"bonus_unit": 3.0})
     assert resolve_settings(overridden).agent.bonus_unit == 3.0
+
+
+def test_the_bonus_unit_follows_a_scaling_of_every_reward():
+    """Rewards times 10 on Pendulum-v1 (three state modes): bound, size and u times 10."""
+    stable = reading("teql", "stable")
+
+    def unit(scale):
+        env = gym.wrappers.TransformReward(gym.make("Pendulum-v1"), lambda r: scale * r)
+        problem = make_problem(env, state_bins=4, action_bins=3)
+        params = stable.agent_params(
+            problem.name, len(problem.state_dims), problem.reward_bound, problem.reward_size
+        )
+        return problem.reward_bound, problem.reward_size, params["bonus_unit"]
+
+    one, ten = unit(1.0), unit(10.0)
+    np.testing.assert_allclose(ten, 10 * np.array(one), rtol=1e-12)
+    assert one[2] == pytest.approx(2 * one[1]) and one[2] < one[0] / 2  # 2 S, well below R_max
 
 
 @pytest.mark.parametrize("dims", [(6,), (2,), (3, 3), (4, 2), (10,)])

@@ -160,7 +160,7 @@ def test_an_environment_error_during_evaluation_names_episode_replica_and_seed(t
     train(config)
     loaded = load_run(tmp_path / "run")
     failing = "tests.rl.toy_envs:ToyFailing-v0"
-    problem = make_problem(failing, reward_bound=1.1, env_kwargs={"fail_after": 3})
+    problem = make_problem(failing, reward_bound=1.1, reward_size=1.0, env_kwargs={"fail_after": 3})
     with pytest.raises(EnvFailure) as failed:
         evaluate(dataclasses.replace(loaded, problem=problem), episodes=2, seed=3)
     assert str(failed.value) == (

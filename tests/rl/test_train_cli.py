@@ -460,7 +460,8 @@ def test_an_environment_error_is_one_line_and_debug_shows_its_traceback(tmp_path
     env = "tests.rl.toy_envs:ToyFailing-v0"
     args = [
         "--env", env, "--agent", "tabular", "--seeds", 2, "--seed", 5, "--episodes", 2,
-        "--env-option", "reward_bound=1.1", "--no-progress", "--no-plot",
+        "--env-option", "reward_bound=1.1", "--env-option", "reward_size=1.0",
+        "--no-progress", "--no-plot",
     ]  # fmt: skip
     message = (
         f"Environment {env!r} failed in step() of replica 0 (seed 5): ZeroDivisionError: "
@@ -475,7 +476,7 @@ def test_an_environment_error_is_one_line_and_debug_shows_its_traceback(tmp_path
     assert debug.returncode == 1 and debug.stderr.startswith("Traceback")
     assert 'toy_envs.py", line' in debug.stderr and "ZeroDivisionError: toy failure" in debug.stderr
     assert debug.stderr.endswith(f"rl.problems.problem.EnvFailure: {message}\n")
-    probe = _cli(*args[:-4], "--no-progress", "--out", tmp_path / "c")
+    probe = _cli(*args[:-6], "--no-progress", "--out", tmp_path / "c")
     assert probe.returncode == 1 and "while estimating its reward bound" in probe.stderr
 
 

@@ -68,6 +68,45 @@ def test_box_with_user_bins_and_bounds_and_an_estimated_reward_bound():
     assert (given.reward_bound, given.reward_bound_source) == (4.0, "argument")
 
 
+def test_the_reward_size_is_the_mean_step_reward_of_the_bound_estimates_episodes():
+    """Estimated, recorded and rebuilt as the bound is; declared or given, it is kept."""
+    env, rewards = gym.make("CliffWalking-v1"), []
+    env.action_space.seed(0)
+    for episode in range(10):  # episode k reset with seed k, at most 1000 steps
+        env.reset(seed=episode)
+        for _ in range(1000):
+            _, reward, terminated, truncated, _ = env.step(env.action_space.sample())
+            rewards.append(reward)
+            if terminated or truncated:
+                break
+    rewards = np.array(rewards)
+    problem = make_problem("CliffWalking-v1")
+    # -1 a step, -100 on the cliff: the bound is 2 x 100, the size the mean |r|
+    assert problem.reward_bound == 200.0 and np.abs(rewards).max() == 100.0
+    assert problem.reward_size == np.abs(rewards).mean() and 5.0 < problem.reward_size < 15.0
+    assert problem.reward_size_source == "estimated"
+    recorded = problem.recorded_options()
+    assert (recorded["reward_size"], recorded["reward_size_source"]) == (
+        problem.reward_size,
+        "estimated",
+    )
+    again = make_problem("CliffWalking-v1", **recorded)
+    assert (again.reward_size, again.reward_size_source) == (problem.reward_size, "estimated")
+    given = make_problem("CliffWalking-v1", reward_size=3.0)
+    assert (given.reward_size, given.reward_size_source) == (3.0, "argument")
+    assert "reward_size" not in given.recorded_options()
+    env = toy_envs.ToyBox()
+    env.reward_size = 0.5
+    assert (make_problem(env).reward_size, make_problem(env).reward_size_source) == (
+        0.5,
+        "environment",
+    )
+    with pytest.raises(ValueError, match="The 'reward_size' option must be a float > 0"):
+        make_problem("CliffWalking-v1", reward_size="big")
+    with pytest.raises(ValueError, match="'reward_size_source' option needs a 'reward_size'"):
+        make_problem("CliffWalking-v1", reward_size_source="estimated")
+
+
 def test_default_grids_fit_the_observed_data_within_the_space_bounds():
     recorded = make_problem("Acrobot-v1").recorded_options()
     # the angular velocities' space bounds are 4 pi and 9 pi; random play reaches about 4 and 7
@@ -242,7 +281,7 @@ def test_an_error_of_a_replicas_step_names_the_environment_replica_and_seed(tmp_
         seeds=2,
         seed=5,
         episodes=2,
-        env_options={"reward_bound": 1.1, "env_kwargs": {"fail_after": 7}},
+        env_options={"reward_bound": 1.1, "reward_size": 1.0, "env_kwargs": {"fail_after": 7}},
     )
     with pytest.raises(EnvFailure) as failed:
         train(config)

@@ -79,9 +79,9 @@ class TEQLConfig(TensorAgentConfig):
     """EUGE exploration coefficient c of eq. (euge)."""
     bonus_unit: float = 1.0
     """u, the reward unit of EUGE's count bonus: EU = Q + c (Delta Q + u sqrt(log N_total /
-    (N + 1))); 1 is eq. (euge) as printed. The stable reading sets it to the problem's reward
-    bound R_max off the paper's problems, so that the bonus follows the reward scale
-    (docs/discrete-problems.md)."""
+    (N + 1))); 1 is eq. (euge) as printed. Off the paper's problems the stable reading sets it
+    to twice the problem's reward size (R_max on one state mode), so that the bonus follows
+    the reward scale (docs/readings.md, "Sparse rewards")."""
     tol: float = 0.01
     """Inner-loop threshold tau: stop when the entry moves less than this."""
     max_inner: int = 10
