@@ -439,16 +439,16 @@ def test_a_grid_over_rank_resumed_mid_run_finishes_with_the_files_of_each_config
         _assert_same_run(Path(config.out), Path(alone.out))
 
 
-@pytest.mark.slow  # 2 ranks x 2 seeds x 3 other settings, 2 replicas each; TEQL and TLR
+@pytest.mark.slow  # 2 ranks x 2 seeds x 3 other settings, 4 replicas each, 200 episodes
 @pytest.mark.parametrize("name", ["teql-released", "teql-stable", "tlr"])
 def test_a_larger_grid_over_rank_resumed_equals_each_configuration_alone(tmp_path, capsys, name):
     agent, reading = AGENTS[name]
     others = ({"gamma": 0.9}, {"gamma": 0.99, "epsilon_decay": 0.999}, {"gamma": 0.95})
     configs = [
-        dataclasses.replace(c, seeds=2, episodes=40, checkpoint_every=10)
+        dataclasses.replace(c, seeds=4, episodes=200, eval_every=50, checkpoint_every=50)
         for c in _rank_grid(tmp_path / "cut", agent, reading, others)
     ]
-    train_batch(configs, stop_after_episode=20)
+    train_batch(configs, stop_after_episode=100)
     train_batch(configs, resume=True)
     assert "one by one" not in capsys.readouterr().err
     for config in configs:
