@@ -70,12 +70,17 @@ from rl.experiments.executor import (
     sigterm_interrupts,
 )
 from rl.experiments.workers import cpu_workers
-from rl.runs.batch.replica_state import layout_signature
-from rl.runs.batch.training import MAX_BATCH_REPLICAS, batch_key
-from rl.runs.config import ConfigError, TrainConfig, build_dataclass, load_config_file
+from rl.runs.batch.training import MAX_BATCH_REPLICAS, batch_key, state_layout
+from rl.runs.config import (
+    ConfigError,
+    TrainConfig,
+    build_dataclass,
+    load_config_file,
+    resolve_settings,
+)
 from rl.runs.rundir import RunDirError, os_error_line
 from rl.runs.tensorboard import require_tensorboard
-from rl.runs.training import build
+from rl.runs.training import build_run
 from rl.validation import REPLICA_OVERHEAD_BYTES, max_replicas, state_bytes
 from tensorq.version import add_version_option
 
@@ -291,10 +296,11 @@ def validate(
         where = f"Configuration {position} ({_describe(values)})"
         try:
             config = train_config({**config_values, "out": str(out)})
-            runner, effective = build(config)
+            settings = resolve_settings(config)
+            runner, effective = build_run(settings)
             agent = runner.agent
             state = agent.state_dict()
-            replica_bytes, layout = state_bytes(state) / config.seeds, layout_signature(state)
+            replica_bytes, layout = state_bytes(state) / config.seeds, state_layout(settings, state)
             runner.close()
         except ConfigError as error:
             raise ConfigError(f"{where}: {error}") from None

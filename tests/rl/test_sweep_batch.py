@@ -13,8 +13,19 @@ import numpy as np
 import pytest
 
 from rl.experiments.executor import read_index
-from rl.runs.batch.replica_state import ReplicaStateError, join_states, split_state
-from rl.runs.batch.training import batch_key, build_batch, resolve_members, train_batch
+from rl.runs.batch.replica_state import (
+    ReplicaStateError,
+    join_states,
+    layout_signature,
+    split_state,
+)
+from rl.runs.batch.training import (
+    batch_key,
+    build_batch,
+    resolve_members,
+    state_layout,
+    train_batch,
+)
 from rl.runs.checkpoint import load_checkpoint
 from rl.runs.config import TrainConfig, resolve_settings
 from rl.runs.metrics import COLUMNS, read_metrics
@@ -360,3 +371,107 @@ def test_configurations_with_and_without_the_epsilon_layer_train_in_different_ba
         for s, e in resolve_members(configs)
     ]
     assert keys[1] == keys[2] != keys[0]
+
+
+def _rank_grid(out, agent="teql-released", reading=None, others=({"gamma": 0.9}, {"c": 2.0})):
+    """Ranks 4 and 10 x 2 seeds x the other settings, one seed per configuration."""
+    return [
+        _config(
+            out / f"r{rank}-{i}-{seed}",
+            agent,
+            reading,
+            seed,
+            seeds=1,
+            agent_params={"rank": rank, **other},
+        )
+        for rank in (4, 10)
+        for i, other in enumerate(others)
+        for seed in (0, 100)
+    ]
+
+
+def test_configurations_of_different_ranks_share_a_layout_and_a_batch_key(tmp_path):
+    resolved = resolve_members(_rank_grid(tmp_path))
+    layouts, keys = set(), set()
+    for settings, effective in resolved:
+        streams = spawn_replicas([settings.config.seed])
+        agent_class = settings.spec.agent_class
+        state = agent_class(
+            settings.problem, settings.agent, [s.agent for s in streams]
+        ).state_dict()
+        layout = state_layout(settings, state)
+        assert layout != layout_signature(state)  # the component axis is left out
+        layouts.add(layout)
+        group = agent_class.batch_group(settings.agent)
+        keys.add(batch_key(effective, agent_class.per_replica, layout, group))
+    assert len(layouts) == len(keys) == 1
+    (layout,) = layouts
+    # a factor's component axis is left out, not the visit table's |A| = 10 = the larger rank
+    assert "<f8(10, '*')" in layout and "counts:<i8(40000, 10)" in layout
+    batch = build_batch(resolved)
+    batch.runner.close()
+    assert batch.runner.agent.config.rank == 10  # the largest rank: the batch's shape
+    assert batch.runner.agent.ranks_.tolist() == [4, 4, 4, 4, 10, 10, 10, 10]
+    assert batch.n_params == [4 * 70] * 4 + [10 * 70] * 4  # R sum(d_n), sum(d_n) = 70
+
+
+@pytest.mark.parametrize("name", ["teql-released", "tlr"])
+def test_a_grid_over_rank_in_one_batch_equals_each_configuration_alone(tmp_path, capsys, name):
+    agent, reading = AGENTS[name]
+    others = ({"gamma": 0.9}, {"gamma": 0.99}) if name == "tlr" else ({"gamma": 0.9}, {"c": 2.0})
+    _batch_against_alone(tmp_path, _rank_grid(tmp_path / "batch", agent, reading, others), capsys)
+
+
+def test_a_grid_over_rank_resumed_mid_run_finishes_with_the_files_of_each_configuration_alone(
+    tmp_path, capsys
+):
+    configs = _rank_grid(tmp_path / "cut")
+    train_batch(configs, stop_after_episode=5)
+    rank4 = load_checkpoint(Path(configs[0].out) / "checkpoint.npz").agent_state["factors"]
+    assert {f.shape[-1] for f in rank4} == {4}  # cut to its own rank
+    capsys.readouterr()
+    train_batch(configs, resume=True)
+    err = capsys.readouterr().err
+    assert err.count("continuing from episode 5") == len(configs) and "one by one" not in err
+    for config in configs:
+        alone = dataclasses.replace(config, out=str(tmp_path / "alone" / Path(config.out).name))
+        train(alone)
+        _assert_same_run(Path(config.out), Path(alone.out))
+
+
+@pytest.mark.slow  # 2 ranks x 2 seeds x 3 other settings, 4 replicas each, 200 episodes
+@pytest.mark.parametrize("name", ["teql-released", "teql-stable", "tlr"])
+def test_a_larger_grid_over_rank_resumed_equals_each_configuration_alone(tmp_path, capsys, name):
+    agent, reading = AGENTS[name]
+    others = ({"gamma": 0.9}, {"gamma": 0.99, "epsilon_decay": 0.999}, {"gamma": 0.95})
+    configs = [
+        dataclasses.replace(c, seeds=4, episodes=200, eval_every=50, checkpoint_every=50)
+        for c in _rank_grid(tmp_path / "cut", agent, reading, others)
+    ]
+    train_batch(configs, stop_after_episode=100)
+    train_batch(configs, resume=True)
+    assert "one by one" not in capsys.readouterr().err
+    for config in configs:
+        alone = dataclasses.replace(config, out=str(tmp_path / "alone" / Path(config.out).name))
+        train(alone)
+        _assert_same_run(Path(config.out), Path(alone.out))
+
+
+def test_factors_are_cut_to_a_member_s_rank_and_padded_back_and_nonzero_masked_parts_refused():
+    batch = {"factors": [np.zeros((3, 2, 5))], "steps": np.zeros(3, np.int64)}
+    state = {"factors": [np.arange(30.0).reshape(3, 2, 5)], "steps": np.array([7, 8, 9])}
+    state["factors"][0][1:, :, 2:] = 0.0  # replicas 1 and 2 of rank 2
+    low = {"factors": [np.zeros((2, 2, 2))], "steps": np.zeros(2, np.int64)}
+    high = {"factors": [np.zeros((1, 2, 5))], "steps": np.zeros(1, np.int64)}
+    part = split_state(state, low, batch, 1, 3, 1)
+    assert part["factors"][0].tolist() == [
+        [[10.0, 11.0], [15.0, 16.0]],
+        [[20.0, 21.0], [25.0, 26.0]],
+    ]
+    first = split_state(state, high, batch, 0, 1, 1)
+    joined = join_states([first, part], [1, 2], [high, low], batch, 1)
+    assert np.array_equal(joined["factors"][0], state["factors"][0])
+    assert joined["steps"].tolist() == [7, 8, 9]
+    state["factors"][0][2, 1, 4] = 1e-300  # a masked component that is not exactly 0
+    with pytest.raises(ReplicaStateError, match=r"replicas 1 \.\. 2 hold nonzero entries"):
+        split_state(state, low, batch, 1, 3, 1)

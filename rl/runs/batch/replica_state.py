@@ -11,6 +11,12 @@ is read off two fresh states, the member's own (S replicas) and the batch's
   (the rest of its shape the same) holds one row per replica;
 - a list of length S against B holds one item per replica (generator states,
   the deep agents' per-replica dicts);
+- an array whose trailing axes are shorter in the member's state than in the
+  batch's (the component axis of CP factors, where a replica of rank r runs in
+  a batch of rank R_max, `rl.agents.tensor.agent.TensorAgent`) is cut to the
+  member's first entries along them; what is cut off must be exactly 0 (a
+  replica of a lower rank holds its components r .. R_max - 1 at 0), and
+  joining pads it with zeros again;
 - a number or string equal in both is shared and copied;
 - an entry of the batch's state that the member's lacks (what only a batch
   holds, such as its per-replica settings) is left out of the member's state,
@@ -88,31 +94,60 @@ def split_state(state: Any, member: Any, batch: Any, lo: int, hi: int, n_states:
         _check_per_replica(len(member), len(batch), hi - lo)
         return type(member)(state[lo:hi])
     if isinstance(member, np.ndarray):
-        if member.ndim == 0 or member.shape[1:] != batch.shape[1:]:
+        if member.ndim == 0 or member.ndim != batch.ndim:
             raise ReplicaStateError(f"an array of shape {member.shape} is not one row per replica")
         _check_per_replica(member.shape[0], batch.shape[0], hi - lo)
-        return state[lo:hi].copy()
+        rows = state[lo:hi]
+        if member.shape[1:] == batch.shape[1:]:
+            return rows.copy()
+        own = rows[_leading(member.shape, batch.shape)]
+        if np.count_nonzero(own) != np.count_nonzero(rows):
+            raise ReplicaStateError(
+                f"replicas {lo} .. {hi - 1} hold nonzero entries beyond their own shape "
+                f"{member.shape[1:]} of the batch's {batch.shape[1:]}: a replica of a lower "
+                "rank must keep its components beyond its rank at exactly 0"
+            )
+        return own.copy()
     if member != batch:
         raise ReplicaStateError(f"a value {member!r} differs from the batch's {batch!r}")
     return state
 
 
-def layout_signature(state: Any) -> str:
+def layout_signature(state: Any, twin: Any = None) -> str:
     """Return what two agent states must share to be cut from one batch's: their layout.
 
     The tree's entries, array dtypes and shapes but the first axis (the
     replicas), and the kinds of the other values; list lengths are left out
     (a per-replica list's length is the number of replicas). Configurations
-    whose fresh states differ here (another rank, grid or network, a dense
-    visit table against a sparse one) do not share a batch.
+    whose fresh states differ here (another grid or network, a dense visit
+    table against a sparse one) do not share a batch.
+
+    Parameters
+    ----------
+    state : tree
+        A configuration's fresh agent state.
+    twin : tree, optional
+        A fresh state of the same configuration at another rank
+        (`rl.runs.batch.training.state_layout`): an axis in which an array's
+        shape differs from its twin's (the component axis of CP factors) is
+        written ``*``, so that configurations that differ only in their rank
+        share a signature, their factors cut and padded along that axis.
     """
     if isinstance(state, dict):
-        inner = ",".join(f"{key}:{layout_signature(state[key])}" for key in sorted(state))
+        twins = twin if isinstance(twin, dict) else {}
+        inner = ",".join(
+            f"{key}:{layout_signature(state[key], twins.get(key))}" for key in sorted(state)
+        )
         return "{" + inner + "}"
     if isinstance(state, (list, tuple)):
-        return "[" + "|".join(sorted({layout_signature(item) for item in state})) + "]"
+        same = isinstance(twin, (list, tuple)) and len(twin) == len(state)
+        pairs = zip(state, twin if same else [None] * len(state), strict=True)
+        return "[" + "|".join(sorted({layout_signature(item, t) for item, t in pairs})) + "]"
     if isinstance(state, np.ndarray):
-        return f"{state.dtype.str}{state.shape[1:]}"
+        shape: tuple[int | str, ...] = state.shape[1:]
+        if isinstance(twin, np.ndarray) and twin.ndim == state.ndim:
+            shape = tuple("*" if n != m else n for n, m in zip(shape, twin.shape[1:], strict=True))
+        return f"{state.dtype.str}{shape}"
     return type(state).__name__
 
 
@@ -166,8 +201,26 @@ def join_states(
             _check_per_replica(len(member), len(batch), size)
         return type(batch)(item for s in states for item in s)
     if isinstance(batch, np.ndarray):
-        return np.concatenate(states)
+        return np.concatenate([_padded(part, batch) for part in states])
     return batch
+
+
+def _leading(member: tuple[int, ...], batch: tuple[int, ...]) -> tuple[slice, ...]:
+    """Return the index of a member's entries: its rows, the first entries of each other axis."""
+    if any(m > n for m, n in zip(member[1:], batch[1:], strict=True)):
+        raise ReplicaStateError(f"an array of shape {member} is larger than the batch's {batch}")
+    return (slice(None), *(slice(0, m) for m in member[1:]))
+
+
+def _padded(part: np.ndarray, batch: np.ndarray) -> np.ndarray:
+    """Return a member's array padded with zeros to the batch's shape past the first axis."""
+    if part.shape[1:] == batch.shape[1:]:
+        return part
+    if part.ndim != batch.ndim:
+        raise ReplicaStateError(f"an array of shape {part.shape} is not one row per replica")
+    padded = np.zeros(part.shape[:1] + batch.shape[1:], dtype=part.dtype)
+    padded[_leading(part.shape, batch.shape)] = part
+    return padded
 
 
 def _member_keys(member: Any, batch: Any) -> None:

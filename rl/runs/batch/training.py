@@ -32,12 +32,18 @@ import json
 import math
 import sys
 import time
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from rl.loop.runner import Runner
-from rl.runs.batch.replica_state import ReplicaStateError, join_states, split_state
+from rl.runs.batch.replica_state import (
+    ReplicaStateError,
+    join_states,
+    layout_signature,
+    split_state,
+)
 from rl.runs.checkpoint import Checkpoint, CheckpointError, restore_agent, save_checkpoint
 from rl.runs.config import (
     ConfigError,
@@ -72,6 +78,14 @@ MAX_BATCH_REPLICAS = 1024
 It bounds one process's memory and how long a batch's replicas wait for its
 slowest one at every checkpoint; a larger group becomes several batches, which
 the workers train side by side."""
+
+COMPONENT_FIELD = "rank"
+"""The per-replica agent setting that sets the length of the factors' component axis.
+
+Configurations that differ in it share a batch where the agent class lists it
+in ``per_replica``: the batch's agent takes the largest value, R_max, and a
+replica of rank r holds components r .. R_max - 1 at exactly 0 (`state_layout`,
+`rl.runs.batch.replica_state`)."""
 
 MAY_DIFFER = ("out", "seed", "seeds")
 """Effective-configuration keys in which the configurations of one batch may differ
@@ -114,6 +128,39 @@ def batch_key(
     )
 
 
+def state_layout(settings: Settings, state: Any) -> str:
+    """Return the layout signature of a configuration's fresh agent ``state``.
+
+    Where the agent class varies `COMPONENT_FIELD` per replica, a twin agent of
+    the same configuration at another rank is built (a rank one lower, or 2 for
+    rank 1) and the axes in which the two states' arrays differ are left out of
+    the signature (`rl.runs.batch.replica_state.layout_signature`): the arrays
+    that depend on the rank are found by the states themselves, whatever their
+    entries are called. Configurations of different ranks then share a batch.
+
+    Parameters
+    ----------
+    settings : Settings
+        The configuration's resolved settings, with its problem.
+    state : tree
+        Its agent's fresh ``state_dict()``.
+
+    Returns
+    -------
+    str
+    """
+    agent_class = settings.spec.agent_class
+    if COMPONENT_FIELD not in agent_class.per_replica:
+        return layout_signature(state)
+    rank = getattr(settings.agent, COMPONENT_FIELD)
+    other = dataclasses.replace(settings.agent, **{COMPONENT_FIELD: rank - 1 if rank > 1 else 2})
+    streams = spawn_replicas(_seeds(settings.config))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # what the twin warns of, the configuration itself did
+        twin = agent_class(settings.problem, other, [s.agent for s in streams])
+    return layout_signature(state, twin.state_dict())
+
+
 class Member(NamedTuple):
     """One configuration of a batch: its settings, its effective configuration, its replicas.
 
@@ -137,6 +184,8 @@ class Batch(NamedTuple):
     batch_layout: Any
     """The batch agent's fresh state."""
     n_states: int
+    n_params: list[int]
+    """Each member's own agent's parameters per replica (its rank's, where ranks differ)."""
 
 
 def resolve_members(
@@ -199,15 +248,17 @@ def build_batch(resolved: Sequence[tuple[Settings, dict[str, Any]]]) -> Batch:
         raise ConfigError(
             f"Cannot build agent {config.agent!r} for {config.env!r}: {error}"
         ) from None
-    members, layouts, lo = [], [], 0
-    alone: dict[int, Any] = {}  # the layout of a member's own state, by its number of seeds
+    members, layouts, n_params, lo = [], [], [], 0
+    alone: dict[tuple[int, Any], tuple[Any, int]] = {}  # a member's own state and n_params
     for settings, effective in resolved:
         count = settings.config.seeds
-        if count not in alone:
+        shape = (count, getattr(settings.agent, COMPONENT_FIELD, None))  # what sets its layout
+        if shape not in alone:
             own = spawn_replicas(_seeds(settings.config))
             agent_alone = spec.agent_class(problem, settings.agent, [s.agent for s in own])
-            alone[count] = agent_alone.state_dict()
-        layouts.append(alone[count])
+            alone[shape] = (agent_alone.state_dict(), int(agent_alone.n_params))
+        layouts.append(alone[shape][0])
+        n_params.append(alone[shape][1])
         members.append(Member(settings, effective, lo, lo + count))
         lo += count
     n_states = math.prod(problem.state_dims)
@@ -216,7 +267,7 @@ def build_batch(resolved: Sequence[tuple[Settings, dict[str, Any]]]) -> Batch:
     runner = Runner(
         problem, agent, streams, eval_every=config.eval_every, eval_episodes=config.eval_episodes
     )
-    return Batch(runner, members, layouts, batch_layout, n_states)
+    return Batch(runner, members, layouts, batch_layout, n_states, n_params)
 
 
 def _seeds(config: TrainConfig) -> range:
@@ -326,10 +377,10 @@ def run_batch(
         for member_files in files:
             with contextlib.suppress(OSError):
                 member_files.close()
-    n_params = int(runner.agent.n_params)
     interrupted = episode < config.episodes
     return [
-        RunResult(f.run_dir, episode, interrupted, f.wall_base + clock(), n_params) for f in files
+        RunResult(f.run_dir, episode, interrupted, f.wall_base + clock(), n)
+        for f, n in zip(files, batch.n_params, strict=True)
     ]
 
 
