@@ -204,6 +204,57 @@ def _train_batch_into(
     return [result.wall_time for result in results]
 
 
+def _train_each_into(
+    configs: Sequence[TrainConfig],
+    work_dirs: Sequence[str],
+    shown_outs: Sequence[str],
+    plot: bool,
+) -> list[Outcome]:
+    """Train ``configs`` one by one, each resuming from its checkpoint where it has one.
+
+    What a failed batch falls back to: its configurations' checkpoints are
+    those each would have written alone, so every configuration continues
+    from the last one and ends with the files of its own uninterrupted run,
+    while one that fails (diverges, cannot write) fails alone.
+    """
+    outcomes = []
+    for config, work_dir, shown in zip(configs, work_dirs, shown_outs, strict=True):
+        start = time.perf_counter()
+        try:
+            try:
+                (wall,) = _train_batch_into([config], [work_dir], [shown], plot, resume=True)
+            except CheckpointError:  # the batch saved it already diverging: afresh, as alone
+                (wall,) = _train_batch_into([config], [work_dir], [shown], plot, resume=False)
+        except Exception as error:  # recorded by the driver; the others go on
+            outcomes.append(
+                Outcome(
+                    False,
+                    time.perf_counter() - start,
+                    one_line(error),
+                    traceback.format_exc(),
+                    None,
+                )  # fmt: skip
+            )
+            continue
+        outcomes.append(Outcome(True, wall, None, None, None))
+    return outcomes
+
+
+def _train_batch_or_each(
+    configs: Sequence[TrainConfig],
+    work_dirs: Sequence[str],
+    shown_outs: Sequence[str],
+    plot: bool,
+    resume: bool,
+) -> list[Outcome]:
+    """Train ``configs`` as one batch; if the batch fails, one by one (`_train_each_into`)."""
+    try:
+        walls = _train_batch_into(configs, work_dirs, shown_outs, plot, resume)
+    except Exception:  # one configuration's failure: each goes on alone from its checkpoint
+        return _train_each_into(configs, work_dirs, shown_outs, plot)
+    return [Outcome(True, wall, None, None, None) for wall in walls]
+
+
 def execute_batch(
     configs: Sequence[TrainConfig],
     run_dirs: Sequence[str],
@@ -216,7 +267,10 @@ def execute_batch(
 
     The parameters are those of `execute_task`, one entry per configuration;
     the outcomes come back in their order. It never raises: if the batch
-    fails, every one of its configurations fails with the same error.
+    fails (one of its configurations diverges, or cannot be written), its
+    configurations go on one by one from the checkpoints the batch wrote, so
+    that only the failing ones fail, and the others end with the files of
+    their own runs.
     """
     start = time.perf_counter()
     try:
@@ -235,21 +289,19 @@ def execute_batch(
                         path.parent.mkdir(parents=True, exist_ok=True)
                         path.write_bytes(content)
                         path.chmod(mode)
-                walls = _train_batch_into(
+                outcomes = _train_batch_or_each(
                     configs, [str(d) for d in work_dirs], run_dirs, plot, resume
                 )
-                files: list[dict[str, tuple[bytes, int]] | None] = [
-                    _read_run_files(d) for d in work_dirs
+                return [
+                    o._replace(files=_read_run_files(d)) if o.ok else o
+                    for o, d in zip(outcomes, work_dirs, strict=True)
                 ]
-        else:
-            walls = _train_batch_into(configs, run_dirs, run_dirs, plot, resume)
-            files = [None] * len(run_dirs)
+        return _train_batch_or_each(configs, run_dirs, run_dirs, plot, resume)
     except Exception as error:  # recorded by the driver; the other tasks go on
         failed = Outcome(
             False, time.perf_counter() - start, one_line(error), traceback.format_exc(), None
         )
         return [failed] * len(run_dirs)
-    return [Outcome(True, wall, None, None, f) for wall, f in zip(walls, files, strict=True)]
 
 
 def _unit_call(unit: Unit, collect: bool, plot: bool, resume: bool, held: Callable) -> tuple:

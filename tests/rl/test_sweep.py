@@ -172,6 +172,7 @@ def test_failed_configuration_gives_exit_code_1(tmp_path, capsys):
 def test_killed_sweep_resumes_only_the_rest(tmp_path, capsys):
     grid, out = _grid(tmp_path, episodes=60), tmp_path / "out"
     command = [sys.executable, "-m", "rl.sweep", str(grid), "--out", str(out), "--workers", "1"]
+    command.append("--no-batch")  # one task per configuration (a killed batch: test_sweep_batch)
     process = subprocess.Popen(
         [*command, "--no-progress", "--no-plot"],
         cwd=ROOT,
@@ -192,7 +193,8 @@ def test_killed_sweep_resumes_only_the_rest(tmp_path, capsys):
     done = {r["name"] for r in read_index(out) if r["status"] == "done"}
     assert 1 <= len(done) < 4
     stamps = {name: (out / name / "metrics.csv").stat().st_mtime_ns for name in done}
-    assert main([str(grid), "--out", str(out), "--resume", "--workers", "2", "--no-progress"]) == 0
+    resumed = [str(grid), "--out", str(out), "--resume", "--workers", "2", "--no-batch"]
+    assert main([*resumed, "--no-progress"]) == 0
     assert f"4 done ({len(done)} earlier)" in capsys.readouterr().out
     assert {name: (out / name / "metrics.csv").stat().st_mtime_ns for name in done} == stamps
     assert [r["status"] for r in read_index(out)] == ["done"] * 4

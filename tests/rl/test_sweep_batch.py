@@ -264,6 +264,29 @@ def test_the_sweep_batches_by_default_and_writes_what_no_batch_writes(tmp_path, 
         _assert_same_run(tmp_path / "batch" / row["name"], tmp_path / "alone" / row["name"])
 
 
+def test_a_configuration_that_diverges_in_a_batch_fails_alone(tmp_path, capsys):
+    """alpha_0 = 0.1 diverges after its first checkpoint: its batch-mate ends as if alone."""
+    grid = tmp_path / "grid.toml"
+    grid.write_text(
+        GRID.format(episodes=20).replace(
+            "seed = [0, 100, 7]", '"agent_params.alpha0" = [0.005, 0.1]'
+        )
+    )
+    common = ["--workers", "1", "--no-progress", "--no-plot"]
+    assert main([str(grid), "--out", str(tmp_path / "d"), *common, "--dry-run"]) == 0
+    assert capsys.readouterr().out.count("batch 0") == 2  # the two share one batch
+    assert main([str(grid), "--out", str(tmp_path / "batch"), *common]) == 1
+    assert main([str(grid), "--out", str(tmp_path / "alone"), "--no-batch", *common]) == 1
+    rows = read_index(tmp_path / "batch")
+    assert (
+        [r["status"] for r in rows]
+        == ["done", "failed"]
+        == [r["status"] for r in read_index(tmp_path / "alone")]
+    )
+    assert "diverged" in rows[1]["error"]
+    _assert_same_run(tmp_path / "batch" / rows[0]["name"], tmp_path / "alone" / rows[0]["name"])
+
+
 @pytest.mark.slow  # a sweep in a subprocess, killed by SIGKILL mid-batch, then resumed
 def test_a_batch_killed_by_sigkill_resumes_to_the_files_of_an_uninterrupted_sweep(tmp_path):
     grid = tmp_path / "grid.toml"
