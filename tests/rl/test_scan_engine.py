@@ -11,6 +11,7 @@ JAX compiles the chunk for seconds per runner, so the default run builds few.
 """
 
 import importlib.util
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -260,3 +261,25 @@ def test_cuda_scan_plays_the_compiled_engines_episodes():
     assert "cuda" in str(got.loop.obs.devices()).lower() or "gpu" in str(got.loop.obs.devices())
     expected = _play(_runner("teql-released", "compiled", "cartpole", seeds), 0, 20)
     np.testing.assert_allclose(played[0][:3], expected[0][:3], rtol=0, atol=RETURN_TOL)
+
+
+def test_a_chunk_writes_the_visit_table_in_place():
+    """XLA copies none of the visit table's arrays inside the compiled chunk.
+
+    A copy per step would make a step's cost grow with the table (the whole
+    index, every step); the chunk's optimized program is read for one.
+    """
+    runner = _host_draws(_runner("teql-released", "scan", "cartpole", (0,), eval_every=0))
+    loop, programs = runner.loop, []
+    chunk = loop._chunk
+
+    def recorded(carry, *args):
+        programs.append((chunk.lower(carry, *args).compile().as_text(), carry.table))
+        return chunk(carry, *args)
+
+    loop._chunk = recorded
+    _play(runner, 0, 1)
+    text, table = programs[0]
+    shapes = {",".join(map(str, a.shape)) for a in table if a.size > 1}
+    copied = set(re.findall(r"\[([\d,]+)\]\{[\d,]*\} copy\(", text))
+    assert not shapes & copied, f"the chunk copies visit-table arrays of shapes {shapes & copied}"

@@ -94,11 +94,33 @@ def _page_slots(space: ArrayNamespace, table: VisitState, ids: Array, states: Ar
     return space.astype(table.page_of[ids, states // PAGE], space.ops.int64)
 
 
-def visit_rows(space: ArrayNamespace, table: VisitState, ids: Array, states: Array) -> Array:
-    """Return the row of every replica's flat state (int64, -1 where never visited), (B,)."""
+def _looked_up(space: ArrayNamespace, table: VisitState, ids: Array, states: Array) -> Array:
+    """Read each replica's page, then its state's row there (`visit_rows`)."""
     pages = _page_slots(space, table, ids, states)
     slot = space.ops.where(pages >= 0, pages, 0)  # page 0 is all -1
     return space.astype(table.pages[slot, states % PAGE], space.ops.int64)
+
+
+def visit_rows(space: ArrayNamespace, table: VisitState, ids: Array, states: Array) -> Array:
+    """Return the row of every replica's flat state (int64, -1 where never visited), (B,).
+
+    On JAX the reads run as one pass of a ``while_loop``, which XLA does not fuse
+    into the readers of the rows: fused, the reads of the index would be repeated
+    in the readers (the EUGE scores, the writes of counts and Delta Q), which need
+    not run before `insert` writes the index in the same compiled program, and XLA
+    would then copy the whole index on every step to keep the old one for them.
+    The loop's flag starts from the states (never negative), so that XLA cannot
+    see that it runs once and inline it.
+    """
+    if not space.ops.functional:
+        return _looked_up(space, table, ids, states)
+
+    def once(carry: tuple[Array, Array]) -> tuple[Array, Array]:
+        return carry[0] | True, _looked_up(space, table, ids, states)
+
+    pending = lambda carry: ~carry[0]  # noqa: E731
+    init = (states[0] < 0, space.astype(states, space.ops.int64))
+    return space.while_loop(pending, once, init)[1]
 
 
 def state_rows(space: ArrayNamespace, table: VisitState, rows: Array) -> tuple[Array, Array]:
