@@ -9,10 +9,10 @@ and the memory per replica, and checks that every configuration's
 ``metrics.csv`` is the same both ways (all columns but the wall time).
 
 ``--vary seed`` (the default) makes the configurations differ in their seeds
-only; ``--vary alpha0`` gives them ``--configs`` step sizes alpha_0 from 0.002
-to 0.05 (geometrically spaced), which batch where the agent lists ``alpha0`` in
-its ``per_replica`` (`rl.agents.replica_settings`) and are tasks of their own
-otherwise.
+only; ``--vary alpha0`` gives them ``--configs`` step sizes alpha_0 from 0.001
+to 0.01 (geometrically spaced, none of which diverges), which batch where the
+agent lists ``alpha0`` in its ``per_replica`` (`rl.agents.replica_settings`)
+and are tasks of their own otherwise.
 A 100-configuration x 10-seed sweep of 1,000 episodes each is
 ``--configs 100 --seeds 10 --episodes 1000``.
 """
@@ -38,7 +38,7 @@ def grid_text(agent: str, configs: int, seeds: int, episodes: int, vary: str) ->
     if vary == "seed":
         swept = f"seed = {[k * seeds for k in range(configs)]}"
     else:
-        values = [float(v) for v in np.round(np.geomspace(0.002, 0.05, configs), 6)]
+        values = [float(v) for v in np.round(np.geomspace(0.001, 0.01, configs), 6)]
         swept = f'"agent_params.alpha0" = {values}'
     return (
         f'[base]\nenv = "cartpole"\nagent = "{agent}"\nepisodes = {episodes}\n'
