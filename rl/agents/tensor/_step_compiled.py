@@ -434,8 +434,8 @@ def observe(agent, settings, rule, table, batch, scratch):
     count_before = settings.count_before_update
     rank = by_rank.shape[1]  # the replica's components: the first r_b (`rank_view`)
     rows, update = by_rank[1 : n_modes + 1], by_rank[n_modes + 1 :]
-    replica_rule = rule_settings(rule, numbers[TOL, 0], int(numbers[MAX_INNER, 0]),
-                                 numbers[F_MAX, 0])  # fmt: skip
+    tol, max_inner, f_max = numbers[TOL, 0], numbers[MAX_INNER, 0], numbers[F_MAX, 0]
+    replica_rule = rule_settings(rule, tol, int(max_inner), f_max)
     for b in range(states.shape[0]):
         if not active[b]:
             continue
@@ -443,20 +443,23 @@ def observe(agent, settings, rule, table, batch, scratch):
             rank = int(numbers[RANK, b])
             view = rank_view(by_rank, rank)
             rows, update = view[1 : n_modes + 1], view[n_modes + 1 :]
-        tol, max_inner, f_max = numbers[TOL, b], numbers[MAX_INNER, b], numbers[F_MAX, b]
         if (
-            tol != replica_rule.tol
-            or max_inner != replica_rule.max_inner
-            or (f_max != replica_rule.f_max)
+            numbers[TOL, b] != tol
+            or numbers[MAX_INNER, b] != max_inner
+            or (numbers[F_MAX, b] != f_max)
         ):
+            tol, max_inner, f_max = numbers[TOL, b], numbers[MAX_INNER, b], numbers[F_MAX, b]
             replica_rule = rule_settings(rule, tol, int(max_inner), f_max)
-        for n in range(n_state):  # the entry's index vector (state, action)
+        state = 0  # the entry's index vector (state, action) and its flat state and action
+        for n in range(n_state):
             index[n] = states[b, n]
+            state = state * dims[n] + index[n]
+        action = 0
         for n in range(n_state, n_modes):
             index[n] = actions[b, n - n_state]
-        key = b * settings.n_states + _ravel(index, dims, 0, n_state)
-        action = _ravel(index[n_state:], dims, n_state, n_modes)
-        count = 0
+            action = action * dims[n] + index[n]
+        key = b * settings.n_states + state
+        count, row = 0, -1
         if settings.visits:
             row = visit_row(table, key, count_before)
             if count_before:
@@ -476,7 +479,8 @@ def observe(agent, settings, rule, table, batch, scratch):
                 factors[b, offsets[n] + index[n], r] = rows[n, r]
         after = cp_entry(rows)
         if settings.visits:
-            row = visit_row(table, key, True)
+            if row < 0:  # absent before the update: its row now
+                row = visit_row(table, key, True)
             change = before - after
             delta[row, action] = change if settings.signed_delta else abs(change)
             if not count_before:
