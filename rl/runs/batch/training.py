@@ -72,7 +72,7 @@ from rl.runs.training import (
 from rl.seeding import spawn_replicas
 from rl.validation import REPLICA_OVERHEAD_BYTES, check_replicas, state_bytes
 
-MAX_BATCH_REPLICAS = 1024
+MAX_BATCH_REPLICAS = 100
 """Most replicas one batch holds (`rl.sweep` chunks its batches to at most this many).
 
 It bounds one process's memory and how long a batch's replicas wait for its
