@@ -17,19 +17,15 @@ active=mask)``; an inactive or ended copy consumes no randomness).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from gymnasium.utils import seeding
-from gymnasium.vector import AutoresetMode, VectorEnv
-from gymnasium.vector.utils import batch_space
+from gymnasium.vector import AutoresetMode
 from numpy.typing import NDArray
 
 from rl.envs.lowrank_mdp import PlantedRankMDP
-from rl.envs.vector import check_autoreset_mode, copy_seeds, reset_mask
+from rl.envs.vector import CopiesVectorEnv
 from rl.jit import kernel
-from rl.validation import check_int
 
 
 def latent_cdf_table(env: PlantedRankMDP) -> NDArray[np.float64]:
@@ -49,7 +45,7 @@ def latent_cdf_table(env: PlantedRankMDP) -> NDArray[np.float64]:
     return np.cumsum(np.concatenate([stay, weights], axis=1), axis=1)
 
 
-class PlantedRankVector(VectorEnv):
+class PlantedRankVector(CopiesVectorEnv):
     """B copies of `rl.envs.lowrank_mdp.PlantedRankMDP` (module docstring).
 
     Parameters
@@ -65,6 +61,7 @@ class PlantedRankVector(VectorEnv):
     """
 
     steps_active_only = True  # honours step(actions, active=mask) (rl.loop.replicas.ReplicaEnvs)
+    state_dtype = np.int64
 
     def __init__(
         self,
@@ -73,19 +70,11 @@ class PlantedRankVector(VectorEnv):
         max_episode_steps: int | None = 100,
         **env_kwargs: Any,
     ) -> None:
-        self.num_envs = check_int("num_envs", num_envs, 1)
-        if max_episode_steps is not None:
-            max_episode_steps = check_int("max_episode_steps", max_episode_steps, 1)
-        self.max_episode_steps = max_episode_steps
-        self.autoreset_mode = check_autoreset_mode(autoreset_mode)
-        self.metadata = {"autoreset_mode": self.autoreset_mode, "render_modes": []}
-        self.render_mode = None
-        self.single_env = PlantedRankMDP(**env_kwargs)
-        env = self.single_env
-        self.single_observation_space = env.observation_space
-        self.single_action_space = env.action_space
-        self.observation_space = batch_space(env.observation_space, self.num_envs)
-        self.action_space = batch_space(env.action_space, self.num_envs)
+        self.single_env = env = PlantedRankMDP(**env_kwargs)
+        self.state_dim = len(env.state_dims)
+        super().__init__(
+            num_envs, max_episode_steps, autoreset_mode, env.observation_space, env.action_space
+        )
         self._action_dims = np.asarray(env.action_dims)
         self._rewards_flat = env.reward.reshape(-1)
         self._latent_cdf = latent_cdf_table(env)
@@ -96,36 +85,12 @@ class PlantedRankVector(VectorEnv):
         )
         self._draws_per_step = 1 + len(env.state_dims)
         self._initial_cdf = np.cumsum(env.initial_distribution.reshape(-1))
-        self._rngs: list[np.random.Generator | None] = [None] * self.num_envs
-        self.state = np.zeros((self.num_envs, len(env.state_dims)), dtype=np.int64)
-        self.elapsed_steps = np.zeros(self.num_envs, dtype=np.int64)
-        self._terminated = np.zeros(self.num_envs, dtype=np.bool_)
-        self._truncated = np.zeros(self.num_envs, dtype=np.bool_)
 
-    def _reset_copy(self, i: int, seed: int | None) -> None:
-        """Reset copy ``i`` as `rl.envs.factored.FactoredMDP.reset` does."""
-        if seed is not None or self._rngs[i] is None:
-            self._rngs[i], _ = seeding.np_random(seed)
+    def _initial_state(self, rng: np.random.Generator) -> tuple[np.intp, ...]:
+        """Draw one copy's initial state as `rl.envs.factored.FactoredMDP.reset` does."""
         cdf = self._initial_cdf
-        flat = min(
-            int(np.searchsorted(cdf, self._rngs[i].random() * cdf[-1], side="right")), cdf.size - 1
-        )
-        self.state[i] = np.unravel_index(flat, self.single_env.state_dims)
-        self.elapsed_steps[i] = 0
-        self._terminated[i] = False
-        self._truncated[i] = False
-
-    def reset(
-        self,
-        *,
-        seed: int | Sequence[int | None] | None = None,
-        options: dict[str, Any] | None = None,
-    ) -> tuple[NDArray[np.int64], dict[str, Any]]:
-        """Reset all copies, or those in ``options["reset_mask"]`` (see `rl.envs.vector`)."""
-        seeds, mask = copy_seeds(seed, self.num_envs), reset_mask(options, self.num_envs)
-        for i in np.flatnonzero(mask):
-            self._reset_copy(int(i), seeds[i])
-        return self.state.copy(), {}
+        flat = min(int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right")), cdf.size - 1)
+        return np.unravel_index(flat, self.single_env.state_dims)
 
     def step(
         self, actions: NDArray, active: NDArray[np.bool_] | None = None
@@ -156,30 +121,13 @@ class PlantedRankVector(VectorEnv):
         if any(rng is None for rng in self._rngs):
             raise RuntimeError("Call reset() before step().")
         actions = np.asarray(actions, dtype=np.int64).reshape(self.num_envs, -1)
-        if active is None:
-            active = np.ones(self.num_envs, dtype=np.bool_)
-        else:
-            active = np.asarray(active, dtype=np.bool_)
-            if active.shape != (self.num_envs,):
-                raise ValueError(
-                    f"The 'active' parameter must have shape ({self.num_envs},). "
-                    f"Got {active.shape} instead."
-                )
+        active = self._active(active)
         ended = active & (self._terminated | self._truncated)
         stepping = np.flatnonzero(active & ~ended)
         rewards = np.zeros(self.num_envs)
         if stepping.size:
             rewards[stepping] = self._advance(stepping, actions[stepping])
-        if self.autoreset_mode == AutoresetMode.NEXT_STEP:
-            for i in np.flatnonzero(ended):
-                self._reset_copy(int(i), None)  # reports reward 0 and both flags False
-        return (
-            self.state.copy(),
-            rewards,
-            self._terminated.copy(),
-            self._truncated.copy(),
-            {},
-        )
+        return self._finish_step(rewards, ended)
 
     def _advance(self, copies: NDArray[np.int64], actions: NDArray[np.int64]) -> NDArray:
         """Step ``copies`` with ``actions``; return their rewards."""

@@ -1,9 +1,9 @@
 """A NumPy vector environment base: B independent copies stepped as one array computation.
 
-Subclasses supply three pure pieces (the initial-state sampler, the batched
-transition kernel and the spaces); this class owns seeding, episode counters
-and the two supported autoreset modes, so that every vector environment of
-``rl.envs`` behaves the same way.
+`CopiesVectorEnv` owns what every vector environment of ``rl.envs`` shares:
+seeding, episode counters and the two supported autoreset modes, so that they
+all behave the same way. `NumpyVectorEnv` subclasses supply three pure pieces
+(the initial-state sampler, the batched transition kernel and the spaces).
 
 Contract
 --------
@@ -129,8 +129,13 @@ def _commit_step(
     return ended
 
 
-class NumpyVectorEnv(VectorEnv, abc.ABC):
-    """B copies of a small physical system with per-copy random streams.
+class CopiesVectorEnv(VectorEnv, abc.ABC):
+    """B copies with their own random streams, step counters and flags: the contract's bookkeeping.
+
+    Subclasses give the initial-state sampler (`_initial_state`) and their
+    ``step``; this class owns the spaces, seeding, ``reset`` (with
+    ``reset_mask``), the check of ``step``'s ``active`` mask (`_active`) and
+    the auto-reset of ended copies (`_finish_step`).
 
     Parameters
     ----------
@@ -140,19 +145,20 @@ class NumpyVectorEnv(VectorEnv, abc.ABC):
         Truncation horizon of every copy (``None``: never truncate).
     autoreset_mode : AutoresetMode or str
         ``NEXT_STEP`` (default) or ``DISABLED``; see the module docstring.
-    single_observation_space, single_action_space : gymnasium.spaces.Box
+    single_observation_space, single_action_space : gymnasium.spaces.Space
         Spaces of one copy.
     """
 
     state_dim: int
+    state_dtype: type = np.float64
 
     def __init__(
         self,
         num_envs: int,
         max_episode_steps: int | None,
         autoreset_mode: AutoresetMode | str,
-        single_observation_space: spaces.Box,
-        single_action_space: spaces.Box,
+        single_observation_space: spaces.Space,
+        single_action_space: spaces.Space,
     ) -> None:
         self.num_envs = check_int("num_envs", num_envs, 1)
         if max_episode_steps is not None:
@@ -166,24 +172,16 @@ class NumpyVectorEnv(VectorEnv, abc.ABC):
         self.observation_space = batch_space(single_observation_space, self.num_envs)
         self.action_space = batch_space(single_action_space, self.num_envs)
         self._rngs: list[np.random.Generator | None] = [None] * self.num_envs
-        self.state = np.zeros((self.num_envs, self.state_dim), dtype=np.float64)
+        self.state = np.zeros((self.num_envs, self.state_dim), dtype=self.state_dtype)
         self.elapsed_steps = np.zeros(self.num_envs, dtype=np.int64)
         self._terminated = np.zeros(self.num_envs, dtype=np.bool_)
         self._truncated = np.zeros(self.num_envs, dtype=np.bool_)
         self._all_active = np.ones(self.num_envs, dtype=np.bool_)
 
-    # ----------------------------------------------------------------- hooks
     @abc.abstractmethod
-    def _initial_state(self, rng: np.random.Generator) -> NDArray[np.float64]:
+    def _initial_state(self, rng: np.random.Generator) -> NDArray[Any]:
         """Draw one copy's initial state exactly as the single environment does."""
 
-    @abc.abstractmethod
-    def _transition(
-        self, state: NDArray[np.float64], action: NDArray[np.float64]
-    ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.bool_]]:
-        """Batched dynamics: (next_state, reward, terminated) for every row."""
-
-    # ---------------------------------------------------------------- seeding
     def _reset_copy(self, i: int, seed: int | None) -> None:
         if seed is not None or self._rngs[i] is None:
             self._rngs[i], _ = seeding.np_random(seed)
@@ -192,13 +190,12 @@ class NumpyVectorEnv(VectorEnv, abc.ABC):
         self._terminated[i] = False
         self._truncated[i] = False
 
-    # -------------------------------------------------------------- interface
     def reset(
         self,
         *,
         seed: int | Sequence[int | None] | None = None,
         options: dict[str, Any] | None = None,
-    ) -> tuple[NDArray[np.float64], dict[str, Any]]:
+    ) -> tuple[NDArray[Any], dict[str, Any]]:
         """Reset all copies, or those in ``options["reset_mask"]``.
 
         Parameters
@@ -212,7 +209,7 @@ class NumpyVectorEnv(VectorEnv, abc.ABC):
 
         Returns
         -------
-        observations : ndarray, shape (B, obs_dim)
+        observations : ndarray, shape (B, state_dim)
         infos : dict
             Empty.
         """
@@ -220,6 +217,55 @@ class NumpyVectorEnv(VectorEnv, abc.ABC):
         for i in np.flatnonzero(mask):
             self._reset_copy(int(i), seeds[i])
         return self.state.copy(), {}
+
+    def _active(self, active: NDArray[np.bool_] | None) -> NDArray[np.bool_]:
+        """Return ``step``'s ``active`` mask checked (every copy when None)."""
+        if active is None:
+            return self._all_active
+        active = np.asarray(active, dtype=np.bool_)
+        if active.shape != (self.num_envs,):
+            raise ValueError(
+                f"The 'active' parameter must have shape ({self.num_envs},). "
+                f"Got {active.shape} instead."
+            )
+        return active
+
+    def _finish_step(
+        self, rewards: NDArray[np.float64], ended: NDArray[np.bool_]
+    ) -> tuple[
+        NDArray[Any],
+        NDArray[np.float64],
+        NDArray[np.bool_],
+        NDArray[np.bool_],
+        dict[str, Any],
+    ]:
+        """Auto-reset the ``ended`` copies (``NEXT_STEP``); return ``step``'s five values."""
+        if self.autoreset_mode == AutoresetMode.NEXT_STEP and ended.any():
+            for i in np.flatnonzero(ended):
+                self._reset_copy(int(i), None)  # reports reward 0 and both flags False
+        return (
+            self.state.copy(),
+            rewards,
+            self._terminated.copy(),
+            self._truncated.copy(),
+            {},
+        )
+
+
+class NumpyVectorEnv(CopiesVectorEnv):
+    """B copies of a small physical system: a batched transition kernel and `_commit_step`.
+
+    Parameters
+    ----------
+    num_envs, max_episode_steps, autoreset_mode, single_observation_space, single_action_space
+        As in `CopiesVectorEnv`.
+    """
+
+    @abc.abstractmethod
+    def _transition(
+        self, state: NDArray[np.float64], action: NDArray[np.float64]
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.bool_]]:
+        """Batched dynamics: (next_state, reward, terminated) for every row."""
 
     def step(
         self, actions: NDArray, active: NDArray[np.bool_] | None = None
@@ -250,15 +296,7 @@ class NumpyVectorEnv(VectorEnv, abc.ABC):
             Empty.
         """
         actions = np.asarray(actions, dtype=np.float64).reshape(self.num_envs, -1)
-        if active is None:
-            active = self._all_active
-        else:
-            active = np.asarray(active, dtype=np.bool_)
-            if active.shape != (self.num_envs,):
-                raise ValueError(
-                    f"The 'active' parameter must have shape ({self.num_envs},). "
-                    f"Got {active.shape} instead."
-                )
+        active = self._active(active)
         next_state, rewards, terminated = self._transition(self.state, actions)
         max_steps = -1 if self.max_episode_steps is None else int(self.max_episode_steps)
         ended = _commit_step(
@@ -272,13 +310,4 @@ class NumpyVectorEnv(VectorEnv, abc.ABC):
             terminated,
             max_steps,
         )
-        if self.autoreset_mode == AutoresetMode.NEXT_STEP and ended.any():
-            for i in np.flatnonzero(ended):
-                self._reset_copy(int(i), None)  # reports reward 0 and both flags False
-        return (
-            self.state.copy(),
-            rewards,
-            self._terminated.copy(),
-            self._truncated.copy(),
-            {},
-        )
+        return self._finish_step(rewards, ended)
