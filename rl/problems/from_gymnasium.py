@@ -230,11 +230,23 @@ def estimate_reward_bound(
         If the environment raises in ``reset`` or ``step`` (naming the episode
         and its reset seed; the original exception is the cause).
     """
+    rewards = _random_rewards(env, episodes, max_steps, _name(env, env_id), "reward bound")
+    return _bound_of(rewards)
+
+
+def _random_rewards(
+    env: gymnasium.Env, episodes: int, max_steps: int, name: str, estimating: str
+) -> list[float]:
+    """Return the rewards of `_random_episodes` (errors name the ``estimating`` pass)."""
+    played = _random_episodes(env, episodes, max_steps, name, f"estimating its {estimating}")
+    return [reward for _, reward in played if reward is not None]
+
+
+def _bound_of(rewards: list[float]) -> float:
+    """`estimate_reward_bound` of the random episodes' ``rewards``."""
     largest = 0.0
-    purpose = "estimating its reward bound"
-    for _, reward in _random_episodes(env, episodes, max_steps, _name(env, env_id), purpose):
-        if reward is not None:
-            largest = max(largest, abs(reward))
+    for reward in rewards:
+        largest = max(largest, abs(reward))
     if not np.isfinite(largest):
         raise ValueError("The environment returned a non-finite reward; pass 'reward_bound'.")
     return REWARD_MARGIN * largest if largest > 0 else 1.0
@@ -271,14 +283,12 @@ def estimate_reward_size(
     rl.problems.EnvFailure
         If the environment raises in ``reset`` or ``step``.
     """
-    sizes = [
-        abs(reward)
-        for _, reward in _random_episodes(
-            env, episodes, max_steps, _name(env, env_id), "estimating its reward size"
-        )
-        if reward is not None
-    ]
-    size = float(np.mean(sizes)) if sizes else 0.0
+    return _size_of(_random_rewards(env, episodes, max_steps, _name(env, env_id), "reward size"))
+
+
+def _size_of(rewards: list[float]) -> float:
+    """`estimate_reward_size` of the random episodes' ``rewards``."""
+    size = float(np.mean(np.abs(rewards))) if rewards else 0.0
     if not np.isfinite(size):
         raise ValueError("The environment returned a non-finite reward; pass 'reward_size'.")
     return size if size > 0 else 1.0
@@ -353,7 +363,28 @@ def _refuse_object_dtype(observation: Any) -> None:
         )
 
 
-def _reward_bound(probe: gymnasium.Env, env_id: str, options: dict[str, Any]) -> tuple[float, str]:
+class _RandomRewards:
+    """The rewards of the estimates' random episodes, played once for every estimate of a probe.
+
+    The first estimate that needs them plays them, and an environment's error
+    names that estimate (`_random_rewards`).
+    """
+
+    def __init__(self, probe: gymnasium.Env, env_id: str) -> None:
+        self.probe, self.env_id = probe, env_id
+        self._rewards: list[float] | None = None
+
+    def __call__(self, estimating: str) -> list[float]:
+        if self._rewards is None:
+            self._rewards = _random_rewards(
+                self.probe, ESTIMATE_EPISODES, ESTIMATE_STEPS, self.env_id, estimating
+            )
+        return self._rewards
+
+
+def _reward_bound(
+    probe: gymnasium.Env, rewards: _RandomRewards, options: dict[str, Any]
+) -> tuple[float, str]:
     given = _declared_or_given(probe, "reward_bound", options)
     if given is not None:
         return given
@@ -362,7 +393,7 @@ def _reward_bound(probe: gymnasium.Env, env_id: str, options: dict[str, Any]) ->
         largest = float(np.max(np.abs(np.asarray(declared_range, dtype=np.float64))))
         if np.isfinite(largest) and largest > 0:
             return largest, "reward_range"
-    return estimate_reward_bound(probe, env_id=env_id), "estimated"
+    return _bound_of(rewards("reward bound")), "estimated"
 
 
 def _declared_or_given(
@@ -392,9 +423,11 @@ def _declared_or_given(
     return None
 
 
-def _reward_size(probe: gymnasium.Env, env_id: str, options: dict[str, Any]) -> tuple[float, str]:
+def _reward_size(
+    probe: gymnasium.Env, rewards: _RandomRewards, options: dict[str, Any]
+) -> tuple[float, str]:
     given = _declared_or_given(probe, "reward_size", options)
-    return given if given is not None else (estimate_reward_size(probe, env_id=env_id), "estimated")
+    return given if given is not None else (_size_of(rewards("reward size")), "estimated")
 
 
 def user_problem(env: Any, options: dict[str, Any], import_env_module: bool = True) -> Problem:
@@ -436,8 +469,9 @@ def user_problem(env: Any, options: dict[str, Any], import_env_module: bool = Tr
         actions = SpaceGrid(
             probe.action_space, "action", **_grid_options(probe, "action", options, chosen, env_id)
         )
-        bound, source = _reward_bound(probe, env_id, options)
-        size, size_source = _reward_size(probe, env_id, options)
+        rewards = _RandomRewards(probe, env_id)  # played once, for both estimates
+        bound, source = _reward_bound(probe, rewards, options)
+        size, size_source = _reward_size(probe, rewards, options)
         cap = _episode_cap(probe, options, chosen)
         probe_shape = tuple(probe.observation_space.shape or ())
     finally:

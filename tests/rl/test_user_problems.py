@@ -354,3 +354,19 @@ def test_gymnasium_cartpole_is_stepped_as_single_copies():
     assert copies.vector is None
     single = gym.make("CartPole-v1")
     np.testing.assert_array_equal(copies.reset([3, 4])[0], single.reset(seed=3)[0])
+
+
+def test_the_reward_bound_and_size_estimates_share_one_pass_of_random_episodes():
+    """CliffWalking declares neither: both are estimated from the same episodes, played once."""
+    from rl.problems.from_gymnasium import ESTIMATE_EPISODES
+
+    resets = []
+
+    class Counting(gym.Wrapper):
+        def reset(self, **kwargs):
+            resets.append(kwargs.get("seed"))
+            return super().reset(**kwargs)
+
+    problem = make_problem(lambda: Counting(gym.make("CliffWalking-v1")))
+    assert (problem.reward_bound_source, problem.reward_size_source) == ("estimated", "estimated")
+    assert resets == list(range(ESTIMATE_EPISODES))
