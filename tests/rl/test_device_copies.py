@@ -10,8 +10,6 @@ on JAX). A different action moves the state by a whole force or torque step, far
 """
 
 import importlib.util
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -25,10 +23,10 @@ from rl.envs.pendulum import BoundedPendulum, pendulum_row
 from rl.loop.device_copies import DeviceCopies
 from rl.loop.runner import Runner
 from rl.problems import make_problem
-from rl.runs.metrics import COLUMNS, read_metrics
 from rl.seeding import spawn_replicas
 from tensorq.validation import as_numpy
 from tests.rl.agent_drivers import cuda_available
+from tests.rl.cli_runs import assert_resumed_run_equals_whole
 
 NO_TORCH = pytest.mark.skipif(
     importlib.util.find_spec("torch") is None, reason="PyTorch is not installed"
@@ -208,17 +206,4 @@ def test_a_resumed_run_equals_a_whole_one(tmp_path):
             "--checkpoint-every", 2, "--eval-every", 2, "--backend", "pytorch", "--no-progress",
             "--no-plot"]  # fmt: skip
 
-    def train(*more):
-        command = [sys.executable, "-m", "rl.train", *map(str, args), *map(str, more)]
-        root = Path(__file__).resolve().parents[2]
-        done = subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0, done.stderr
-
-    train("--episodes", 3, "--out", tmp_path / "half")
-    train("--resume", tmp_path / "half", "--episodes", 6)
-    train("--episodes", 6, "--out", tmp_path / "whole")
-    half, whole = (read_metrics(tmp_path / name / "metrics.csv") for name in ("half", "whole"))
-    assert len(whole["episode"]) > 0
-    for column in COLUMNS:
-        if column != "wall_time":
-            np.testing.assert_array_equal(half[column], whole[column], err_msg=column)
+    assert_resumed_run_equals_whole(tmp_path, args, timeout=300)

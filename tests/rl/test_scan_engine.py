@@ -12,8 +12,6 @@ JAX compiles the chunk for seconds per runner, so the default run builds few.
 
 import importlib.util
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -26,10 +24,10 @@ from rl.envs.cartpole import ContinuousCartPole
 from rl.loop.runner import Runner
 from rl.loop.scan import ScanLoop
 from rl.problems import make_problem
-from rl.runs.metrics import COLUMNS, read_metrics
 from rl.seeding import spawn_replicas
 from tensorq.validation import as_numpy
 from tests.rl.agent_drivers import cuda_available
+from tests.rl.cli_runs import assert_resumed_run_equals_whole
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("jax") is None, reason="JAX is not installed"
@@ -233,20 +231,7 @@ def test_a_resumed_training_run_equals_a_whole_one(tmp_path):
             "--checkpoint-every", 2, "--eval-every", 2, "--backend", "jax", "--engine",
             "scan", "--no-progress", "--no-plot"]  # fmt: skip
 
-    def train(*more):
-        command = [sys.executable, "-m", "rl.train", *map(str, args), *map(str, more)]
-        root = Path(__file__).resolve().parents[2]
-        done = subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=600)
-        assert done.returncode == 0, done.stderr
-
-    train("--episodes", 3, "--out", tmp_path / "half")
-    train("--resume", tmp_path / "half", "--episodes", 6)
-    train("--episodes", 6, "--out", tmp_path / "whole")
-    half, whole = (read_metrics(tmp_path / name / "metrics.csv") for name in ("half", "whole"))
-    assert len(whole["episode"]) > 0
-    for column in COLUMNS:
-        if column != "wall_time":
-            np.testing.assert_array_equal(half[column], whole[column], err_msg=column)
+    assert_resumed_run_equals_whole(tmp_path, args, timeout=600)
 
 
 @pytest.mark.gpu
