@@ -25,10 +25,12 @@ branch of the project's array code lives in this module.
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import tensorly as tl
@@ -37,6 +39,63 @@ from tensorly.backend import BackendManager
 SUPPORTED_BACKENDS = ("numpy", "pytorch", "jax")
 
 Array = Any
+
+
+class BackendTraits(NamedTuple):
+    """What a backend is, known without importing its package.
+
+    Attributes
+    ----------
+    module : str
+        The package it needs (``numpy``, ``torch``, ``jax``).
+    label : str
+        Its name in messages.
+    extra : str
+        The ``teql`` extra that installs it (empty: always installed).
+    host : bool
+        Its arrays are NumPy arrays in host memory (only the CPU).
+    functional : bool
+        Its arrays are immutable and its code traces under ``jit`` (JAX).
+    """
+
+    module: str
+    label: str
+    extra: str
+    host: bool
+    functional: bool
+
+
+BACKEND_TRAITS = {
+    "numpy": BackendTraits("numpy", "NumPy", "", host=True, functional=False),
+    "pytorch": BackendTraits("torch", "PyTorch", "torch", host=False, functional=False),
+    "jax": BackendTraits("jax", "JAX", "jax", host=False, functional=True),
+}
+"""`BackendTraits` of each name of `SUPPORTED_BACKENDS`."""
+
+
+def check_available(name: str, device: str) -> None:
+    """Raise a one-line ValueError unless backend ``name`` imports and has ``device``.
+
+    ``device`` is "cpu", "cuda" or "cuda:N"; a CUDA device must be one the
+    backend sees.
+    """
+    traits = BACKEND_TRAITS[name]
+    fix = f"pip install 'teql[{traits.extra}]'"
+    if importlib.util.find_spec(traits.module) is None:
+        raise ValueError(
+            f"The 'backend' parameter {name!r} needs {traits.label}, which is not installed "
+            f"here: {fix} (docs/tutorials/backends.md)."
+        )
+    try:
+        importlib.import_module(traits.module)
+    except Exception as error:  # an installed build that cannot load (a missing library, ...)
+        reason = " ".join(str(error).split()) or type(error).__name__
+        raise ValueError(
+            f"The 'backend' parameter {name!r} needs {traits.label}, which is installed here "
+            f"but fails to import ({reason}); reinstall it: {fix}."
+        ) from None
+    if device != "cpu":
+        ops_for_backend(name).device(device)
 
 
 def _numpy_clip(x: Any, low: float, high: float) -> Any:
@@ -107,9 +166,17 @@ def _torch_device(device: Any) -> Any:
     import torch
 
     try:
-        return torch.device("cpu" if device is None else device)
+        where = torch.device("cpu" if device is None else device)
     except (RuntimeError, TypeError) as error:
         raise _bad_device("pytorch", device, "'cpu', 'cuda' or 'cuda:N'") from error
+    if where.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if (where.index or 0) >= count:
+            raise ValueError(
+                f"The 'device' parameter {device!r} needs a CUDA GPU that PyTorch sees; "
+                f"it sees {count} here."
+            )
+    return where
 
 
 def _torch_asarray(data: Any, dtype: Any = None, device: Any = None) -> Any:
@@ -241,8 +308,9 @@ def ops_for_backend(name: str) -> ArrayOps:
             f"The 'backend' parameter must be one of {SUPPORTED_BACKENDS}. Got {name!r} instead."
         )
     backend = BackendManager.load_backend(name)
-    numpy = name == "numpy"
-    if name == "jax":
+    traits = BACKEND_TRAITS[name]
+    numpy = traits.host
+    if traits.functional:
         import jax
 
         jax.config.update("jax_enable_x64", True)
@@ -254,8 +322,8 @@ def ops_for_backend(name: str) -> ArrayOps:
     }[name]
     return ArrayOps(
         name=name,
-        functional=name == "jax",
-        host=name == "numpy",
+        functional=traits.functional,
+        host=traits.host,
         tensor=backend.tensor,
         to_numpy=backend.to_numpy,
         where=backend.where,
@@ -425,4 +493,4 @@ def array_namespace(backend: str, device: str = "cpu") -> ArrayNamespace:
         import jax.numpy as xp
     else:
         xp = np
-    return ArrayNamespace(ops, ops.device(None if backend == "numpy" else device), xp)
+    return ArrayNamespace(ops, ops.device(None if ops.host else device), xp)

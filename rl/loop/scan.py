@@ -29,7 +29,7 @@ What stays on the host, between calls:
   finite, stops the call before that step changes anything, and the host raises
   the error every loop raises.
 
-Random draws. With ``draws="jax"`` (the default) a replica's exploration
+Random draws. With ``draws="prng"`` (the default, JAX's PRNG) a replica's exploration
 doubles of its t-th training step are ``jax.random.uniform`` of
 ``fold_in(key, t)``, ``key`` taken from its exploration generator's state
 (which the loop never advances), so a checkpoint (generators and step counters)
@@ -235,7 +235,7 @@ class ScanLoop(DeviceCopies):
         T, the lockstep steps of one compiled call.
     queue : int
         Episodes whose initial states each replica has ahead of it in a call.
-    draws : {"jax", "host"}
+    draws : {"prng", "host"}
         The exploration doubles: JAX's PRNG, or each replica's generator in the
         reference's order (the module docstring).
     """
@@ -247,11 +247,11 @@ class ScanLoop(DeviceCopies):
         lockstep: Lockstep,
         steps: int = CHUNK_STEPS,
         queue: int = QUEUE_EPISODES,
-        draws: Literal["jax", "host"] = "jax",
+        draws: Literal["prng", "host"] = "prng",
     ) -> None:
         super().__init__(lockstep)
-        if draws not in ("jax", "host"):
-            raise ValueError(f"The 'draws' parameter must be 'jax' or 'host'. Got {draws!r}.")
+        if draws not in ("prng", "host"):
+            raise ValueError(f"The 'draws' parameter must be 'prng' or 'host'. Got {draws!r}.")
         self.steps, self.queue_size, self.draws = int(steps), int(queue), draws
         self.event_rows = max(4096, 4 * lockstep.replicas)
         """Rows of a segment's event buffers (events are filed in pieces of this many)."""
@@ -302,7 +302,7 @@ class ScanLoop(DeviceCopies):
                 "was built, and the scan loop cannot call it: set it before building the Runner."
             )
         engine.draws.sync()  # no buffered doubles left over from acting outside the loop
-        if self.draws == "jax":
+        if self.draws == "prng":
             self._keys = space.put(jax_keys(engine.state.generators))
         slots, int64, float64 = segment.slots, np.int64, np.float64
         ints, floats = slots.ints, slots.floats
@@ -391,7 +391,7 @@ class ScanLoop(DeviceCopies):
         """Return the draws' buffer and cursor: one call's doubles of every generator ("host")."""
         space, replicas = self.space, self.lockstep.replicas
         cursor = space.zeros((replicas,), np.int64)
-        if self.draws == "jax":
+        if self.draws == "prng":
             return space.zeros((replicas, 1), np.float64), cursor
         width = self.steps * self.per_step
         rows = np.stack([g.random(width) for g in self.engine.state.generators])

@@ -23,19 +23,21 @@ draw nothing. Two sources answer:
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from collections.abc import Sequence
 from typing import Any, Literal, Protocol
 
 import numpy as np
 
-from tensorq._backend import SUPPORTED_BACKENDS, ArrayNamespace, ops_for_backend
+from tensorq._backend import (
+    BACKEND_TRAITS,
+    SUPPORTED_BACKENDS,
+    ArrayNamespace,
+    check_available,
+)
 
 Array = Any
 Backend = Literal["numpy", "pytorch", "jax"]
-
-_MODULES = {"pytorch": ("torch", "PyTorch", "torch"), "jax": ("jax", "JAX", "jax")}
 
 
 def check_backend(backend: object, device: object, engine: str = "auto") -> None:
@@ -58,55 +60,23 @@ def check_backend(backend: object, device: object, engine: str = "auto") -> None
         raise ValueError(
             f"The 'device' parameter must be cpu, cuda or cuda:N. Got {device!r} instead."
         )
-    if engine == "scan" and backend != "jax":
+    traits = BACKEND_TRAITS[str(backend)]
+    if engine == "scan" and not traits.functional:
         raise ValueError(
             f"The 'engine' parameter 'scan' runs on JAX only; got backend {backend!r}: set "
             "backend 'jax' (--backend jax; docs/tutorials/backends.md)."
         )
-    if backend == "numpy":
-        if device != "cpu":
-            raise ValueError(
-                f"The 'device' parameter {device!r} needs backend pytorch or jax; "
-                "numpy runs on the cpu."
-            )
-        return
-    if engine in ("compiled", "reference"):
+    if traits.host and device != "cpu":
+        raise ValueError(
+            f"The 'device' parameter {device!r} needs backend pytorch or jax; "
+            f"{backend} runs on the cpu."
+        )
+    if not traits.host and engine in ("compiled", "reference"):
         raise ValueError(
             f"The 'engine' parameter {engine!r} runs on NumPy only; backend {backend!r} needs "
             "engine 'array' or 'auto'."
         )
-    module, label, extra = _MODULES[str(backend)]
-    if importlib.util.find_spec(module) is None:
-        raise ValueError(
-            f"The 'backend' parameter {backend!r} needs {label}, which is not installed here: "
-            f"pip install 'teql[{extra}]' (docs/tutorials/backends.md)."
-        )
-    try:
-        importlib.import_module(module)
-    except Exception as error:  # an installed build that cannot load (a missing library, ...)
-        reason = " ".join(str(error).split()) or type(error).__name__
-        raise ValueError(
-            f"The 'backend' parameter {backend!r} needs {label}, which is installed here but "
-            f"fails to import ({reason}); reinstall it: pip install 'teql[{extra}]'."
-        ) from None
-    if device != "cpu":
-        _check_cuda(str(backend), device)
-
-
-def _check_cuda(backend: str, device: str) -> None:
-    """Raise ValueError unless ``backend`` has the CUDA device ``device``."""
-    if backend == "jax":
-        ops_for_backend("jax").device(device)  # a one-line ValueError naming JAX's devices
-        return
-    import torch
-
-    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    index = int(device.partition(":")[2] or 0)
-    if index >= count:
-        raise ValueError(
-            f"The 'device' parameter {device!r} needs a CUDA GPU that PyTorch sees; "
-            f"it sees {count} here."
-        )
+    check_available(str(backend), device)
 
 
 class Draws(Protocol):

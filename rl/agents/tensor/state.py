@@ -30,6 +30,7 @@ from numpy.typing import NDArray
 
 from rl.agents.base import ContinuousActions, Transitions
 from rl.agents.tensor.visits import VisitTable
+from tensorq._backend import BACKEND_TRAITS
 
 Array = Any
 
@@ -375,7 +376,7 @@ def resolve_engine(engine: EngineName, factors: Sequence[Any], backend: str = "n
     """
     if engine == "scan":
         return "scan"
-    if engine == "array" or backend != "numpy":
+    if engine == "array" or not BACKEND_TRAITS[backend].host:
         return "array"
     if engine == "reference":
         return "reference"
