@@ -58,7 +58,11 @@ def measure(keys: np.ndarray, n_states: int, n_actions: int, seeds: int, capacit
         step = np.array([s[t] if t < len(s) else 0 for s in per_replica], dtype=np.int64)
         table, _, full = visits_ops.hashed_insert(space, table, ids, step, active)
         if full.any():
-            raise visits_ops.hashed_full_error(int(np.flatnonzero(full)[0]), capacity)
+            replica = int(np.flatnonzero(full)[0])
+            raise ValueError(
+                f"The hashed visit table of replica {replica} is full: all {capacity} slots "
+                "hold visited states; pass a larger --capacity (a power of two)."
+            )
     reads = []
     for t in range(most):
         active = np.array([t < len(s) for s in per_replica])

@@ -23,7 +23,7 @@ What stays on the host, between calls:
   until the next call, which changes none of its numbers;
 - the visit table's room: a step that could hand out more rows than the table
   has stops the call (the carry is then left as it was before that step); the
-  host grows the table (`rl.agents.tensor._visits_array.DeviceVisits.make_room`)
+  host grows the table (``make_room`` of `rl.agents.tensor._visits_array.device_visits`)
   and calls again, so the table still grows with the states visited;
 - the errors: a non-finite reward or observation, or a TD target that is not
   finite, stops the call before that step changes anything, and the host raises
@@ -55,6 +55,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from rl.agents.base import Agent
+from rl.agents.tensor import _visits_array as visits_ops
 from rl.agents.tensor._array_backend import UniformStreams
 from rl.agents.tensor._array_engine import ArrayEngine
 from rl.agents.tensor._visits_array import VisitState
@@ -74,10 +75,7 @@ CHUNK_STEPS = 256
 QUEUE_EPISODES = 32
 """Episodes whose initial states every replica has ahead of it, by default."""
 ROOM_STEPS = 64
-"""Free visit-table rows per replica made before a call, at least (pages: a quarter)."""
-MIN_ROOM_ROWS = 16_384
-"""Free visit-table rows made before a call, at least: few replicas then seldom compile
-the chunk again for a larger table (about 2.7 MB on CartPole)."""
+"""Lockstep steps of new visit-table rows made room for before a call, at least."""
 
 _INT_COLUMNS = (columns.EPISODE, columns.EVAL_INDEX, columns.LENGTH, columns.LAST_LENGTH)
 _FLOAT_COLUMNS = (columns.RETURN, columns.GREEDY_SUM, columns.LAST_RETURN)
@@ -352,11 +350,7 @@ class ScanLoop(DeviceCopies):
         buffer, cursor = self._host_draws()
         table = None
         if engine.visits is not None:
-            visits = engine.visits
-            used = int(space.host(visits.table.used)[0])
-            used_pages = int(space.host(visits.table.used_pages)[0])
-            room = max(ROOM_STEPS * self.lockstep.replicas, MIN_ROOM_ROWS)
-            table = visits.make_room(room, room // 4, used, used_pages)
+            table = engine.visits.make_room(ROOM_STEPS)
         replicas = self.lockstep.replicas
         carry = Carry(
             factors=tuple(state.factors), table=table, steps=engine.steps,
@@ -465,8 +459,7 @@ class ScanLoop(DeviceCopies):
         # a masked step reads and writes the arrays in place, where a branch would copy them.
         room = carry.status == GO_ON
         if table is not None:
-            room &= table.used[0] + replicas <= table.counts.shape[0]
-            room &= table.used_pages[0] + replicas <= table.pages.shape[0]
+            room &= visits_ops.has_room(table, replicas)
         # resets: the queue's next initial state for every replica whose episode ended
         take = slot.needs_reset & slot.running & (slot.started + 1 < filled) & room
         started = slot.started + space.astype(take, ops.int64)

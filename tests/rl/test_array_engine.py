@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from rl.agents.base import Transitions
 from rl.agents.readings import reading
 from rl.agents.tensor._array_backend import check_backend
 from rl.agents.tensor.teql import TEQLAgent, TEQLConfig
@@ -80,6 +81,36 @@ def test_teql_steps_like_the_reference(case, backend):
         random_drive(reference, 40, seed=3, active_mask=mask),
         random_drive(array, 40, seed=3, active_mask=mask),
     )
+    _assert_close_states(reference, array)
+
+
+@pytest.mark.parametrize("backend", LONG_BACKENDS)
+def test_a_grid_too_large_for_the_paged_index_steps_like_the_reference(backend):
+    """A (6000, 4000) x (3,) grid: the hashed table; 700 steps on 2,400 states as the reference."""
+    from rl.agents.tensor._visits_array import START_SLOTS, HashedDeviceVisits
+
+    problem = toy_problem((6000, 4000), (3,))
+    params = {**STABLE, "visit_storage": "sparse"}
+    reference = TEQLAgent(problem, TEQLConfig(**params, engine="reference"), streams(0, 1, 2))
+    array = TEQLAgent(
+        problem, TEQLConfig(**params, backend=backend, engine="array"), streams(0, 1, 2)
+    )
+    assert isinstance(array.engine_.visits, HashedDeviceVisits)
+    taken = []
+    for agent in (reference, array):
+        rng = np.random.default_rng(5)
+        states, actions_taken = rng.integers(0, [60, 40], size=(3, 2)), []
+        for t in range(700):
+            active = np.array([True, t % 3 != 1, t % 5 != 2])
+            actions = agent.act(states, active)
+            next_states = rng.integers(0, [60, 40], size=(3, 2))
+            rewards, terminated = rng.normal(size=3), rng.random(3) < 0.1
+            agent.observe(Transitions(states, actions, rewards, next_states, terminated, active))
+            actions_taken.append(np.where(active[:, None], actions, -1))
+            states = next_states
+        taken.append(np.stack(actions_taken))
+    np.testing.assert_array_equal(taken[0], taken[1])
+    assert array.engine_.visits.table.keys.shape[1] > START_SLOTS  # it doubled
     _assert_close_states(reference, array)
 
 

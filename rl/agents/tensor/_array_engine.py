@@ -11,7 +11,8 @@ replicas, with no Python loop over replicas or actions, on the
 - ``name="array"``: on the state's ``backend`` (NumPy, PyTorch, JAX) and
   ``device`` (CPU or GPU), with buffered doubles
   (`rl.agents.tensor._array_backend.UniformStreams`). The factors, the visit table
-  (`rl.agents.tensor._visits_array.DeviceVisits`), the step counters and
+  (`rl.agents.tensor._visits_array.device_visits`: paged, or hashed for a grid as
+  large as Highway's), the step counters and
   epsilon stay on the device; what crosses to the host each step is what the
   environments need: the states come in, the actions (and the released
   reading's continuous draws) go out, and one flag says whether a TD target
@@ -43,9 +44,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from rl.agents.base import Transitions
+from rl.agents.tensor import _visits_array as visits_ops
 from rl.agents.tensor import step
 from rl.agents.tensor._array_backend import GeneratorSource, UniformStreams
-from rl.agents.tensor._visits_array import DeviceVisits, VisitState
+from rl.agents.tensor._visits_array import VisitState
 from rl.agents.tensor.state import BonusShareMean, ReplicaRule, TensorState, UpdateStats
 from tensorq._backend import array_namespace
 from tensorq.functional import update_setting
@@ -127,9 +129,9 @@ class ArrayEngine:
         else:
             self.steps = space.put(state.steps, space.ops.int64)
             self.epsilon = space.put(state.epsilon, space.ops.float64)
-        self.visits: DeviceVisits | None = None
+        self.visits: visits_ops.DeviceVisits | visits_ops.HashedDeviceVisits | None = None
         if state.visits is not None:
-            self.visits = DeviceVisits(
+            self.visits = visits_ops.device_visits(
                 space, state.replicas, state.n_states, state.n_actions, state.device
             )
             self.visits.restore(state.visits)

@@ -26,37 +26,48 @@ PyTorch they write in place. `DeviceVisits` holds the state between steps,
 grows it, and converts it to and from the agent's host table
 (``agent.visits_``, dense or sparse), which stays the format of checkpoints.
 
-The hashed table (`HashedVisits`, `empty_hashed`, `hashed_insert`,
-`hashed_rows`) is a second layout, for grids too large for the paged index
-(Highway's 20^9 states: the index alone would take 4 x 20^9 / 32 bytes per
-replica). Every replica owns ``capacity`` slots (a power of two) of one
-open-addressing table: ``keys`` (B, capacity) holds the flat state of each
-slot (-1: empty), found by linear probing from a mixed hash of the state
+The hashed table (`HashedVisits`, `HashedDeviceVisits`) is a second layout,
+for grids too large for the paged index (Highway's 20^9 states: the index alone
+would take 4 x 20^9 / 32 bytes per replica); `device_visits` picks, for a grid,
+the layout that starts smaller. Every replica owns ``capacity`` slots (a power of
+two) of one open-addressing table: ``keys`` (B, capacity) holds the flat state
+of each slot (-1: empty), found by linear probing from a mixed hash of the state
 (`first_slot`), the probe loop being the namespace's ``while_loop``
 (``jax.lax.while_loop`` on JAX) until the last replica of the batch has found
 its state or an empty slot. A slot's N(s, a) and Delta Q(s, a) are row
 ``1 + b * capacity + slot`` of ``counts`` and ``delta`` (row 0: scratch), so
 `state_rows`, `increment` and `set_delta` read and write it as they do the
-paged table. Its memory, B x capacity x (8 + 16 |A|) bytes, is fixed when it
-is made and never grows inside a compiled program: a replica whose slots are
-all taken cannot insert, `hashed_insert` says so (``full``), and its caller
-raises `hashed_full_error`.
+paged table, and `visit_rows` and `insert` take either layout. Its memory,
+B x capacity x (16 + 16 |A|) bytes, is fixed inside a compiled program; between
+steps (or compiled stretches of steps) `HashedDeviceVisits` doubles the capacity
+of every replica, by inserting the rows again, before a replica could hold more
+than `MAX_LOAD` of its slots, so that probes stay short and no insert fails.
+Each row also keeps its number in the order of first visits (``order``), so that
+the host table it is saved into is the one the other engines write.
 """
 
 from __future__ import annotations
 
+import abc
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from rl.agents.tensor.visits import DenseVisits, VisitTable
 from rl.validation import check_memory
-from tensorq._backend import ArrayNamespace
+from tensorq._backend import ArrayNamespace, array_namespace
 
 Array = Any
 
 PAGE = 32
 """States per page of the index: the smallest index after 10,000 CartPole episodes."""
+MIN_ROOM_ROWS = 16_384
+"""Free rows `DeviceVisits.make_room` makes, at least: few replicas then seldom compile
+a stretch of steps again for a larger table (about 2.7 MB on CartPole)."""
+START_SLOTS = 1024
+"""Slots per replica of a new hashed table (`HashedDeviceVisits`)."""
+MAX_LOAD = 0.5
+"""Largest share of a replica's slots in use before the hashed table doubles."""
 
 
 class VisitState(NamedTuple):
@@ -110,8 +121,11 @@ def visit_rows(space: ArrayNamespace, table: VisitState, ids: Array, states: Arr
     not run before `insert` writes the index in the same compiled program, and XLA
     would then copy the whole index on every step to keep the old one for them.
     The loop's flag starts from the states (never negative), so that XLA cannot
-    see that it runs once and inline it.
+    see that it runs once and inline it. A `HashedVisits` table probes instead
+    (`hashed_rows`).
     """
+    if isinstance(table, HashedVisits):
+        return hashed_rows(space, table, ids, states)
     if not space.ops.functional:
         return _looked_up(space, table, ids, states)
 
@@ -121,6 +135,14 @@ def visit_rows(space: ArrayNamespace, table: VisitState, ids: Array, states: Arr
     pending = lambda carry: ~carry[0]  # noqa: E731
     init = (states[0] < 0, space.astype(states, space.ops.int64))
     return space.while_loop(pending, once, init)[1]
+
+
+def has_room(table: VisitState, replicas: int) -> Array:
+    """Whether ``table`` has room for one more lockstep step of ``replicas`` (an array flag)."""
+    if isinstance(table, HashedVisits):
+        return table.used.max() + 1 <= int(MAX_LOAD * table.keys.shape[1])
+    rows, pages = table.counts.shape[0], table.pages.shape[0]
+    return (table.used[0] + replicas <= rows) & (table.used_pages[0] + replicas <= pages)
 
 
 def state_rows(space: ArrayNamespace, table: VisitState, rows: Array) -> tuple[Array, Array]:
@@ -150,7 +172,14 @@ def insert(
     active: Array,
     n_states: int,
 ) -> tuple[VisitState, Array]:
-    """Give a row to every active replica's state that has none; return the table and rows."""
+    """Give a row to every active replica's state that has none; return the table and rows.
+
+    ``rows`` are `visit_rows`'s. A `HashedVisits` table probes again
+    (`hashed_insert`); its owner made room first (`HashedDeviceVisits.reserve`,
+    `HashedDeviceVisits.make_room`), so that no replica is full.
+    """
+    if isinstance(table, HashedVisits):
+        return hashed_insert(space, table, ids, states, active)[:2]
     where, int32 = space.ops.where, table.page_of.dtype
     new = active & (rows < 0)
     page, offset = states // PAGE, states % PAGE
@@ -203,8 +232,52 @@ def set_delta(
     return table._replace(delta=space.scatter(table.delta, (slot, actions), new))
 
 
-class DeviceVisits:
-    """A `VisitState` between steps: room for new rows and pages, and the host table's format.
+class _DeviceTable(abc.ABC):
+    """What both device layouts share: the host table's format (`save`, `restore`).
+
+    A subclass keeps its table in ``table`` and gives `_rows` (the rows in use
+    in the order of first visits) and `_load_rows` (a table holding those rows).
+    """
+
+    space: ArrayNamespace
+    replicas: int
+    n_states: int
+    n_actions: int
+
+    @abc.abstractmethod
+    def _rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Return the keys ``replica * |S| + state``, counts and errors of the rows in use."""
+
+    @abc.abstractmethod
+    def _load_rows(self, keys: np.ndarray, counts: np.ndarray, delta: np.ndarray) -> None:
+        """Make the table hold exactly these rows, in this order of first visits."""
+
+    def save(self, target: VisitTable) -> None:
+        """Write this table into the host table ``target`` (in its own layout)."""
+        keys, counts, delta = self._rows()
+        if isinstance(target, DenseVisits):
+            shape = (self.replicas, self.n_states, self.n_actions)
+            full_counts, full_delta = np.zeros(shape, np.int64), np.zeros(shape)
+            full_counts.reshape(-1, self.n_actions)[keys] = counts
+            full_delta.reshape(-1, self.n_actions)[keys] = delta
+            target.load_state_dict({"counts": full_counts, "delta": full_delta})
+        else:
+            target.load_state_dict({"keys": keys, "counts": counts, "delta": delta})
+
+    def restore(self, source: VisitTable) -> None:
+        """Read the host table ``source`` into this one (rows in its order)."""
+        state = source.state_dict()
+        if isinstance(source, DenseVisits):
+            counts = state["counts"].reshape(-1, self.n_actions)
+            delta = state["delta"].reshape(-1, self.n_actions)
+            keys = np.flatnonzero((counts != 0).any(axis=1) | (delta != 0).any(axis=1))
+            state = {"keys": keys, "counts": counts[keys], "delta": delta[keys]}
+        keys = np.asarray(state["keys"], dtype=np.int64)
+        self._load_rows(keys, np.asarray(state["counts"]), np.asarray(state["delta"]))
+
+
+class DeviceVisits(_DeviceTable):
+    """A paged `VisitState` between steps: room for new rows and pages, and the host's format.
 
     Parameters
     ----------
@@ -293,15 +366,20 @@ class DeviceVisits:
         self._page_bound += replicas
         return self.table
 
-    def make_room(self, rows: int, pages: int, used: int, used_pages: int) -> VisitState:
-        """Make room for ``rows`` new rows and ``pages`` new pages, with those in use given.
+    def make_room(self, steps: int) -> VisitState:
+        """Make room for ``steps`` lockstep steps of new rows (at least `MIN_ROOM_ROWS`).
 
-        For a caller that reads the rows and pages in use (``used``, ``used_pages``)
-        itself, as a compiled stretch of steps does (`rl.loop.scan`); the table
-        grows as `reserve` grows it, to at least twice its size.
+        For a caller that plays a compiled stretch of steps (`rl.loop.scan`); pages
+        get a quarter of the rows' room. The rows and pages in use are read from
+        the device, and the table grows as `reserve` grows it, to at least twice
+        its size.
         """
+        host, table = self.space.host, self.table
+        used, used_pages = int(host(table.used)[0]), int(host(table.used_pages)[0])
         self._bound, self._page_bound = used, used_pages
-        size, n_pages = int(self.table.counts.shape[0]), int(self.table.pages.shape[0])
+        rows = max(steps * self.replicas, MIN_ROOM_ROWS)
+        pages = rows // 4
+        size, n_pages = int(table.counts.shape[0]), int(table.pages.shape[0])
         if used + rows > size or used_pages + pages > n_pages:
             rows, pages = max(2 * size, used + rows), max(2 * n_pages, used_pages + pages)
             self.table = self._grown(rows, pages)
@@ -330,28 +408,8 @@ class DeviceVisits:
         counts = np.array(host(table.counts[1:used]), dtype=np.int64)
         return keys, counts, np.array(host(table.delta[1:used]), dtype=np.float64)
 
-    def save(self, target: VisitTable) -> None:
-        """Write this table into the host table ``target`` (in its own layout)."""
-        keys, counts, delta = self._rows()
-        if isinstance(target, DenseVisits):
-            shape = (self.replicas, self.n_states, self.n_actions)
-            full_counts, full_delta = np.zeros(shape, np.int64), np.zeros(shape)
-            full_counts.reshape(-1, self.n_actions)[keys] = counts
-            full_delta.reshape(-1, self.n_actions)[keys] = delta
-            target.load_state_dict({"counts": full_counts, "delta": full_delta})
-        else:
-            target.load_state_dict({"keys": keys, "counts": counts, "delta": delta})
-
-    def restore(self, source: VisitTable) -> None:
-        """Read the host table ``source`` into this one (rows in its order)."""
-        state = source.state_dict()
-        if isinstance(source, DenseVisits):
-            counts = state["counts"].reshape(-1, self.n_actions)
-            delta = state["delta"].reshape(-1, self.n_actions)
-            keys = np.flatnonzero((counts != 0).any(axis=1) | (delta != 0).any(axis=1))
-            state = {"keys": keys, "counts": counts[keys], "delta": delta[keys]}
-        keys = np.asarray(state["keys"], dtype=np.int64)
-        self.table = self._table(keys, state["counts"], state["delta"], *self._capacity(len(keys)))
+    def _load_rows(self, keys: np.ndarray, counts: np.ndarray, delta: np.ndarray) -> None:
+        self.table = self._table(keys, counts, delta, *self._capacity(len(keys)))
         self._bound = len(keys) + 1
         self._page_bound = int(self.space.host(self.table.used_pages)[0])
 
@@ -376,6 +434,11 @@ class HashedVisits(NamedTuple):
         Slots in use per replica.
     probes : int64 array of shape (B,)
         Slots read per replica by the lookups so far (one per lookup at least).
+    order : int64 array of shape (1 + B capacity,)
+        Each row's number in the order of first visits (replicas in order within a
+        step, as the sparse host table hands out rows), 0 where the slot is empty.
+    clock : int64 array of shape (1,)
+        The number the next new row gets.
     """
 
     keys: Array
@@ -383,6 +446,8 @@ class HashedVisits(NamedTuple):
     delta: Array
     used: Array
     probes: Array
+    order: Array
+    clock: Array
 
 
 def empty_hashed(
@@ -406,6 +471,8 @@ def empty_hashed(
         delta=space.zeros((rows, n_actions), np.float64),
         used=space.zeros((replicas,), np.int64),
         probes=space.zeros((replicas,), np.int64),
+        order=space.zeros((rows,), np.int64),
+        clock=space.put(np.ones(1, dtype=np.int64)),
     )
 
 
@@ -473,7 +540,7 @@ def hashed_insert(
     Returns the table, the rows of the states (-1 for an inactive replica's
     unvisited state and for a full replica's new one), and ``full`` (B,):
     the active replicas whose new state found no free slot (nothing changes
-    for them; the caller raises `hashed_full_error`).
+    for them).
     """
     ops, int64 = space.ops, space.ops.int64
     capacity = table.keys.shape[1]
@@ -483,20 +550,157 @@ def hashed_insert(
     new = new & ~full
     keys = space.scatter(table.keys, (ids, slot), ops.where(new, states, table.keys[ids, slot]))
     rows = ops.where(hit | new, 1 + ids * capacity + slot, -1)
+    numbers, count = _handed_out(space, new, table.clock)
+    row = ops.where(new, rows, 0)
+    order = space.scatter(table.order, (row,), ops.where(new, numbers, table.order[row]))
     used = table.used + space.astype(new, int64)
     probes = table.probes + ops.where(active, read, 0)
-    return table._replace(keys=keys, used=used, probes=probes), rows, full
-
-
-def hashed_full_error(replica: int, capacity: int) -> ValueError:
-    """Return the error of a replica whose visit table has no free slot."""
-    return ValueError(
-        f"The hashed visit table of replica {replica} is full: all {capacity} slots hold "
-        "visited states. Build it with a larger capacity (a power of two, at least twice "
-        "the states one replica visits)."
-    )
+    return table._replace(
+        keys=keys, used=used, probes=probes, order=order, clock=table.clock + count
+    ), rows, full  # fmt: skip
 
 
 def hashed_load_factor(space: ArrayNamespace, table: HashedVisits) -> float:
     """Return the largest share of a replica's slots in use."""
     return float(space.host(table.used).max()) / table.keys.shape[1]
+
+
+def hashed_bytes(replicas: int, capacity: int, n_actions: int) -> float:
+    """Bytes of a hashed table of ``capacity`` slots per replica."""
+    return float(replicas) * capacity * (24.0 + 16.0 * n_actions)
+
+
+class HashedDeviceVisits(_DeviceTable):
+    """A `HashedVisits` table between steps: doubled before it fills, and the host's format.
+
+    Parameters
+    ----------
+    space : ArrayNamespace
+    replicas, n_states, n_actions : int
+        B, |S| and |A|.
+    device : str
+        The device's name (``"cpu"``, ``"cuda:0"``), whose memory must hold the table.
+    capacity : int, default START_SLOTS
+        Slots per replica to start with (a power of two).
+    """
+
+    def __init__(
+        self,
+        space: ArrayNamespace,
+        replicas: int,
+        n_states: int,
+        n_actions: int,
+        device: str,
+        capacity: int = START_SLOTS,
+    ) -> None:
+        self.space, self.replicas, self.n_states, self.n_actions, self.device = (
+            space, replicas, n_states, n_actions, device,
+        )  # fmt: skip
+        self._check_memory(capacity)
+        self.table = empty_hashed(space, replicas, capacity, n_actions)
+        self._bound = 0  # slots in use per replica at most, known without asking the device
+
+    def _check_memory(self, capacity: int) -> None:
+        check_memory(
+            "seeds",
+            hashed_bytes(self.replicas, capacity, self.n_actions),
+            f"the array engine's hashed visit table ({capacity} slots per replica)",
+            self.device,
+        )
+
+    def reserve(self) -> HashedVisits:
+        """Make room for one new slot per replica (see `make_room`)."""
+        table = self._room(1, asked=False)
+        self._bound += 1
+        return table
+
+    def make_room(self, steps: int) -> HashedVisits:
+        """Make room for ``steps`` lockstep steps, each at most one new slot per replica.
+
+        For a caller that plays a compiled stretch of steps (`rl.loop.scan`),
+        which checks `has_room` before every step; the slots in use are read
+        from the device.
+        """
+        return self._room(steps, asked=True)
+
+    def _room(self, steps: int, asked: bool) -> HashedVisits:
+        """Double the capacity until ``steps`` more slots per replica keep it within `MAX_LOAD`.
+
+        The device is asked for the slots in use only when ``asked`` or when the
+        host's bound says the table may be too full.
+        """
+        capacity = int(self.table.keys.shape[1])
+        if asked or self._bound + steps > MAX_LOAD * capacity:
+            self._bound = int(self.space.host(self.table.used).max())
+        if self._bound + steps > MAX_LOAD * capacity:
+            while self._bound + steps > MAX_LOAD * capacity:
+                capacity *= 2
+            self._load_rows(*self._rows(), capacity=capacity)
+        return self.table
+
+    def _rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Return the keys, counts and errors of the slots in use, in the order of first visits."""
+        host, table = self.space.host, self.table
+        keys = np.asarray(host(table.keys))
+        replica, slot = np.nonzero(keys >= 0)
+        rows = 1 + replica * keys.shape[1] + slot
+        rows = rows[np.argsort(np.asarray(host(table.order))[rows], kind="stable")]
+        replica, slot = np.divmod(rows - 1, keys.shape[1])
+        flat = replica * self.n_states + keys[replica, slot]
+        counts = np.array(host(table.counts), dtype=np.int64)[rows]
+        return flat, counts, np.array(host(table.delta), dtype=np.float64)[rows]
+
+    def _load_rows(
+        self, keys: np.ndarray, counts: np.ndarray, delta: np.ndarray, capacity: int = 0
+    ) -> None:
+        """Insert the rows again, in their order, into a table of ``capacity`` slots or more.
+
+        Without ``capacity`` the table keeps its own, doubled until the rows fit
+        within `MAX_LOAD`.
+        """
+        replica, state = np.divmod(keys, self.n_states)
+        per_replica = np.bincount(replica, minlength=self.replicas)
+        most = int(per_replica.max(initial=0))
+        capacity = capacity or int(self.table.keys.shape[1])
+        while most > MAX_LOAD * capacity:
+            capacity *= 2
+        self._check_memory(capacity)
+        host = array_namespace("numpy")  # built on the host, then put on the device once
+        table = empty_hashed(host, self.replicas, capacity, self.n_actions)
+        probes = np.array(self.space.host(self.table.probes), dtype=np.int64)
+        # rank: a row's place among its replica's rows; the k-th rows go in together
+        grouped = np.argsort(replica, kind="stable")
+        rank = np.empty(len(keys), dtype=np.int64)
+        rank[grouped] = np.arange(len(keys)) - np.repeat(
+            np.cumsum(per_replica) - per_replica, per_replica
+        )
+        by_rank = np.argsort(rank, kind="stable")
+        ends = np.cumsum(np.bincount(rank, minlength=most))
+        ids, rows = np.arange(self.replicas), np.zeros(len(keys), dtype=np.int64)
+        for k in range(most):
+            these = by_rank[(ends[k - 1] if k else 0) : ends[k]]
+            states, active = np.zeros(self.replicas, np.int64), np.zeros(self.replicas, bool)
+            states[replica[these]], active[replica[these]] = state[these], True
+            table, found, _ = hashed_insert(host, table, ids, states, active)
+            rows[these] = found[replica[these]]
+        table.counts[rows], table.delta[rows] = counts, delta
+        table.order[:] = 0
+        table.order[rows] = np.arange(1, len(keys) + 1)
+        table = table._replace(probes=probes, clock=np.array([len(keys) + 1], dtype=np.int64))
+        self.table = HashedVisits(*(self.space.put(array) for array in table))
+        self._bound = most
+
+
+def device_visits(
+    space: ArrayNamespace, replicas: int, n_states: int, n_actions: int, device: str
+) -> DeviceVisits | HashedDeviceVisits:
+    """Return an empty device table of the layout that starts smaller for this grid.
+
+    The paged index takes 4 ceil(|S| / PAGE) bytes per replica from the start, a
+    hashed table `START_SLOTS` slots: the paper's CartPole and Pendulum grids get
+    the paged table, Highway's 20^9 states the hashed one.
+    """
+    paged = 4.0 * replicas * -(-n_states // PAGE)
+    if paged <= hashed_bytes(replicas, START_SLOTS, n_actions):
+        return DeviceVisits(space, replicas, n_states, n_actions, device)
+    return HashedDeviceVisits(space, replicas, n_states, n_actions, device)
