@@ -8,8 +8,9 @@ gamma, with ``python -m rl.tune --pruner halving`` twice in this process: with
 finished trial's slot refilled at once, `rl.tune.population`) and one trial
 after another (no ``--population``). It prints both wall times, their ratio,
 how many trials each pruned, and the population's slot occupancy: the
-replica-steps played by live trials over all the replica-steps of the batch
-(P * S slots at every lockstep step, `occupancy`).
+replica-steps of the slots that hold a live trial over all the replica-steps
+of the batch (P * S slots at every lockstep step), and the share of them that
+the live trials' replicas played (`occupancy`).
 """
 
 from __future__ import annotations
@@ -39,26 +40,34 @@ high = 0.999
 """
 
 
-def occupancy(segments: Sequence[list[list[Any]]], slots: int) -> float:
-    """Replica-steps of live trials over all replica-steps of ``slots`` replicas (CartPole).
+def occupancy(segments: Sequence[list[list[Any]]], slots: int) -> tuple[float, float]:
+    """Shares of the batch's replica-steps held by live trials, and stepped by them (CartPole).
 
     ``segments`` holds, per segment, every live trial's episodes
     (`rl.runs.training.EpisodeLog`). A replica's steps in a segment are its
     training episodes' lengths and its greedy episodes' (on CartPole, whose
     every step is rewarded 1, a greedy return is that episode's length); the
-    segment's lockstep steps are the most any replica took, during which all
-    ``slots`` replicas (an empty slot's too) count.
+    segment's lockstep steps T are the most any replica took. All the
+    replica-steps of a segment are T x ``slots``; those of live trials are T
+    x the live trials' replicas (the slot occupancy: empty slots are the
+    only loss); those stepped are the replicas' own steps (a replica that has
+    played its episodes of the segment waits at its end).
+
+    Returns
+    -------
+    held, stepped : float
     """
-    live, total = 0.0, 0.0
+    held, stepped, total = 0.0, 0.0, 0.0
     for logs in segments:
         steps = [
             sum(log.lengths[i] + np.nan_to_num(log.greedy_returns[i]) for log in trial)
             for trial in logs
             for i in range(len(trial[0].lengths))
         ]
-        live += sum(steps)
+        held += max(steps) * len(steps)
+        stepped += sum(steps)
         total += max(steps) * slots
-    return live / total
+    return held / total, stepped / total
 
 
 def timed_search(argv: list[str]) -> float:
@@ -109,9 +118,13 @@ def main(argv: list[str] | None = None) -> None:
         finally:
             population.train_segment = train_segment
         alone = timed_search([*common, "--out", str(root / "sequential")])
-        share = occupancy(segments, args.population * args.seeds)
+        held, stepped = occupancy(segments, args.population * args.seeds)
         print(f"{'search':<22}{'wall s':>10}")
         print(f"{'--population ' + str(args.population):<22}{batched:>10.2f}")
         print(f"{'one after another':<22}{alone:>10.2f}")
         print(f"ratio (one after another / population): {alone / batched:.2f}")
-        print(f"slot occupancy of the population: {share:.3f} over {len(segments)} segments")
+        print(
+            f"population over {len(segments)} segments: slot occupancy {held:.3f} (replica-steps "
+            f"of slots holding a live trial / all), stepped {stepped:.3f} (replica-steps played "
+            "/ all; the rest waited at a segment's end for a trial with longer episodes)"
+        )

@@ -307,11 +307,13 @@ class Scores:
         self.values: list[np.ndarray] = []
 
     def add(self, log: EpisodeLog) -> None:
+        """Keep the scored column of one episode's log."""
         field = {"greedy_return": "greedy_returns", "return": "returns", "length": "lengths"}
         self.episodes.append(log.episode)
         self.values.append(np.asarray(getattr(log, field[self.column]), dtype=float))
 
     def table(self) -> dict[str, np.ndarray]:
+        """Return the episodes kept as the columns of a ``metrics.csv`` table."""
         count = len(self.episodes)
         return {
             "seed": np.tile(self.seeds, count),
@@ -483,7 +485,7 @@ def optimize(
             time.sleep(HEARTBEAT_SECONDS)
             continue
         error, value, state = None, None, optuna.trial.TrialState.COMPLETE
-        with heartbeat(storage, lambda: [trial._trial_id]):
+        with heartbeat(storage, [trial._trial_id].copy):
             try:
                 value = run_trial(trial, search, trial_dir(out, trial.number))
             except optuna.TrialPruned:

@@ -189,3 +189,19 @@ def test_an_interrupted_population_queues_its_live_trials_and_resumes_to_n_trial
         assert rerun.params == trial.params and rerun.state.name == "COMPLETE"
         run_dir = trial_dir(out, rerun.number)
         _assert_same_run(run_dir, _trial_alone(run_dir, tmp_path))
+
+
+def test_a_runner_takes_offsets_only_when_built_staggered_and_one_per_replica() -> None:
+    from rl.runs.config import resolve_settings
+    from rl.runs.training import build_run
+
+    settings = resolve_settings(_config(Path("unused"), "tabular", None))
+    runner, _ = build_run(settings)
+    try:
+        with pytest.raises(ValueError, match="staggered=True"):
+            next(runner.episodes(0, 1, offsets=[0, 5]))
+        runner.staggered = True
+        with pytest.raises(ValueError, match="must be 2 episode counts >= 0"):
+            next(runner.episodes(0, 1, offsets=[0, -1]))
+    finally:
+        runner.close()
