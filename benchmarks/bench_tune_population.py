@@ -7,10 +7,13 @@ gamma, with ``python -m rl.tune --pruner halving`` twice in this process: with
 ``--population P`` (P trials, P * S replicas, in one batch; a pruned or
 finished trial's slot refilled at once, `rl.tune.population`) and one trial
 after another (no ``--population``). It prints both wall times, their ratio,
+the training episodes and steps each search played (over all seeds; the two
+searches prune differently, so they train different amounts),
 how many trials each pruned, and the population's slot occupancy: the
 replica-steps of the slots that hold a live trial over all the replica-steps
 of the batch (P * S slots at every lockstep step), and the share of them that
-the live trials' replicas played (`occupancy`).
+the live trials' replicas played (`occupancy`). A tiny search of each kind
+runs first, untimed, so that neither timing includes compiling.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from rl.runs.metrics import read_metrics
 from rl.tune import population
 from rl.tune.cli import main as tune_main
 
@@ -70,6 +74,15 @@ def occupancy(segments: Sequence[list[list[Any]]], slots: int) -> tuple[float, f
     return held / total, stepped / total
 
 
+def trained_steps(out: Path) -> tuple[int, int]:
+    """Return the training episodes and steps, over seeds, of every trial of a search."""
+    episodes, steps = 0, 0
+    for metrics in sorted((out / "trials").glob("*/metrics.csv")):
+        lengths = read_metrics(metrics)["length"]
+        episodes, steps = episodes + len(lengths), steps + int(lengths.sum())
+    return episodes, steps
+
+
 def timed_search(argv: list[str]) -> float:
     """Return the wall seconds of one ``rl.tune`` run (it prints its counts)."""
     start = time.perf_counter()
@@ -101,16 +114,20 @@ def main(argv: list[str] | None = None) -> None:
         root = Path(temporary)
         space = root / "space.toml"
         space.write_text(SPACE)
-        common = [
+        search = [
             "--env", "CartPole-v1", "--agent", args.agent, "--reading", args.reading,
-            "--space", str(space), "--n-trials", str(args.trials), "--seeds", str(args.seeds),
-            "--episodes", str(args.episodes), "--pruner", "halving",
+            "--space", str(space), "--pruner", "halving",
         ]  # fmt: skip
+        common = [*search, "--n-trials", str(args.trials), "--seeds", str(args.seeds),
+                  "--episodes", str(args.episodes)]  # fmt: skip
         print(
             f"{args.trials} trials x {args.seeds} seeds x {args.episodes} episodes of "
             f"{args.agent} ({args.reading}) on CartPole, successive halving; population "
             f"{args.population} ({args.population * args.seeds} replicas)"
         )
+        tiny = [*search, "--n-trials", "2", "--seeds", "1", "--episodes", "10"]
+        for warm in (["--population", "2"], []):  # compile and import before either is timed
+            tune_main([*tiny, *warm, "--out", str(root / f"warm{len(warm)}")])
         population.train_segment = recorded
         try:
             batched = timed_search([*common, "--population", str(args.population),
@@ -119,9 +136,13 @@ def main(argv: list[str] | None = None) -> None:
             population.train_segment = train_segment
         alone = timed_search([*common, "--out", str(root / "sequential")])
         held, stepped = occupancy(segments, args.population * args.seeds)
-        print(f"{'search':<22}{'wall s':>10}")
-        print(f"{'--population ' + str(args.population):<22}{batched:>10.2f}")
-        print(f"{'one after another':<22}{alone:>10.2f}")
+        print(f"{'search':<22}{'wall s':>10}{'episodes':>10}{'steps':>10}{'steps/s':>10}")
+        for name, wall, out in (
+            (f"--population {args.population}", batched, root / "population"),
+            ("one after another", alone, root / "sequential"),
+        ):
+            episodes, steps = trained_steps(out)
+            print(f"{name:<22}{wall:>10.2f}{episodes:>10}{steps:>10}{steps / wall:>10.0f}")
         print(f"ratio (one after another / population): {alone / batched:.2f}")
         print(
             f"population over {len(segments)} segments: slot occupancy {held:.3f} (replica-steps "
