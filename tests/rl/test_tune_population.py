@@ -6,6 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from benchmarks.bench_tune_population import SPACE
 from rl.runs.batch.staggered import StaggeredMember, train_segment
 from rl.runs.config import TrainConfig
 from rl.runs.metrics import COLUMNS, read_metrics
@@ -79,18 +80,6 @@ def test_members_that_join_a_batch_at_other_episodes_equal_each_trained_alone(tm
     _assert_prefix_of_alone(first.run_dir, _alone(a, tmp_path))
     assert read_metrics(first.run_dir / "metrics.csv")["episode"].max() == 5
 
-
-SPACE = """
-[params.alpha0]
-type = "float"
-low = 0.05
-high = 1.0
-
-[params.gamma]
-type = "float"
-low = 0.8
-high = 0.999
-"""
 
 RUN = ["--env", "CartPole-v1", "--agent", "teql", "--reading", "stable", "--seeds", "2"]
 
