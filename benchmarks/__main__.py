@@ -36,6 +36,7 @@ MODULES = {
     "against": "bench_against",
     "sweep_batch": "bench_sweep_batch",
     "visits_hashed": "bench_visits_hashed",
+    "tune_population": "bench_tune_population",
 }
 QUICK = {
     "sweep_batch": ["--configs", "2", "--seeds", "2", "--episodes", "3", "--workers", "1"],
@@ -64,6 +65,7 @@ QUICK = {
     "backends": ["--replicas", "1", "4", "--seconds", "0.2", "--engines", "compiled", "pytorch"],
     "metrics": ["--seeds", "3", "--episodes", "40", "--repeat", "1"],
     "visits_hashed": ["--episodes", "3", "--seeds", "2"],
+    "tune_population": ["--trials", "3", "--population", "2", "--seeds", "2", "--episodes", "10"],
     "tensorboard": ["--seeds", "3", "--episodes", "6", "--checkpoint-every", "3", "--repeat", "1"],
     "against": [
         "--rev",

@@ -21,7 +21,15 @@ from numpy.typing import NDArray
 
 from rl.agents.base import Agent
 from rl.loop.replicas import ReplicaEnvs
-from rl.loop.slots import EV_EPISODE, EV_GREEDY, EV_LENGTH, EV_REPLICA, EV_RETURN, Slots
+from rl.loop.slots import (
+    EV_EPISODE,
+    EV_GREEDY,
+    EV_LENGTH,
+    EV_REPLICA,
+    EV_RETURN,
+    OFFSET,
+    Slots,
+)
 from rl.problems import Problem
 from rl.seeding import ReplicaStreams
 
@@ -91,13 +99,24 @@ class Segment:
 
     Results are kept only for the episodes some replica has finished and not
     all have (at most the spread between the fastest and the slowest replica).
+    With ``offsets`` (`rl.loop.slots.Slots`), replica b plays its episodes
+    ``offsets[b] + start + 1 .. offsets[b] + stop`` and a result of episode e
+    holds every replica's episode ``offsets[b] + e``.
     """
 
-    def __init__(self, start: int, stop: int, replicas: int, capacity: int) -> None:
+    def __init__(
+        self,
+        start: int,
+        stop: int,
+        replicas: int,
+        capacity: int,
+        offsets: NDArray[np.int64] | None = None,
+    ) -> None:
         self.start = start
         self.stop = stop
         self.replicas = replicas
-        self.slots = Slots(start, replicas, capacity)
+        self.slots = Slots(start, replicas, capacity, offsets)
+        self.offsets = self.slots.ints[:, OFFSET].copy()
         self.results: dict[int, EpisodeResult] = {}
         self.finished: dict[int, int] = {}  # episode -> replicas done with it
         self.update_masks()
@@ -119,8 +138,9 @@ class Segment:
         """File the first ``n_events`` events of the slots' buffers into the result rows."""
         ints = self.slots.event_ints[:n_events]
         floats = self.slots.event_floats[:n_events]
-        for episode in np.unique(ints[:, EV_EPISODE]).tolist():
-            rows = ints[:, EV_EPISODE] == episode
+        episodes = ints[:, EV_EPISODE] - self.offsets[ints[:, EV_REPLICA]]
+        for episode in np.unique(episodes).tolist():
+            rows = episodes == episode
             replicas = ints[rows, EV_REPLICA]
             if episode not in self.results:
                 b = self.replicas
@@ -143,7 +163,7 @@ class Segment:
 
     def lower_stop(self) -> None:
         """Move the barrier to the furthest episode any replica has started (or waits at)."""
-        self.stop = min(self.stop, int(self.slots.episode.max()))
+        self.stop = min(self.stop, int((self.slots.episode - self.offsets).max()))
 
 
 class Loop(Protocol):

@@ -61,6 +61,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 
+import numpy as np
+
 from rl.agents.base import Agent
 from rl.loop.copies import CompiledCopies, compiled_copies_apply
 from rl.loop.device_copies import DeviceCopies, device_copies_apply
@@ -74,7 +76,7 @@ from rl.problems import Problem
 from rl.seeding import ReplicaStreams
 
 
-def choose_loop(lockstep: Lockstep, fused: bool) -> Loop:
+def choose_loop(lockstep: Lockstep, fused: bool, staggered: bool = False) -> Loop:
     """Return the loop that plays the run's steps: the first of the module doc's list that applies.
 
     Parameters
@@ -83,10 +85,13 @@ def choose_loop(lockstep: Lockstep, fused: bool) -> Loop:
         The run's parts.
     fused : bool
         False takes the environment objects (`rl.loop.stepped.ObjectSteps`) whatever applies.
+    staggered : bool
+        The replicas may be offset (`Runner.episodes`): the scan loop, which
+        plays every replica from one episode, is left out.
     """
     if not fused or not compiled_copies_apply(lockstep.problem, lockstep.env.vector):
         return ObjectSteps(lockstep)
-    if ScanLoop.applies(lockstep):
+    if not staggered and ScanLoop.applies(lockstep):
         return ScanLoop(lockstep)
     if FusedLoop.applies(lockstep):
         return FusedLoop(lockstep)
@@ -115,6 +120,9 @@ class Runner:
         always steps through the agent and environment objects, one lockstep
         step at a time. Results are bitwise the same either way. Setting the
         attribute picks the loop again.
+    staggered : bool
+        Let `episodes` offset replicas (its ``offsets``); the scan loop is then
+        never picked (results are bitwise the same).
 
     Attributes
     ----------
@@ -134,6 +142,7 @@ class Runner:
         eval_every: int = 10,
         eval_episodes: int = 1,
         fused: bool = True,
+        staggered: bool = False,
     ) -> None:
         streams = list(streams)
         env = ReplicaEnvs(problem, len(streams), [s.seed for s in streams])
@@ -141,6 +150,7 @@ class Runner:
         """The parts the loop reads, fixed here (the attributes below read them)."""
         self.agent_steps = 0
         self._segment: Segment | None = None
+        self.staggered = staggered
         self.fused = fused
 
     @property
@@ -151,7 +161,7 @@ class Runner:
     @fused.setter
     def fused(self, fused: bool) -> None:
         self._fused = fused
-        self.loop: Loop = choose_loop(self.lockstep, fused)
+        self.loop: Loop = choose_loop(self.lockstep, fused, self.staggered)
 
     @property
     def problem(self) -> Problem:
@@ -194,7 +204,11 @@ class Runner:
         return len(self.streams)
 
     def episodes(
-        self, start: int, stop: int, abandon: Callable[[], bool] | None = None
+        self,
+        start: int,
+        stop: int,
+        abandon: Callable[[], bool] | None = None,
+        offsets: Sequence[int] | None = None,
     ) -> Iterator[EpisodeResult]:
         """Play training episodes ``start + 1 .. stop`` of every replica, with their evaluations.
 
@@ -217,6 +231,12 @@ class Runner:
             dropped: their learning stays in the agent, which is then no clean
             checkpoint (a run keeps its last one and replays those episodes on
             resume).
+        offsets : sequence of int, optional
+            Per replica, training episodes it has completed beyond ``start``
+            (a runner built ``staggered`` only): replica b plays its episodes
+            ``offsets[b] + start + 1 .. offsets[b] + stop``, and the result
+            of episode e holds every replica's episode ``offsets[b] + e``.
+            Each replica's episodes are the ones it plays from ``start`` alone.
 
         Yields
         ------
@@ -224,7 +244,15 @@ class Runner:
         """
         if stop <= start:
             raise ValueError(f"The 'stop' parameter must exceed start={start}. Got {stop}.")
-        segment = Segment(start, stop, self.replicas, self.loop.event_rows)
+        shift = None
+        if offsets is not None:
+            shift = np.asarray(offsets, dtype=np.int64)
+            if not self.staggered or shift.shape != (self.replicas,) or (shift < 0).any():
+                raise ValueError(
+                    f"The 'offsets' parameter must be {self.replicas} episode counts >= 0, "
+                    "for a Runner built with staggered=True."
+                )
+        segment = Segment(start, stop, self.replicas, self.loop.event_rows, shift)
         advance = self.loop.start(segment)
         self._segment = segment
         pending = start + 1  # the next episode to yield

@@ -23,7 +23,7 @@ from numba import njit
 from numpy.typing import NDArray
 
 # Columns of `Slots.ints` (per replica).
-EPISODE, EVAL_INDEX, LENGTH, LAST_LENGTH = range(4)
+EPISODE, EVAL_INDEX, LENGTH, LAST_LENGTH, OFFSET = range(5)
 # Columns of `Slots.floats` (per replica).
 RETURN, GREEDY_SUM, LAST_RETURN = range(3)
 # Columns of the event buffers.
@@ -43,13 +43,18 @@ class Slots:
         Number of replicas B.
     capacity : int
         Rows of the event buffers (at least B: one lockstep step ends at most B episodes).
+    offsets : ndarray of int, shape (B,), optional
+        Episodes each replica is ahead of the others (default 0 for all):
+        replica b starts its episode ``offsets[b] + start + 1`` and waits after
+        ``offsets[b] + stop``.
 
     Attributes
     ----------
-    ints : ndarray of int64, shape (B, 4)
+    ints : ndarray of int64, shape (B, 5)
         Columns EPISODE (current training episode), EVAL_INDEX (-1 on a
         training episode, else the evaluation episode k), LENGTH (steps of the
-        episode in progress), LAST_LENGTH (of the last training episode).
+        episode in progress), LAST_LENGTH (of the last training episode),
+        OFFSET (the replica's offset).
     floats : ndarray of float64, shape (B, 3)
         Columns RETURN (of the episode in progress), GREEDY_SUM (greedy returns
         of the evaluation so far), LAST_RETURN (of the last training episode).
@@ -61,9 +66,13 @@ class Slots:
         Columns EV_RETURN, EV_GREEDY (NaN: no evaluation after that episode).
     """
 
-    def __init__(self, start: int, replicas: int, capacity: int) -> None:
-        self.ints = np.zeros((replicas, 4), dtype=np.int64)
-        self.ints[:, EPISODE] = start + 1
+    def __init__(
+        self, start: int, replicas: int, capacity: int, offsets: NDArray | None = None
+    ) -> None:
+        self.ints = np.zeros((replicas, 5), dtype=np.int64)
+        if offsets is not None:
+            self.ints[:, OFFSET] = offsets
+        self.ints[:, EPISODE] = self.ints[:, OFFSET] + start + 1
         self.ints[:, EVAL_INDEX] = -1
         self.floats = np.zeros((replicas, 3))
         self.running = np.ones(replicas, dtype=bool)
@@ -92,8 +101,8 @@ def end_episode(
     adds its return to the greedy sum and the next one starts until
     ``eval_episodes`` are done. When the training episode and its evaluation
     are both done, one event is booked at row ``n_events``; the slot then
-    waits if the episode is the barrier ``stop``, else starts the next
-    training episode. ``restart`` says whether the slot must be reset for a
+    waits if the episode is the barrier ``stop`` (past its offset), else
+    starts the next training episode. ``restart`` says whether the slot must be reset for a
     new episode.
     """
     episode = ints[b, EPISODE]
@@ -121,7 +130,7 @@ def end_episode(
     event_ints[n_events, EV_LENGTH] = ints[b, LAST_LENGTH]
     event_floats[n_events, EV_RETURN] = floats[b, LAST_RETURN]
     event_floats[n_events, EV_GREEDY] = greedy
-    if episode >= stop:
+    if episode - ints[b, OFFSET] >= stop:
         running[b] = False
         return False, n_events + 1
     ints[b, EPISODE] = episode + 1

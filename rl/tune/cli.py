@@ -10,7 +10,9 @@ Every trial trains its seeds in lockstep into ``runs/tune/trials/NNNN/`` (as
 return in the final window (`rl.tune.study`). The study is a SQLite file
 (``runs/tune/study.db`` unless ``--storage`` says otherwise): run the same
 command again to continue it after an interruption or a kill, and start it in
-several shells (or with ``--workers N``) to share it. At the end the command
+several shells (or with ``--workers N``) to share it. ``--population P`` trains P
+trials at a time as one batch and refills the slot of a pruned or finished
+trial with a new one (`rl.tune.population`). At the end the command
 writes ``trials.csv``, ``best_config.json`` (``python -m rl.train --config`` trains it),
 ``importance.png`` and ``history.png`` (`rl.tune.results`). Exit codes: 0 done (or
 ``--timeout`` reached); 1 stopped because as many trials as ``--n-trials`` failed
@@ -25,12 +27,13 @@ import argparse
 import multiprocessing
 import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from rl.runs.config import ConfigError, TrainConfig, build_dataclass, parse_assignment
 from rl.runs.rundir import RunDirError, has_run_files, make_run_dir
+from rl.tune.population import check_population, optimize_population
 from rl.tune.space import check_space, read_space
 from rl.tune.study import (
     COLUMNS,
@@ -101,8 +104,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--pruner",
         choices=PRUNERS,
-        default=PRUNERS[0],
-        help="Optuna's median pruner, successive halving, or none (default median)",
+        help="Optuna's median pruner, successive halving, or none "
+        "(default median; halving with --population)",
+    )
+    parser.add_argument(
+        "--population",
+        type=int,
+        default=0,
+        help="train this many trials at a time as one batch, refilling pruned slots "
+        "(default 0: one after another)",
     )
     parser.add_argument(
         "--timeout", type=float, help="start no trial after this many seconds (default none)"
@@ -150,6 +160,7 @@ def search_from_args(args: argparse.Namespace) -> Search:
     if args.workers < 1:
         raise ConfigError(f"The 'workers' parameter must be >= 1. Got {args.workers}.")
     params = read_space(args.space)
+    pruner = args.pruner or ("halving" if args.population else PRUNERS[0])
     search = Search(
         base,
         tuple(params),
@@ -157,10 +168,13 @@ def search_from_args(args: argparse.Namespace) -> Search:
         column=args.objective,
         window=args.window,
         direction=args.direction,
-        pruner=args.pruner,
+        pruner=pruner,
         sampler_seed=args.sampler_seed,
+        population=args.population,
     )
     check_space(base, params)
+    if search.population:
+        check_population(search)
     return search
 
 
@@ -174,13 +188,18 @@ def _say(trial: Any, error: str | None) -> None:
           file=sys.stderr, flush=True)  # fmt: skip
 
 
+def _optimize(search: Search) -> Callable[..., int]:
+    """Return how the search runs its trials: one after another, or as a population."""
+    return optimize_population if search.population else optimize
+
+
 def _work(url: str, search: Search, out: Path, worker: int, timeout: float | None) -> None:
     """Run one worker process's share of the study."""
     try:
         quiet_optuna()
         storage = open_storage(url)
         study = load_study(storage, search, worker)
-        optimize(study, storage, search, out, timeout=timeout, on_trial=_say)
+        _optimize(search)(study, storage, search, out, timeout=timeout, on_trial=_say)
     except TuneError as error:
         print(f"error: worker {worker}: {error}", file=sys.stderr)
     except KeyboardInterrupt:
@@ -245,14 +264,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         for helper in helpers:
             helper.start()
-        failures = optimize(study, storage, search, out, timeout=args.timeout, on_trial=_say)
+        failures = _optimize(search)(
+            study, storage, search, out, timeout=args.timeout, on_trial=_say
+        )
         for helper in helpers:
             helper.join()
     except KeyboardInterrupt:
         for helper in helpers:
             helper.join()
         print(
-            "\nInterrupted; the finished trials are kept and the running one is queued again. "
+            "\nInterrupted; the finished trials are kept and the running ones are queued again. "
             "Continue with the same command.",
             file=sys.stderr,
         )

@@ -118,6 +118,9 @@ class Search:
     sampler_seed : int
         Seed of Optuna's TPE sampler (mixed with the trials already in the study
         and the worker's index, so that a resumed or parallel search draws anew).
+    population : int
+        Trials trained at once as one batch, their slots refilled
+        (`rl.tune.population`); 0 trains one trial after another.
     """
 
     base: TrainConfig
@@ -128,6 +131,7 @@ class Search:
     direction: str = "maximize"
     pruner: str = "median"
     sampler_seed: int = 0
+    population: int = 0
 
     def __post_init__(self) -> None:
         episodes, every = self.base.episodes, self.base.eval_every
@@ -138,6 +142,10 @@ class Search:
             (self.column in COLUMNS, f"The objective column must be one of {', '.join(COLUMNS)}."),
             (self.direction in DIRECTIONS, f"The direction must be one of {DIRECTIONS}."),
             (self.pruner in PRUNERS, f"The pruner must be one of {', '.join(PRUNERS)}."),
+            (
+                self.population >= 0,
+                f"The 'population' parameter must be >= 1 (or 0: off). Got {self.population}.",
+            ),
             (
                 1 <= self.window <= episodes,
                 f"The window must be 1..{episodes} episodes (--episodes). Got {self.window}.",
@@ -241,7 +249,9 @@ def load_study(storage: Any, search: Search, worker: int = 0) -> Any:
         "median": lambda: optuna.pruners.MedianPruner(
             n_startup_trials=5, n_warmup_steps=search.base.episodes // 4
         ),
-        "halving": optuna.pruners.SuccessiveHalvingPruner,
+        "halving": lambda: optuna.pruners.SuccessiveHalvingPruner(
+            **({"min_resource": search.report_every} if search.population else {})
+        ),
         "none": optuna.pruners.NopPruner,
     }[search.pruner]()
     try:
@@ -288,7 +298,7 @@ def _suggest(trial: Any, param: Param) -> Any:
     return suggest(param.name, param.low, param.high, log=param.log)
 
 
-class _Scores:
+class Scores:
     """The scored column of the episodes trained so far, as a ``metrics.csv`` table."""
 
     def __init__(self, seeds: list[int], column: str) -> None:
@@ -297,17 +307,46 @@ class _Scores:
         self.values: list[np.ndarray] = []
 
     def add(self, log: EpisodeLog) -> None:
+        """Keep the scored column of one episode's log."""
         field = {"greedy_return": "greedy_returns", "return": "returns", "length": "lengths"}
         self.episodes.append(log.episode)
         self.values.append(np.asarray(getattr(log, field[self.column]), dtype=float))
 
     def table(self) -> dict[str, np.ndarray]:
+        """Return the episodes kept as the columns of a ``metrics.csv`` table."""
         count = len(self.episodes)
         return {
             "seed": np.tile(self.seeds, count),
             "episode": np.repeat(self.episodes, len(self.seeds)),
             self.column: np.concatenate(self.values),
         }
+
+
+def trial_config(trial: Any, search: Search, run_dir: Path) -> TrainConfig:
+    """Draw the trial's values of the search space; return its run's configuration."""
+    values = {param.name: _suggest(trial, param) for param in search.params}
+    return dataclasses.replace(
+        with_values(search.base, list(search.params), values), out=str(run_dir)
+    )
+
+
+def report(trial: Any, search: Search, scores: Scores, episode: int) -> bool:
+    """Report the score of the window ending at ``episode`` if it is a pruning point.
+
+    Returns whether the pruner stops the trial there.
+    """
+    if episode % search.report_every or episode == search.base.episodes:
+        return False
+    first = max(1, episode - search.window + 1)
+    trial.report(window_iqm(scores.table(), search.column, first, episode), episode)
+    return bool(trial.should_prune())
+
+
+def final_score(search: Search, run_dir: Path) -> float:
+    """Return a finished trial's score: `window_iqm` of its ``metrics.csv``'s final window."""
+    table = read_metrics(run_dir / METRICS_FILE)
+    last = search.base.episodes
+    return window_iqm(table, search.column, last - search.window + 1, last)
 
 
 def run_trial(trial: Any, search: Search, run_dir: Path) -> float:
@@ -319,21 +358,14 @@ def run_trial(trial: Any, search: Search, run_dir: Path) -> float:
         If the pruner stopped it at an evaluation point.
     """
     optuna = require_optuna()
-    values = {param.name: _suggest(trial, param) for param in search.params}
-    config = dataclasses.replace(
-        with_values(search.base, list(search.params), values), out=str(run_dir)
-    )
+    config = trial_config(trial, search, run_dir)
     runner, effective = build(config)
-    scores, pruned = _Scores(runner.seeds, search.column), False
+    scores, pruned = Scores(runner.seeds, search.column), False
 
     def progress(log: EpisodeLog) -> bool:
         nonlocal pruned
         scores.add(log)
-        if log.episode % search.report_every or log.episode == config.episodes:
-            return True
-        first = max(1, log.episode - search.window + 1)
-        trial.report(window_iqm(scores.table(), search.column, first, log.episode), log.episode)
-        pruned = trial.should_prune()
+        pruned = report(trial, search, scores, log.episode)
         return not pruned
 
     try:
@@ -342,20 +374,19 @@ def run_trial(trial: Any, search: Search, run_dir: Path) -> float:
         runner.close()
     if pruned:
         raise optuna.TrialPruned()
-    table = read_metrics(run_dir / METRICS_FILE)
-    last = config.episodes
-    return window_iqm(table, search.column, last - search.window + 1, last)
+    return final_score(search, run_dir)
 
 
 @contextlib.contextmanager
-def _heartbeat(storage: Any, trial_id: int) -> Iterator[None]:
-    """Record the trial's heartbeat every `HEARTBEAT_SECONDS` while the block runs."""
+def heartbeat(storage: Any, trial_ids: Callable[[], list[int]]) -> Iterator[None]:
+    """Record the heartbeat of the trials ``trial_ids()`` every `HEARTBEAT_SECONDS`."""
     stop = threading.Event()
 
     def beat() -> None:
         while not stop.wait(HEARTBEAT_SECONDS):
-            with contextlib.suppress(Exception):  # a busy file: the next beat tries again
-                storage.record_heartbeat(trial_id)
+            for trial_id in trial_ids():
+                with contextlib.suppress(Exception):  # a busy file: the next beat tries again
+                    storage.record_heartbeat(trial_id)
 
     thread = threading.Thread(target=beat, daemon=True)
     thread.start()
@@ -377,7 +408,7 @@ def _claim_lock(path: Path) -> Iterator[None]:
         os.close(descriptor)
 
 
-def _claim(study: Any, storage: Any, search: Search, out: Path) -> tuple[Any, bool]:
+def claim(study: Any, storage: Any, search: Search, out: Path) -> tuple[Any, bool]:
     """Return (a new trial, False), or (None, whether to wait for a dead trial to go stale)."""
     optuna = require_optuna()
     state = optuna.trial.TrialState
@@ -396,7 +427,7 @@ def _claim(study: Any, storage: Any, search: Search, out: Path) -> tuple[Any, bo
         return trial, False
 
 
-def _retry(study: Any, trial: Any) -> None:
+def retry(study: Any, trial: Any) -> None:
     """Mark ``trial`` failed and queue its parameters again, as for a dead process's trial."""
     optuna = require_optuna()
     frozen = study.tell(trial, state=optuna.trial.TrialState.FAIL)
@@ -447,29 +478,55 @@ def optimize(
     deadline = None if timeout is None else time.monotonic() + timeout
     failures = 0
     while failures < search.n_trials and (deadline is None or time.monotonic() < deadline):
-        trial, wait = _claim(study, storage, search, out)
+        trial, wait = claim(study, storage, search, out)
         if trial is None:
             if not wait:
                 return failures
             time.sleep(HEARTBEAT_SECONDS)
             continue
         error, value, state = None, None, optuna.trial.TrialState.COMPLETE
-        with _heartbeat(storage, trial._trial_id):
+        with heartbeat(storage, [trial._trial_id].copy):
             try:
                 value = run_trial(trial, search, trial_dir(out, trial.number))
             except optuna.TrialPruned:
                 state = optuna.trial.TrialState.PRUNED
             except KeyboardInterrupt:
-                _retry(study, trial)
+                retry(study, trial)
                 raise
-            except (EnvFailure, ValueError, OSError) as exc:  # ConfigError, RunDirError too
-                error, state = " ".join(str(exc).split()), optuna.trial.TrialState.FAIL
-                trial.set_user_attr("error", error)
-        try:
-            frozen = study.tell(trial, value, state=state)
-        except optuna.exceptions.UpdateFinishedTrialError:  # failed as stale: it is queued again
-            continue
-        failures += frozen.state == optuna.trial.TrialState.FAIL  # also a non-finite score
-        if on_trial is not None:
-            on_trial(frozen, error)
+            except TRIAL_ERRORS as exc:
+                error, state = one_line(exc), optuna.trial.TrialState.FAIL
+        failures += tell(study, trial, value, state, error, on_trial)
     return failures
+
+
+TRIAL_ERRORS = (EnvFailure, ValueError, OSError)
+"""What fails a trial (`rl.runs.config.ConfigError` and `rl.runs.rundir.RunDirError` too)."""
+
+
+def one_line(error: BaseException) -> str:
+    """Return an error's message on one line."""
+    return " ".join(str(error).split())
+
+
+def tell(
+    study: Any,
+    trial: Any,
+    value: float | None,
+    state: Any,
+    error: str | None,
+    on_trial: Callable[[Any, str | None], None] | None,
+) -> bool:
+    """Tell the study a trial's end (``error``: why it failed); return whether it failed.
+
+    A trial already failed as stale (queued again by another process) is left as it is.
+    """
+    optuna = require_optuna()
+    if error is not None:
+        trial.set_user_attr("error", error)
+    try:
+        frozen = study.tell(trial, value, state=state)
+    except optuna.exceptions.UpdateFinishedTrialError:  # failed as stale: it is queued again
+        return False
+    if on_trial is not None:
+        on_trial(frozen, error)
+    return frozen.state == optuna.trial.TrialState.FAIL  # also a non-finite score

@@ -207,8 +207,13 @@ def resolve_members(
     return resolved
 
 
-def build_batch(resolved: Sequence[tuple[Settings, dict[str, Any]]]) -> Batch:
+def build_batch(
+    resolved: Sequence[tuple[Settings, dict[str, Any]]], *, staggered: bool = False
+) -> Batch:
     """Build the one agent and runner of a batch of configurations (`resolve_members`).
+
+    ``staggered`` builds the runner so that its members may play from different
+    episodes (`rl.loop.runner.Runner`, `rl.runs.batch.staggered`).
 
     Raises
     ------
@@ -265,7 +270,12 @@ def build_batch(resolved: Sequence[tuple[Settings, dict[str, Any]]]) -> Batch:
     for member, layout in zip(members, layouts, strict=True):  # refuse an uncuttable state now
         split_state(batch_layout, layout, batch_layout, member.lo, member.hi, n_states)
     runner = Runner(
-        problem, agent, streams, eval_every=config.eval_every, eval_episodes=config.eval_episodes
+        problem,
+        agent,
+        streams,
+        eval_every=config.eval_every,
+        eval_episodes=config.eval_episodes,
+        staggered=staggered,
     )
     return Batch(runner, members, layouts, batch_layout, n_states, n_params)
 
@@ -274,7 +284,7 @@ def _seeds(config: TrainConfig) -> range:
     return range(config.seed, config.seed + config.seeds)
 
 
-class _MemberFiles:
+class MemberFiles:
     """One member's run directory while the batch trains: its lock, metrics and clock."""
 
     def __init__(self, member: Member, checkpoint: Checkpoint | None) -> None:
@@ -333,11 +343,11 @@ def run_batch(
         joined = join_states(states, sizes, batch.layouts, batch.batch_layout, batch.n_states)
         path = Path(members[0].settings.config.out) / CHECKPOINT_FILE
         restore_agent(runner.agent, Checkpoint(start, joined, 0.0, 0, {}), path)
-    files: list[_MemberFiles] = []
+    files: list[MemberFiles] = []
     clock = _Clock()
     try:
         for i, member in enumerate(members):
-            files.append(_MemberFiles(member, None if checkpoints is None else checkpoints[i]))
+            files.append(MemberFiles(member, None if checkpoints is None else checkpoints[i]))
 
         def checkpoint_at(episode: int) -> None:
             state = runner.agent.state_dict()
