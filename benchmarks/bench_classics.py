@@ -14,12 +14,27 @@ on the same evaluation episodes and the environment's known optimum
 
 ``--scale`` multiplies every training budget (0.5 halves it);
 ``--envs``/``--agents`` select rows.
+
+``--preset tuned`` trains every tuned preset instead (`rl.experiments.tuned_presets`:
+each environment's file, each agent in it, at the budget it was tuned at) on seeds
+`TUNED_SEED` onwards, disjoint from the tuning seeds 0-3, with greedy evaluations
+during training (`TUNED_EVALUATIONS`), and prints per environment and agent: the
+final greedy return (mean ± std and IQM with its 95% interval over seeds,
+`rl.experiments.stats.iqm_interval`), the environment steps each seed took to
+reach the threshold (`threshold`) in an evaluation (median over seeds, a seed
+that never does counting as never, and the fraction that does), the steps
+trained, the wall time, and rl-zoo3's published result (`RL_ZOO`, quoted, not
+run). ``--csv FILE`` also writes it as a CSV table:
+
+    nice -n 10 python -m benchmarks classics --preset tuned --seeds 10 --csv FILE
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import csv
+import math
 import tempfile
 import time
 from pathlib import Path
@@ -27,9 +42,13 @@ from pathlib import Path
 import numpy as np
 
 from rl.evaluate import evaluate
+from rl.experiments.presets import preset_config
+from rl.experiments.stats import iqm_interval
+from rl.experiments.tuned_presets import TUNED, tuned_presets
 from rl.loop.runner import episode_seed
 from rl.runs.config import TrainConfig
 from rl.runs.load import load_run
+from rl.runs.metrics import read_metrics
 from rl.runs.training import train
 
 BUDGETS = {  # environment -> (training episodes per seed, greedy evaluation episodes)
@@ -64,6 +83,35 @@ AGENTS = {  # row label -> (agent, reading)
     "TLR": ("tlr", None),
     "tabular": ("tabular", None),
 }
+
+TUNED_SEED = 100
+"""First training seed (and the evaluation seed) of the tuned rows: the searches trained
+seeds 0-3."""
+
+TUNED_EVALUATIONS = {  # environment -> (evaluate after every k-th episode, greedy episodes)
+    "CartPole-v1": (5, 1),
+    "MountainCar-v0": (5, 1),
+    "Acrobot-v1": (5, 1),
+    "Pendulum-v1": (5, 1),
+    "Taxi-v4": (10, 10),
+    "FrozenLake-v1": (50, 50),
+    "CliffWalking-v1": (5, 1),
+    "Blackjack-v1": (100, 100),
+}
+"""Greedy evaluations during a tuned row's training, for the steps to the threshold."""
+
+NO_SPEC_THRESHOLD = {"CliffWalking-v1": -13.0}
+"""Thresholds where the Gymnasium spec has no ``reward_threshold``: CliffWalking's optimum."""
+
+RL_ZOO = {
+    "CartPole-v1": "DQN 500 in 50k steps",
+    "MountainCar-v0": "DQN -100.8 in 120k steps",
+    "Acrobot-v1": "DQN -76.6 in 100k steps",
+    "Pendulum-v1": "SAC -157 in 20k steps",
+}
+"""rl-zoo3's published tuned results (its benchmark table), quoted as a reference."""
+
+_LABELS = {"teql": "TEQL stable", "tlr": "TLR", "tabular": "tabular"}
 
 
 def _installed(env_id: str) -> str:
@@ -116,15 +164,113 @@ def run_row(env_id: str, label: str, seeds: int, episodes: int, eval_episodes: i
     return np.array(means), wall, run.problem
 
 
+def threshold(env_id: str) -> float | None:
+    """Return the return that counts as solving ``env_id``: its spec's, or `NO_SPEC_THRESHOLD`."""
+    import gymnasium
+
+    spec_value = gymnasium.spec(env_id).reward_threshold
+    return NO_SPEC_THRESHOLD.get(env_id, spec_value)
+
+
+def steps_to_threshold(table: dict, level: float) -> list[float]:
+    """Return, per seed of a run's metrics, the training steps done when an evaluation first
+    reached ``level`` (inf if none did)."""
+    steps = []
+    for seed in np.unique(table["seed"]):
+        rows = table["seed"] == seed
+        done = np.cumsum(table["length"][rows])
+        reached = np.flatnonzero(table["greedy_return"][rows] >= level)
+        steps.append(float(done[reached[0]]) if reached.size else math.inf)
+    return steps
+
+
+TUNED_COLUMNS = (
+    "environment", "agent", "episodes x seeds", "steps per seed",
+    "greedy return, mean ± std", "greedy return, IQM [95% CI]", "random", "threshold",
+    "steps to threshold, median", "seeds reaching it", "wall time (s)", "rl-zoo3 (published)",
+)  # fmt: skip
+
+
+def tuned_row(env_id: str, agent: str, seeds: int, root: Path) -> list[str]:
+    """Train the tuned preset of ``agent`` on ``env_id`` and return its table row."""
+    every, per_evaluation = TUNED_EVALUATIONS[env_id]
+    out = root / f"{env_id}-{agent}"
+    config = preset_config(
+        TUNED, env=env_id, agent=agent, out=str(out), seeds=seeds, seed=TUNED_SEED,
+        eval_every=every, eval_episodes=per_evaluation, checkpoint_every=10**9,
+    )  # fmt: skip
+    started = time.perf_counter()
+    train(config)
+    wall = time.perf_counter() - started
+    run = load_run(out)
+    final = next(value for key, value in BUDGETS.items() if _installed(key) == env_id)[1]
+    means = np.array(
+        [
+            evaluate(run, episodes=final, seed=TUNED_SEED, replica=i).summary.mean
+            for i in range(seeds)
+        ]
+    )
+    interval = iqm_interval(means)
+    table = read_metrics(out / "metrics.csv")
+    level = threshold(env_id)
+    reach, share = "-", "-"
+    if level is not None:
+        steps = steps_to_threshold(table, level)
+        median = float(np.median(steps))
+        reach = f"{median:,.0f}" if math.isfinite(median) else "not by half"
+        share = f"{np.isfinite(steps).sum()}/{seeds}"
+    random_mean = random_returns(run.problem, final, TUNED_SEED).mean()
+    return [
+        env_id, _LABELS[agent], f"{config.episodes} x {seeds}",
+        f"{table['length'].sum() / seeds:,.0f}",
+        f"{means.mean():.2f} ± {means.std():.2f}",
+        f"{interval.iqm:.2f} [{interval.low:.2f}, {interval.high:.2f}]",
+        f"{random_mean:.2f}", "-" if level is None else f"{level:g}", reach, share,
+        f"{wall:.1f}", RL_ZOO.get(env_id, "-"),
+    ]  # fmt: skip
+
+
+def tuned_main(args: argparse.Namespace) -> None:
+    """Print (and optionally write as CSV) the table of the tuned presets."""
+    lines = ["| " + " | ".join(TUNED_COLUMNS) + " |", "|" + "---|" * len(TUNED_COLUMNS)]
+    print(lines[0], flush=True)
+    rows = []
+    envs = args.envs if args.envs is not None else list(tuned_presets())
+    with tempfile.TemporaryDirectory() as tmp:
+        for env_id, agents in tuned_presets().items():
+            for agent in agents:
+                if env_id not in envs or (args.agents is not None and agent not in args.agents):
+                    continue
+                rows.append(tuned_row(env_id, agent, args.seeds, Path(tmp)))
+                lines.append("| " + " | ".join(rows[-1]) + " |")
+                print(lines[-1], flush=True)
+    if args.markdown:
+        Path(args.markdown).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    if args.csv:
+        with open(args.csv, "w", newline="", encoding="utf-8") as handle:
+            csv.writer(handle, lineterminator="\n").writerows([TUNED_COLUMNS, *rows])
+
+
 def main(argv: list[str] | None = None) -> None:
     """Print (and optionally write) the table of greedy returns."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seeds", type=int, default=4, help="seeds B per agent (default 4)")
     parser.add_argument("--scale", type=float, default=1.0, help="multiply training budgets")
-    parser.add_argument("--envs", nargs="*", default=list(BUDGETS), help="environments")
-    parser.add_argument("--agents", nargs="*", default=list(AGENTS), help="row labels")
+    parser.add_argument("--envs", nargs="*", help="environments (default all)")
+    parser.add_argument(
+        "--agents", nargs="*", help="row labels, or agents with --preset tuned (default all)"
+    )
     parser.add_argument("--markdown", metavar="FILE", help="also write the table there")
+    parser.add_argument(
+        "--preset", choices=[TUNED], help="train the tuned presets (their budgets) instead"
+    )
+    parser.add_argument("--csv", metavar="FILE", help="with --preset tuned: write the table there")
     args = parser.parse_args(argv)
+    if args.preset == TUNED:
+        tuned_main(args)
+        return
+    args.envs = list(BUDGETS) if args.envs is None else args.envs
+    args.agents = list(AGENTS) if args.agents is None else args.agents
     lines = [
         f"| environment | agent | episodes x seeds | greedy return (mean ± std over "
         f"{args.seeds} seeds) | random | known optimum | wall time (s) |",

@@ -143,6 +143,12 @@ class Learner:
         Also log training to TensorBoard, as stable-baselines3 does: the first
         `learn` writes into ``tensorboard_log/{tb_log_name}_{n}`` (the next free
         n), later ones continue there (`rl.runs.tensorboard`).
+    preset : {"tuned"}, optional
+        Start from the tuned settings of this agent on ``env``, a Gymnasium id with a
+        file in ``rl/presets/tuned/`` (`rl.experiments.tuned_presets`), as
+        ``--preset tuned``: its reading, grid and agent parameters, which the
+        arguments above override key by key (``learn(episodes=...)`` sets the budget;
+        the file's ``episodes`` is the one it was tuned at).
 
     Raises
     ------
@@ -189,6 +195,7 @@ class Learner:
         overwrite: bool = False,
         verbose: int = 1,
         tensorboard_log: str | os.PathLike | None = None,
+        preset: str | None = None,
     ) -> None:
         from rl.runs.training import build
 
@@ -208,6 +215,8 @@ class Learner:
             "agent_params": None if agent_params is None else dict(agent_params),
         }
         values = {key: _plain(value) for key, value in given.items() if value is not None}
+        if preset is not None:
+            values = _preset_values(preset, env, self.agent, values)
         run_dir = self._own_run_dir(out)
         values.update(env=_env_id(env, seeds or 1), agent=self.agent, out=str(run_dir), episodes=1)
         config = build_dataclass(TrainConfig, values, "the learner's config")
@@ -960,6 +969,26 @@ def _copy_checkpointed(source: Path, run_dir: Path, metrics_bytes: int) -> None:
     descriptor = open_run_file(source / METRICS_FILE, os.O_RDONLY)
     with os.fdopen(descriptor, "rb") as handle:
         atomic_write_bytes(run_dir / METRICS_FILE, handle.read(metrics_bytes))
+
+
+def _preset_values(
+    preset: str, env: EnvSource, agent: str, values: dict[str, Any]
+) -> dict[str, Any]:
+    """Return a learner's ``values`` over the tuned preset of ``agent`` on the id ``env``."""
+    from rl.experiments.tuned_presets import TUNED, override, tuned_preset
+
+    if preset != TUNED:
+        raise ConfigError(
+            f"The 'preset' parameter of a learner must be {TUNED!r}. Got {preset!r} instead."
+        )
+    if not isinstance(env, str):
+        raise ConfigError(
+            f"The preset {TUNED!r} needs a Gymnasium id as 'env' (for example "
+            f"'CartPole-v1'), not {type(env).__name__}."
+        )
+    tuned = tuned_preset(env, agent)
+    del tuned["env"], tuned["agent"], tuned["episodes"]
+    return override(tuned, values)
 
 
 class TEQL(Learner):

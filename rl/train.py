@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from rl.agents.readings import AGENT_DEFAULTS, DEFAULT_READING, READINGS, not_learning
+from rl.experiments.tuned_presets import TUNED, override, tuned_preset
 from rl.problems import EnvFailure
 from rl.problems.bundled import describe_simulator
 from rl.problems.from_gymnasium import EnvModuleRefused
@@ -111,8 +112,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--preset",
         metavar="NAME",
-        help="environment, agent and reading together, e.g. cartpole-teql-released; "
-        "other flags and the config file override it",
+        help="environment, agent and reading together, e.g. cartpole-teql-released; or "
+        "tuned, with --env and --agent: the searched settings of rl/presets/tuned/ENV.toml "
+        "(grid, rank, steps, exploration, discount, episodes); other flags and the config "
+        "file override it",
     )
     parser.add_argument(
         "--list-presets", action="store_true", help="list the presets, one a line, and exit"
@@ -247,7 +250,9 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         recorded = values.get("env")
         placement = {key: values.get(key) for key in ("backend", "device")}
     else:
-        if args.preset:
+        if args.preset == TUNED:
+            values = tuned_preset(args.env, args.agent)
+        elif args.preset:
             from rl.experiments import presets
 
             try:
@@ -256,7 +261,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
                 raise ConfigError(str(error)) from None
             values = {"env": chosen.env, "agent": chosen.agent, "reading": chosen.reading}
         if args.config:
-            values.update(load_config_file(args.config))
+            values = override(values, load_config_file(args.config))
     for dest, field in _FLAGS.items():
         if getattr(args, dest) is not None:
             values[field] = getattr(args, dest)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from rl.agents.readings import reading, readings, same_settings
+from rl.experiments.tuned_presets import TUNED, override, tuned_preset
 from rl.runs.config import ConfigError, TrainConfig, build_dataclass
 
 
@@ -81,12 +82,18 @@ def preset_config(name: str, **fields: Any) -> TrainConfig:
 
     ``preset_config("cartpole-teql-released", out="runs/x", seeds=8)`` is
     ``--preset cartpole-teql-released --out runs/x --seeds 8``.
+    ``preset_config("tuned", env="CartPole-v1", agent="teql", out="runs/x")`` is the
+    tuned preset (`rl.experiments.tuned_presets`), whose ``env_options`` and
+    ``agent_params`` tables ``fields`` override key by key.
 
     Raises
     ------
     ConfigError
         For an unknown preset or an invalid field.
     """
+    if name == TUNED:
+        values = override(tuned_preset(fields.get("env"), fields.get("agent")), fields)
+        return build_dataclass(TrainConfig, values, "the training config")
     try:
         chosen = preset(name)
     except ValueError as error:
