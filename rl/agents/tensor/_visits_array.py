@@ -629,13 +629,11 @@ class HashedDeviceVisits(_DeviceTable):
         The device is asked for the slots in use only when ``asked`` or when the
         host's bound says the table may be too full.
         """
-        capacity = int(self.table.keys.shape[1])
-        if asked or self._bound + steps > MAX_LOAD * capacity:
+        limit = MAX_LOAD * int(self.table.keys.shape[1])
+        if asked or self._bound + steps > limit:
             self._bound = int(self.space.host(self.table.used).max())
-        if self._bound + steps > MAX_LOAD * capacity:
-            while self._bound + steps > MAX_LOAD * capacity:
-                capacity *= 2
-            self._load_rows(*self._rows(), capacity=capacity)
+        if self._bound + steps > limit:
+            self._load_rows(*self._rows(), room=steps)
         return self.table
 
     def _rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -651,18 +649,18 @@ class HashedDeviceVisits(_DeviceTable):
         return flat, counts, np.array(host(table.delta), dtype=np.float64)[rows]
 
     def _load_rows(
-        self, keys: np.ndarray, counts: np.ndarray, delta: np.ndarray, capacity: int = 0
+        self, keys: np.ndarray, counts: np.ndarray, delta: np.ndarray, room: int = 0
     ) -> None:
-        """Insert the rows again, in their order, into a table of ``capacity`` slots or more.
+        """Insert the rows again, in their order, into a table of the capacity they need.
 
-        Without ``capacity`` the table keeps its own, doubled until the rows fit
-        within `MAX_LOAD`.
+        The capacity is the table's own, doubled until every replica's rows and
+        ``room`` more fit within `MAX_LOAD`.
         """
         replica, state = np.divmod(keys, self.n_states)
         per_replica = np.bincount(replica, minlength=self.replicas)
         most = int(per_replica.max(initial=0))
-        capacity = capacity or int(self.table.keys.shape[1])
-        while most > MAX_LOAD * capacity:
+        capacity = int(self.table.keys.shape[1])
+        while most + room > MAX_LOAD * capacity:
             capacity *= 2
         self._check_memory(capacity)
         host = array_namespace("numpy")  # built on the host, then put on the device once
