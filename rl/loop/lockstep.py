@@ -116,7 +116,6 @@ class Segment:
         self.stop = stop
         self.replicas = replicas
         self.slots = Slots(start, replicas, capacity, offsets)
-        self.offsets = self.slots.ints[:, OFFSET].copy()
         self.results: dict[int, EpisodeResult] = {}
         self.finished: dict[int, int] = {}  # episode -> replicas done with it
         self.update_masks()
@@ -138,7 +137,7 @@ class Segment:
         """File the first ``n_events`` events of the slots' buffers into the result rows."""
         ints = self.slots.event_ints[:n_events]
         floats = self.slots.event_floats[:n_events]
-        episodes = ints[:, EV_EPISODE] - self.offsets[ints[:, EV_REPLICA]]
+        episodes = ints[:, EV_EPISODE] - self.slots.ints[ints[:, EV_REPLICA], OFFSET]
         for episode in np.unique(episodes).tolist():
             rows = episodes == episode
             replicas = ints[rows, EV_REPLICA]
@@ -163,7 +162,7 @@ class Segment:
 
     def lower_stop(self) -> None:
         """Move the barrier to the furthest episode any replica has started (or waits at)."""
-        self.stop = min(self.stop, int((self.slots.episode - self.offsets).max()))
+        self.stop = min(self.stop, int((self.slots.episode - self.slots.ints[:, OFFSET]).max()))
 
 
 class Loop(Protocol):
