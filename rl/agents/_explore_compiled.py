@@ -47,14 +47,26 @@ def first_argmax(values):
 
 
 @njit(cache=True)
-def argmax_random_ties(values, generator):
-    """Return the maximizer of ``values``, a k-way tie broken by ``integers(0, k)``."""
-    best = first_argmax(values)
-    top = values[best]
+def tie_count(values, top):
+    """Return how many entries of ``values`` equal ``top`` (the k of a k-way tie)."""
     ties = 0
     for i in range(values.shape[0]):
         if values[i] == top:
             ties += 1
+    return ties
+
+
+@njit(cache=True)
+def argmax_random_ties(values, generator):
+    """Return the maximizer of ``values``, a k-way tie broken by ``integers(0, k)``.
+
+    Below two `tie_count` of the `first_argmax` it draws nothing, so a caller
+    can test that before it reads a generator (a typed list's item costs an
+    atomic reference-count update).
+    """
+    best = first_argmax(values)
+    top = values[best]
+    ties = tie_count(values, top)
     if ties <= 1:
         return best
     pick = generator.integers(0, ties)

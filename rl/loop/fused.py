@@ -30,6 +30,7 @@ from numba import njit
 from numpy.typing import NDArray
 
 from rl.agents.base import Agent, Transitions
+from rl.agents.borrowed import borrowed
 from rl.agents.tensor import _step_compiled as _kernels
 from rl.agents.tensor._compiled_engine import CompiledEngine
 from rl.agents.tensor.agent import TensorAgent
@@ -116,6 +117,9 @@ def run_steps(agent, generators, settings, rule, table, scratch, env, slots, wor
     `StepArrays`. Returns (status, agent-steps played, events booked, replica):
     the replica that diverged or saw a non-finite value, else -1.
     """
+    # This call's arrays, without reference counts (`rl.agents.borrowed`).
+    agent, settings, rule, table = borrowed((agent, settings, rule, table))
+    scratch, env, slots, work = borrowed((scratch, env, slots, work))
     replicas = work.states.shape[0]
     # Every field the loop reads is read here once (see `step_envs`).
     states, actions, rewards, running = work.states, work.actions, work.rewards, slots.running

@@ -35,6 +35,7 @@ import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
+import rl.agents.borrowed
 import tensorq._compiled
 from rl.agents import _explore_compiled, base
 from rl.agents._explore_compiled import (
@@ -42,8 +43,10 @@ from rl.agents._explore_compiled import (
     epsilon_continuous,
     epsilon_greedy,
     first_argmax,
+    tie_count,
 )
 from rl.agents.base import Transitions
+from rl.agents.borrowed import borrowed
 from rl.agents.tensor import _euge_compiled, _visit_layout, _visits_compiled, visits
 from rl.agents.tensor._euge_compiled import euge_bonus_share, euge_scores
 from rl.agents.tensor._visits_compiled import visit_row
@@ -61,6 +64,7 @@ DEPENDENCIES = [
         _visit_layout,
         visits,
         base,
+        rl.agents.borrowed,
     )
 ]
 """Source files whose compiled code or types these kernels compile in (`rl.jit`)."""
@@ -290,6 +294,9 @@ def act(agent, generators, settings, table, states, active, greedy, actions, scr
     that acts by EUGE adds its chosen action's `euge_bonus_share` to
     ``agent.bonus[0, b]`` and counts it in ``agent.bonus[1, b]``.
     """
+    # This call's arrays, without reference counts (`rl.agents.borrowed`).
+    agent, settings, table, scratch = borrowed((agent, settings, table, scratch))
+    states, active, greedy, actions = borrowed((states, active, greedy, actions))
     factors, epsilon, drawn, drawn_mask = (
         agent.factors,
         agent.epsilon,
@@ -332,8 +339,10 @@ def act(agent, generators, settings, table, states, active, greedy, actions, scr
         else:
             key = b * n_states + _ravel(states[b], dims, 0, n_state)
             euge_scores(values, table, key, numbers[C, b], numbers[BONUS_UNIT, b], scores)
-            if explore == EUGE:
-                flat = argmax_random_ties(scores, generators[b])
+            if explore == EUGE:  # the generator is read for a tie only, the only draw
+                flat = first_argmax(scores)
+                if tie_count(scores, scores[flat]) > 1:
+                    flat = argmax_random_ties(scores, generators[b])
             elif continuous:
                 flat, drawn_mask[b] = epsilon_continuous(
                     scores, epsilon[b], generators[b], dims, n_state, low, high, drawn[b]
@@ -409,6 +418,9 @@ def observe(agent, settings, rule, table, batch, scratch):
     and writes only its first r_b components. Returns -1, or the first
     active replica whose target is not finite (then nothing has changed).
     """
+    # This call's arrays, without reference counts (`rl.agents.borrowed`).
+    agent, settings, rule = borrowed((agent, settings, rule))
+    table, batch, scratch = borrowed((table, batch, scratch))
     factors, offsets, dims, n_state = (
         agent.factors,
         settings.offsets,
