@@ -2,7 +2,7 @@
 
 ``python -m benchmarks against --rev REV`` checks REV out into a temporary ``git
 worktree`` and times, for TEQL (the paper's reading with I_max = 1, in a tree
-whose configuration has readings, and the released reading) and TLR on
+whose configuration has readings, the released reading and the stable one) and TLR on
 CartPole through the fused runner, microseconds per agent-step (CPU time of
 the process) in both trees: each row in its own
 subprocess whose ``PYTHONPATH`` is that tree, the two trees alternated
@@ -38,6 +38,15 @@ from benchmarks.bench_step import AGENTS, PAPER_READING
 from benchmarks.child import measure_in_child
 
 ROOT = Path(__file__).resolve().parent.parent
+ROWS = {
+    **{
+        label: (agent, params, PAPER_READING.get(agent))
+        for label, (agent, params) in AGENTS.items()
+    },
+    "teql stable": ("teql", {}, "stable"),
+}
+"""Row label -> (agent, parameters, reading): the rows of `benchmarks.bench_step` and TEQL's
+default reading."""
 CHILD = Path(__file__).resolve().parent / "paired_child.py"
 
 
@@ -46,8 +55,7 @@ def _child_env(tree: Path) -> dict[str, str]:
 
 
 def _args(label: str, replicas: int, episodes: int) -> list[str]:
-    agent, params = AGENTS[label]
-    reading = PAPER_READING.get(agent)
+    agent, params, reading = ROWS[label]
     chosen = ["--reading", reading] if reading else []
     return [str(CHILD), agent, json.dumps(params), str(replicas), str(episodes), *chosen]
 
@@ -158,7 +166,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         help="the earlier commit: hash, tag or branch (default: HEAD, the last commit)",
     )  # fmt: skip
     parser.add_argument("--replicas", type=int, nargs="+", default=[1, 100])
-    parser.add_argument("--agents", nargs="+", default=list(AGENTS), choices=list(AGENTS))
+    parser.add_argument("--agents", nargs="+", default=list(ROWS), choices=list(ROWS))
     parser.add_argument("--episodes", type=int, default=20, help="timed episodes (x4 at B = 1)")
     parser.add_argument("--repeat", type=int, default=3, help="alternations old/new per row")
     parser.add_argument(
