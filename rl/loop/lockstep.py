@@ -134,13 +134,24 @@ class Segment:
         self.any_training = bool(self.training.any())
 
     def book(self, n_events: int) -> None:
-        """File the first ``n_events`` events of the slots' buffers into the result rows."""
+        """File the first ``n_events`` events of the slots' buffers into the result rows.
+
+        The events are sorted by episode once, so that each episode's rows are
+        one slice (at B = 1 a compiled stretch ends hundreds of episodes).
+        """
+        if n_events == 0:
+            return
         ints = self.slots.event_ints[:n_events]
         floats = self.slots.event_floats[:n_events]
         episodes = ints[:, EV_EPISODE] - self.slots.ints[ints[:, EV_REPLICA], OFFSET]
-        for episode in np.unique(episodes).tolist():
-            rows = episodes == episode
-            replicas = ints[rows, EV_REPLICA]
+        order = np.argsort(episodes, kind="stable")
+        episodes, ints, floats = episodes[order], ints[order], floats[order]
+        starts = np.flatnonzero(np.diff(episodes, prepend=episodes[:1] - 1))
+        stops = [*starts[1:].tolist(), n_events]
+        for episode, start, stop in zip(
+            episodes[starts].tolist(), starts.tolist(), stops, strict=True
+        ):
+            replicas = ints[start:stop, EV_REPLICA]
             if episode not in self.results:
                 b = self.replicas
                 self.results[episode] = EpisodeResult(
@@ -148,10 +159,10 @@ class Segment:
                 )
                 self.finished[episode] = 0
             result = self.results[episode]
-            result.returns[replicas] = floats[rows, EV_RETURN]
-            result.lengths[replicas] = ints[rows, EV_LENGTH]
-            result.greedy_returns[replicas] = floats[rows, EV_GREEDY]
-            self.finished[episode] += len(replicas)
+            result.returns[replicas] = floats[start:stop, EV_RETURN]
+            result.lengths[replicas] = ints[start:stop, EV_LENGTH]
+            result.greedy_returns[replicas] = floats[start:stop, EV_GREEDY]
+            self.finished[episode] += stop - start
 
     def pop_complete(self, episode: int) -> EpisodeResult | None:
         """Remove and return the result of ``episode`` once every replica has finished it."""
