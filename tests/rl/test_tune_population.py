@@ -180,6 +180,35 @@ def test_an_interrupted_population_queues_its_live_trials_and_resumes_to_n_trial
         _assert_same_run(run_dir, _trial_alone(run_dir, tmp_path))
 
 
+def test_a_population_killed_mid_batch_resumes_to_n_trials(tmp_path, monkeypatch) -> None:
+    """kill -9 while a batch trains: the live trials' heartbeats go stale and they rerun."""
+    from tests.rl.test_tune import _kill_mid_trial
+
+    out = tmp_path / "out"
+    argv = _command(
+        tmp_path, out, "--n-trials", "4", "--episodes", "30", "--population", "2",
+        "--pruner", "none",
+    )  # fmt: skip
+    _kill_mid_trial(argv, out)
+    killed = {t.number for t in _trials(out) if t.state.name == "RUNNING"}
+    assert 1 in killed
+    monkeypatch.setattr(tune_study, "HEARTBEAT_SECONDS", 1)
+    monkeypatch.setattr(tune_study, "GRACE_SECONDS", 1)
+    assert main(argv) == 0
+    trials = _trials(out)
+    assert sum(t.state.name == "COMPLETE" for t in trials) == 4
+    assert {t.number for t in trials if t.state.name == "FAIL"} == killed
+    reruns = {t.system_attrs["failed_trial"]: t for t in trials if "failed_trial" in t.system_attrs}
+    assert sorted(reruns) == sorted(killed)
+    for number in killed:  # queued again with its parameters, and rerun from episode 1
+        rerun = reruns[number]
+        assert rerun.params == trials[number].params and rerun.state.name == "COMPLETE"
+        run_dir = trial_dir(out, rerun.number)
+        _assert_same_run(run_dir, _trial_alone(run_dir, tmp_path))
+    assert main(argv) == 0  # a finished study runs nothing more
+    assert len(_trials(out)) == len(trials)
+
+
 def test_a_runner_takes_offsets_only_when_built_staggered_and_one_per_replica() -> None:
     from rl.runs.config import resolve_settings
     from rl.runs.training import build_run
