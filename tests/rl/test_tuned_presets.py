@@ -202,3 +202,11 @@ def test_tuned_teql_swings_the_acrobot_up(tmp_path):
     # episodes (-346, -139 and -172 on seeds 200-202); random play never swings up (-500).
     greedy, random = _greedy_and_random(tmp_path, "Acrobot-v1", "teql", 400, 3, 5)
     assert random == -500 and greedy.mean() > -450
+
+
+def test_tuned_tlr_walks_the_cliff_on_the_optimal_path(tmp_path):
+    # The preset's 100 episodes, 2 seeds: -13 (the optimum) on both, as on all of seeds
+    # 100-109 (docs/results/classics-tuned.csv); random play -9,852.
+    greedy, random = _greedy_and_random(tmp_path, "CliffWalking-v1", "tlr", 100, 2, 1)
+    assert random < -1000
+    np.testing.assert_array_equal(greedy, [-13.0, -13.0])
