@@ -20,11 +20,12 @@ each environment's file, each agent in it, at the budget it was tuned at) on see
 `TUNED_SEED` onwards, disjoint from the tuning seeds 0-3, with greedy evaluations
 during training (`TUNED_EVALUATIONS`), and prints per environment and agent: the
 final greedy return (mean ± std and IQM with its 95% interval over seeds,
-`rl.experiments.stats.iqm_interval`), the environment steps each seed took to
-reach the threshold (`threshold`) in an evaluation (median over seeds, a seed
-that never does counting as never, and the fraction that does), the steps
-trained, the wall time, and rl-zoo3's published result (`RL_ZOO`, quoted, not
-run). ``--csv FILE`` also writes it as a CSV table:
+`rl.experiments.stats.iqm_interval`; three decimals where random play scores
+below 1 in size), the seeds whose final greedy return reaches the threshold
+(`threshold`), the environment steps each seed took to reach it in an evaluation
+during training (median over seeds, a seed that never does counting as never, and
+the fraction that does), the steps trained, the wall time, and rl-zoo3's published
+result (`RL_ZOO`, quoted, not run). ``--csv FILE`` also writes it as a CSV table:
 
     nice -n 10 python -m benchmarks classics --preset tuned --seeds 10 --csv FILE
 """
@@ -187,7 +188,8 @@ def steps_to_threshold(table: dict, level: float) -> list[float]:
 TUNED_COLUMNS = (
     "environment", "agent", "episodes x seeds", "steps per seed",
     "greedy return, mean ± std", "greedy return, IQM [95% CI]", "random", "threshold",
-    "steps to threshold, median", "seeds reaching it", "wall time (s)", "rl-zoo3 (published)",
+    "seeds at it at the end", "steps to threshold, median", "seeds reaching it",
+    "wall time (s)", "rl-zoo3 (published)",
 )  # fmt: skip
 
 
@@ -213,20 +215,22 @@ def tuned_row(env_id: str, agent: str, seeds: int, root: Path) -> list[str]:
     interval = iqm_interval(means)
     table = read_metrics(out / "metrics.csv")
     level = threshold(env_id)
-    reach, share = "-", "-"
+    at_end, reach, share = "-", "-", "-"
     if level is not None:
+        at_end = f"{(means >= level).sum()}/{seeds}"
         steps = steps_to_threshold(table, level)
         median = float(np.median(steps))
         reach = f"{median:,.0f}" if math.isfinite(median) else "not by half"
         share = f"{np.isfinite(steps).sum()}/{seeds}"
     random_mean = random_returns(run.problem, final, TUNED_SEED).mean()
+    digits = 3 if abs(random_mean) < 1 else 2
     return [
         env_id, _LABELS[agent], f"{config.episodes} x {seeds}",
         f"{table['length'].sum() / seeds:,.0f}",
-        f"{means.mean():.2f} ± {means.std():.2f}",
-        f"{interval.iqm:.2f} [{interval.low:.2f}, {interval.high:.2f}]",
-        f"{random_mean:.2f}", "-" if level is None else f"{level:g}", reach, share,
-        f"{wall:.1f}", RL_ZOO.get(env_id, "-"),
+        f"{means.mean():.{digits}f} ± {means.std():.{digits}f}",
+        f"{interval.iqm:.{digits}f} [{interval.low:.{digits}f}, {interval.high:.{digits}f}]",
+        f"{random_mean:.{digits}f}", "-" if level is None else f"{level:g}", at_end, reach,
+        share, f"{wall:.1f}", RL_ZOO.get(env_id, "-"),
     ]  # fmt: skip
 
 
