@@ -38,6 +38,9 @@ from benchmarks.bench_step import AGENTS, PAPER_READING
 from benchmarks.child import measure_in_child
 
 ROOT = Path(__file__).resolve().parent.parent
+SINGLE_EPISODES = 25
+"""At B = 1 a row plays this many times ``--episodes``: CartPole's first episodes
+are short, and 20 of them are a few milliseconds, too few to time on a busy machine."""
 ROWS = {
     **{
         label: (agent, params, PAPER_READING.get(agent))
@@ -121,7 +124,7 @@ def compare(
     rows = []
     for label in labels:
         for b in replicas:
-            episodes = args.episodes if b > 1 else 4 * args.episodes
+            episodes = args.episodes if b > 1 else SINGLE_EPISODES * args.episodes
             timed: dict[str, list] = {"old": [], "new": []}
             for _ in range(args.repeat):
                 for name, tree in (("old", old), ("new", new)):
@@ -167,7 +170,9 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     )  # fmt: skip
     parser.add_argument("--replicas", type=int, nargs="+", default=[1, 100])
     parser.add_argument("--agents", nargs="+", default=list(ROWS), choices=list(ROWS))
-    parser.add_argument("--episodes", type=int, default=20, help="timed episodes (x4 at B = 1)")
+    parser.add_argument(
+        "--episodes", type=int, default=20, help=f"timed episodes (x{SINGLE_EPISODES} at B = 1)"
+    )
     parser.add_argument("--repeat", type=int, default=3, help="alternations old/new per row")
     parser.add_argument(
         "--instructions", action="store_true", help="also count instructions under Callgrind"
