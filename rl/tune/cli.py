@@ -111,7 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--population",
         type=int,
         default=0,
-        help="train this many trials at a time as one batch, refilling pruned slots "
+        help="train this many trials at a time in lockstep, refilling pruned slots "
         "(default 0: one after another)",
     )
     parser.add_argument(

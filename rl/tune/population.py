@@ -1,7 +1,9 @@
 """A population of trials trained as one batch, pruned slots refilled (``rl.tune --population P``).
 
 P slots, each a trial of S seeds: P * S replicas of one agent in lockstep
-(`rl.runs.batch.staggered`). Every trial comes from ``study.ask()`` (the
+(`rl.runs.batch.staggered`), in batches of at most
+`rl.runs.batch.training.MAX_BATCH_REPLICAS` replicas that train each
+segment one after another. Every trial comes from ``study.ask()`` (the
 TPE sampler of the study, `rl.tune.study.load_study`), trains into its own run
 directory ``OUT/trials/NNNN/`` and, at every evaluation point, reports the
 score of the window ending there (`rl.tune.study.report`) to the study's
@@ -86,13 +88,6 @@ def check_population(search: Search) -> None:
         Naming the parameter and the fix.
     """
     base, params = search.base, list(search.params)
-    replicas = search.population * base.seeds
-    if replicas > MAX_BATCH_REPLICAS:
-        raise ConfigError(
-            f"--population {search.population} of --seeds {base.seeds} is {replicas} replicas, "
-            f"more than one batch's {MAX_BATCH_REPLICAS}: lower --population, or share the "
-            "study with --workers N (a population each)."
-        )
     first = {p.name: p.probes()[0] for p in params}
 
     def key(values: dict[str, Any]) -> str:
@@ -211,10 +206,25 @@ def _play(
 ) -> list[tuple[_Slot, list[Any]]]:
     """Train one segment of every live trial; return each one's episodes that trained.
 
+    The trials train in batches of at most `MAX_BATCH_REPLICAS` replicas, one
+    after another (a trial's numbers do not depend on its batch).
+    """
+    slots = list(live)
+    per_batch = max(1, MAX_BATCH_REPLICAS // len(slots[0].member.seeds))
+    played = []
+    for start in range(0, len(slots), per_batch):
+        played += _play_batch(slots[start : start + per_batch], length, end, failed)
+    return played
+
+
+def _play_batch(
+    slots: list[_Slot], length: int, end: Callable[..., None], failed: Any
+) -> list[tuple[_Slot, list[Any]]]:
+    """Train one segment of ``slots`` as one batch (`_play`).
+
     If the batch fails, every trial replays the segment alone; one that fails
     then is ended as failed (``end``) and left out.
     """
-    slots = list(live)
     try:
         return list(zip(slots, train_segment([s.member for s in slots], length), strict=True))
     except TRIAL_ERRORS as error:
