@@ -164,11 +164,11 @@ def env_rows(env_id: str, seeds: int, scale: float, rows: list[str], root: Path)
     level = threshold(env_id)
     common = {"seeds": seeds, "seed": TUNED_SEED, "eval_every": 0, "checkpoint_every": 10**9}
 
-    def teql(tag: str, factor: float = 1.0, **agent_params) -> TrainConfig:
+    def teql(tag: str, factor: float = 1.0, env_options=None, **agent_params) -> TrainConfig:
         return preset_config(
             TUNED, env=env_id, agent="teql", out=str(root / f"{env_id}-{tag}"),
             episodes=max(1, round(episodes * factor * scale)), agent_params=agent_params,
-            **common,
+            env_options=env_options or {}, **common,
         )  # fmt: skip
 
     rank, gamma = params["rank"], params["gamma"]
@@ -199,11 +199,7 @@ def env_rows(env_id: str, seeds: int, scale: float, rows: list[str], root: Path)
         yield run_row(env_id, "budget", f"{LONGER_BUDGET}x episodes", config, level)
     if "finer" in rows:
         bins = [FINER * n for n in preset["env_options"]["state_bins"]]
-        config = preset_config(
-            TUNED, env=env_id, agent="teql", out=str(root / f"{env_id}-finer"),
-            episodes=max(1, round(episodes * LONGER_BUDGET * scale)),
-            env_options={"state_bins": bins}, **common,
-        )  # fmt: skip
+        config = teql("finer", LONGER_BUDGET, env_options={"state_bins": bins})
         setting = f"{FINER}x bins ({bins[0]} each), {LONGER_BUDGET}x episodes"
         yield run_row(env_id, "finer", setting, config, level)
 
