@@ -20,7 +20,8 @@ named in the agent column, to measure a candidate default beside the table:
     nice -n 10 python -m benchmarks classics --agents "TEQL stable" --set alpha0=1.0
 
 ``--preset tuned`` trains every tuned preset instead (`rl.experiments.tuned_presets`:
-each environment's file, each agent in it, at the budget it was tuned at) on seeds
+each environment's file, each agent in it, at the budget it was tuned at), and TEQL
+with its defaults at the budget of TEQL's preset (`DEFAULT`), on seeds
 `TUNED_SEED` onwards, disjoint from the tuning seeds 0-3, with greedy evaluations
 during training (`TUNED_EVALUATIONS`), and prints per environment and agent: the
 final greedy return (mean ± std and IQM with its 95% interval over seeds,
@@ -49,7 +50,7 @@ import numpy as np
 from rl.evaluate import evaluate
 from rl.experiments.presets import preset_config
 from rl.experiments.stats import iqm_interval
-from rl.experiments.tuned_presets import TUNED, tuned_presets
+from rl.experiments.tuned_presets import TUNED, tuned_preset, tuned_presets
 from rl.loop.runner import episode_seed
 from rl.runs.config import TrainConfig, parse_assignment
 from rl.runs.load import load_run
@@ -116,7 +117,10 @@ RL_ZOO = {
 }
 """rl-zoo3's published tuned results (its benchmark table), quoted as a reference."""
 
-_LABELS = {"teql": "TEQL stable", "tlr": "TLR", "tabular": "tabular"}
+DEFAULT = "teql-default"
+"""The ``--agents`` name of the tuned table's row of TEQL with its defaults (no preset)."""
+
+_LABELS = {"teql": "TEQL stable", "tlr": "TLR", "tabular": "tabular", DEFAULT: "TEQL default"}
 
 
 def _installed(env_id: str) -> str:
@@ -212,13 +216,19 @@ TUNED_COLUMNS = (
 
 
 def tuned_row(env_id: str, agent: str, seeds: int, root: Path) -> list[str]:
-    """Train the tuned preset of ``agent`` on ``env_id`` and return its table row."""
+    """Train the tuned preset of ``agent`` on ``env_id`` and return its table row.
+
+    ``agent`` `DEFAULT`: TEQL with its defaults, at the episodes of TEQL's preset.
+    """
     every, per_evaluation = TUNED_EVALUATIONS[env_id]
     out = root / f"{env_id}-{agent}"
-    config = preset_config(
-        TUNED, env=env_id, agent=agent, out=str(out), seeds=seeds, seed=TUNED_SEED,
-        eval_every=every, eval_episodes=per_evaluation, checkpoint_every=10**9,
-    )  # fmt: skip
+    common = {"seeds": seeds, "seed": TUNED_SEED, "eval_every": every,
+              "eval_episodes": per_evaluation, "checkpoint_every": 10**9}  # fmt: skip
+    if agent == DEFAULT:
+        episodes = tuned_preset(env_id, "teql")["episodes"]
+        config = TrainConfig(env=env_id, agent="teql", out=str(out), episodes=episodes, **common)
+    else:
+        config = preset_config(TUNED, env=env_id, agent=agent, out=str(out), **common)
     started = time.perf_counter()
     train(config)
     wall = time.perf_counter() - started
@@ -260,7 +270,7 @@ def tuned_main(args: argparse.Namespace) -> None:
     envs = args.envs if args.envs is not None else list(tuned_presets())
     with tempfile.TemporaryDirectory() as tmp:
         for env_id, agents in tuned_presets().items():
-            for agent in agents:
+            for agent in [*agents, DEFAULT] if "teql" in agents else agents:
                 if env_id not in envs or (args.agents is not None and agent not in args.agents):
                     continue
                 rows.append(tuned_row(env_id, agent, args.seeds, Path(tmp)))

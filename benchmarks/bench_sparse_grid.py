@@ -7,8 +7,7 @@ changed through ``env_kwargs``. Each row trains one setting (`SETTINGS`) for
 then plays `GREEDY_EPISODES` greedy episodes per seed (`rl.evaluate.evaluate`,
 evaluation seed 0) and reports the mean ± std over seeds, the worst seed, and the
 seeds whose greedy policy reaches the goal (a return above the -20 of an episode
-that never does). Run it niced from the
-repository root:
+that never does). Run it niced from the repository root:
 
     nice -n 10 python -m benchmarks sparse_grid [--seeds 16] [--settings default ...] [--csv FILE]
 
