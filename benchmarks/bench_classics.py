@@ -120,7 +120,8 @@ RL_ZOO = {
 DEFAULT = "teql-default"
 """The ``--agents`` name of the tuned table's row of TEQL with its defaults (no preset)."""
 
-_LABELS = {"teql": "TEQL stable", "tlr": "TLR", "tabular": "tabular", DEFAULT: "TEQL default"}
+_LABELS = {"teql": "TEQL stable", "tlr": "TLR", "tabular": "tabular",
+           "dqn": "DQN (rl-zoo3 settings)", DEFAULT: "TEQL default"}  # fmt: skip
 
 
 def _installed(env_id: str) -> str:
