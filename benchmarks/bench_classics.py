@@ -13,10 +13,15 @@ on the same evaluation episodes and the environment's known optimum
     nice -n 10 python -m benchmarks classics [--seeds 4] [--scale 1.0] [--markdown FILE]
 
 ``--scale`` multiplies every training budget (0.5 halves it);
-``--envs``/``--agents`` select rows.
+``--envs``/``--agents`` select rows; ``--set KEY=VALUE`` and ``--env-option
+KEY=VALUE`` (repeatable, as in ``python -m rl.train``) change a setting in every row,
+named in the agent column, to measure a candidate default beside the table:
+
+    nice -n 10 python -m benchmarks classics --agents "TEQL stable" --set alpha0=1.0
 
 ``--preset tuned`` trains every tuned preset instead (`rl.experiments.tuned_presets`:
-each environment's file, each agent in it, at the budget it was tuned at) on seeds
+each environment's file, each agent in it, at the budget it was tuned at), and TEQL
+with its defaults at the budget of TEQL's preset (`DEFAULT`), on seeds
 `TUNED_SEED` onwards, disjoint from the tuning seeds 0-3, with greedy evaluations
 during training (`TUNED_EVALUATIONS`), and prints per environment and agent: the
 final greedy return (mean ± std and IQM with its 95% interval over seeds,
@@ -45,9 +50,9 @@ import numpy as np
 from rl.evaluate import evaluate
 from rl.experiments.presets import preset_config
 from rl.experiments.stats import iqm_interval
-from rl.experiments.tuned_presets import TUNED, tuned_presets
+from rl.experiments.tuned_presets import TUNED, tuned_preset, tuned_presets
 from rl.loop.runner import episode_seed
-from rl.runs.config import TrainConfig
+from rl.runs.config import TrainConfig, parse_assignment
 from rl.runs.load import load_run
 from rl.runs.metrics import read_metrics
 from rl.runs.training import train
@@ -112,7 +117,11 @@ RL_ZOO = {
 }
 """rl-zoo3's published tuned results (its benchmark table), quoted as a reference."""
 
-_LABELS = {"teql": "TEQL stable", "tlr": "TLR", "tabular": "tabular"}
+DEFAULT = "teql-default"
+"""The ``--agents`` name of the tuned table's row of TEQL with its defaults (no preset)."""
+
+_LABELS = {"teql": "TEQL stable", "tlr": "TLR", "tabular": "tabular",
+           "dqn": "DQN (rl-zoo3 settings)", DEFAULT: "TEQL default"}  # fmt: skip
 
 
 def _installed(env_id: str) -> str:
@@ -143,8 +152,20 @@ def random_returns(problem, episodes: int, seed: int = 0) -> np.ndarray:
     return returns
 
 
-def run_row(env_id: str, label: str, seeds: int, episodes: int, eval_episodes: int, root: Path):
-    """Train one agent on one environment and return (per-seed greedy means, wall time)."""
+def run_row(
+    env_id: str,
+    label: str,
+    seeds: int,
+    episodes: int,
+    eval_episodes: int,
+    root: Path,
+    agent_params: dict | None = None,
+    env_options: dict | None = None,
+):
+    """Train one agent on one environment and return (per-seed greedy means, wall time).
+
+    ``agent_params`` and ``env_options`` change those settings from the defaults.
+    """
     agent, reading = AGENTS[label]
     out = root / f"{env_id}-{label.replace(' ', '-')}"
     config = TrainConfig(
@@ -156,6 +177,8 @@ def run_row(env_id: str, label: str, seeds: int, episodes: int, eval_episodes: i
         episodes=episodes,
         eval_every=0,
         checkpoint_every=episodes,
+        agent_params=agent_params or {},
+        env_options=env_options or {},
     )
     started = time.perf_counter()
     train(config)
@@ -194,13 +217,19 @@ TUNED_COLUMNS = (
 
 
 def tuned_row(env_id: str, agent: str, seeds: int, root: Path) -> list[str]:
-    """Train the tuned preset of ``agent`` on ``env_id`` and return its table row."""
+    """Train the tuned preset of ``agent`` on ``env_id`` and return its table row.
+
+    ``agent`` `DEFAULT`: TEQL with its defaults, at the episodes of TEQL's preset.
+    """
     every, per_evaluation = TUNED_EVALUATIONS[env_id]
     out = root / f"{env_id}-{agent}"
-    config = preset_config(
-        TUNED, env=env_id, agent=agent, out=str(out), seeds=seeds, seed=TUNED_SEED,
-        eval_every=every, eval_episodes=per_evaluation, checkpoint_every=10**9,
-    )  # fmt: skip
+    common = {"seeds": seeds, "seed": TUNED_SEED, "eval_every": every,
+              "eval_episodes": per_evaluation, "checkpoint_every": 10**9}  # fmt: skip
+    if agent == DEFAULT:
+        episodes = tuned_preset(env_id, "teql")["episodes"]
+        config = TrainConfig(env=env_id, agent="teql", out=str(out), episodes=episodes, **common)
+    else:
+        config = preset_config(TUNED, env=env_id, agent=agent, out=str(out), **common)
     started = time.perf_counter()
     train(config)
     wall = time.perf_counter() - started
@@ -242,7 +271,7 @@ def tuned_main(args: argparse.Namespace) -> None:
     envs = args.envs if args.envs is not None else list(tuned_presets())
     with tempfile.TemporaryDirectory() as tmp:
         for env_id, agents in tuned_presets().items():
-            for agent in agents:
+            for agent in [*agents, DEFAULT] if "teql" in agents else agents:
                 if env_id not in envs or (args.agents is not None and agent not in args.agents):
                     continue
                 rows.append(tuned_row(env_id, agent, args.seeds, Path(tmp)))
@@ -269,12 +298,23 @@ def main(argv: list[str] | None = None) -> None:
         "--preset", choices=[TUNED], help="train the tuned presets (their budgets) instead"
     )
     parser.add_argument("--csv", metavar="FILE", help="with --preset tuned: write the table there")
+    for flag, what in (("--set", "an agent parameter"), ("--env-option", "a problem option")):
+        parser.add_argument(
+            flag,
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help=f"change {what} in every row (repeatable); VALUE is read as JSON",
+        )
     args = parser.parse_args(argv)
     if args.preset == TUNED:
         tuned_main(args)
         return
     args.envs = list(BUDGETS) if args.envs is None else args.envs
     args.agents = list(AGENTS) if args.agents is None else args.agents
+    agent_params = dict(parse_assignment(text) for text in args.set)
+    env_options = dict(parse_assignment(text) for text in args.env_option)
+    changed = ", ".join([*args.set, *args.env_option])
     lines = [
         f"| environment | agent | episodes x seeds | greedy return (mean ± std over "
         f"{args.seeds} seeds) | random | known optimum | wall time (s) |",
@@ -289,12 +329,14 @@ def main(argv: list[str] | None = None) -> None:
             random_mean = None
             for label in args.agents:
                 means, wall, problem = run_row(
-                    installed, label, args.seeds, episodes, eval_episodes, Path(tmp)
-                )
+                    installed, label, args.seeds, episodes, eval_episodes, Path(tmp),
+                    agent_params, env_options,
+                )  # fmt: skip
                 if random_mean is None:
                     random_mean = random_returns(problem, eval_episodes).mean()
                 line = (
-                    f"| {installed} | {label} | {episodes} x {args.seeds} | "
+                    f"| {installed} | {label}{', ' + changed if changed else ''} | "
+                    f"{episodes} x {args.seeds} | "
                     f"{means.mean():.2f} ± {means.std():.2f} | {random_mean:.2f} | "
                     f"{OPTIMA[env_id]} | {wall:.1f} |"
                 )

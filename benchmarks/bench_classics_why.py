@@ -15,6 +15,12 @@ and once per changed factor:
 - ``budget``: the preset at `LONGER_BUDGET` times its episodes.
 - ``finer``: the preset with `FINER` times the bins of every observation
   component, at `LONGER_BUDGET` times its episodes (beside the ``budget`` row).
+- ``together``: the preset with `FINER` times its rank at `LONGER_BUDGET` times its
+  episodes, the two factors of the ``rank`` and ``budget`` rows at once, with its own
+  step and with the first of `STEP_FACTORS` times it.
+- ``step``: the preset with its initial step size ``alpha0`` times each of
+  `STEP_FACTORS` (kept below the stable reading's limit 2) and, with the preset's
+  own step, no step-size decay (``kappa`` 0).
 
 Each row reports the final greedy return (each seed's mean over the greedy
 episodes of `rl.evaluate.evaluate`, evaluation seed `TUNED_SEED`; mean ± std over
@@ -68,7 +74,13 @@ GAMMAS = (0.95, 0.99, 0.999)
 FINER = 2
 """Bins of each observation component in the ``finer`` row, in multiples of the preset's."""
 
-ROWS = ("preset", "grid", "rank", "horizon", "budget", "finer")
+STEP_FACTORS = (0.5, 1.5)
+"""Initial step sizes of the ``step`` rows, in multiples of the preset's."""
+
+STEP_LIMIT = 1.95
+"""The largest ``alpha0`` a ``step`` row takes: the stable reading's steps need it below 2."""
+
+ROWS = ("preset", "grid", "rank", "horizon", "budget", "finer", "together", "step")
 """The row kinds, in the order they run."""
 
 RARE_VISITS = 5
@@ -202,6 +214,19 @@ def env_rows(env_id: str, seeds: int, scale: float, rows: list[str], root: Path)
         config = teql("finer", LONGER_BUDGET, env_options={"state_bins": bins})
         setting = f"{FINER}x bins ({bins[0]} each), {LONGER_BUDGET}x episodes"
         yield run_row(env_id, "finer", setting, config, level)
+    for factor in (1.0, STEP_FACTORS[0]) if "together" in rows else ():
+        changed, alpha0 = FINER * rank, params["alpha0"] * factor
+        config = teql(f"together{factor}", LONGER_BUDGET, rank=changed, alpha0=alpha0)
+        setting = f"rank {changed}, {LONGER_BUDGET}x episodes"
+        setting += f", alpha0 {alpha0:.3g}" if factor != 1.0 else ""
+        yield run_row(env_id, "together", setting, config, level)
+    for factor in STEP_FACTORS if "step" in rows else ():
+        alpha0 = min(STEP_LIMIT, params["alpha0"] * factor)
+        config = teql(f"step{factor}", alpha0=alpha0)
+        yield run_row(env_id, "step", f"alpha0 {alpha0:.3g}", config, level)
+    if "step" in rows:
+        config = teql("kappa0", kappa=0.0)
+        yield run_row(env_id, "step", f"alpha0 {params['alpha0']:g}, kappa 0", config, level)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -73,3 +73,38 @@ def test_sweep_batch_benchmark_times_both_sweeps_with_the_same_metrics(capsys):
     out = capsys.readouterr().out
     assert "batches: 1, largest 4 replicas" in out
     assert "metrics equal (all columns but wall time): True" in out
+
+
+def test_classics_set_and_env_option_change_every_row(monkeypatch, capsys):
+    from benchmarks import bench_classics
+
+    trained = []
+    real_train = bench_classics.train
+    monkeypatch.setattr(
+        bench_classics, "train", lambda config: trained.append(config) or real_train(config)
+    )
+    flags = ["--envs", "FrozenLake-v1", "--agents", "TEQL stable", "tabular", "--set", "gamma=0.9",
+             "--env-option", "max_episode_steps=20"]  # fmt: skip
+    assert main(["classics", "--seeds", "1", "--scale", "0.002", *flags]) == 0
+    assert [(c.agent, c.agent_params, c.env_options) for c in trained] == [
+        (agent, {"gamma": 0.9}, {"max_episode_steps": 20}) for agent in ("teql", "tabular")
+    ]
+    assert "| TEQL stable, gamma=0.9, max_episode_steps=20 |" in capsys.readouterr().out
+
+
+def test_sparse_grid_benchmark_writes_a_row_per_grid_and_setting(tmp_path):
+    import csv
+
+    from benchmarks.bench_sparse_grid import GRIDS
+
+    table = tmp_path / "grid.csv"
+    assert main(["sparse_grid", "--quick", "--csv", str(table)]) == 0
+    header, *rows = list(csv.reader(table.open(encoding="utf-8")))
+    assert header[:3] == ["grid", "slip", "setting"]
+    expected = [(f"{s[0]} x {s[1]}", f"{slip:g}", name) for s, slip in GRIDS
+                for name in ("default", "tabular")]  # fmt: skip
+    assert [tuple(row[:3]) for row in rows] == expected
+    for row in rows:  # the mean of one seed is that seed's return, and it is the worst
+        mean, worst = float(row[4].split(" ± ")[0]), float(row[5])
+        assert mean == worst and -20.0 <= mean <= 9.0
+        assert row[6] == ("1/1" if mean > -20.0 else "0/1")

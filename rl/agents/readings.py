@@ -295,17 +295,20 @@ def not_learning(agent: str, name: str, problem: str) -> str | None:
 
 #: The stable reading's steps on the paper's problems (CartPole, Pendulum, Highway) and on
 #: every problem whose state has several modes: one step size for every entry, decaying
-#: in agent steps, eta_t = eta_0 / (1 + kappa t).
+#: in agent steps, eta_t = eta_0 / (1 + kappa t), eta_0 = 0.5.
 AGENT_STEPS: Mapping[str, Any] = MappingProxyType({
     "step_count": "agent", "kappa": 0.001, "footprint_power": 0.0, "init_actions": "uniform",
+    "alpha0": 0.5,
 })  # fmt: skip
 
 #: The stable reading's steps where the paper gives no settings and the state is one mode
 #: (docs/discrete-problems.md): the step of mode n's row
 #: is rho_n eta_0 / (1 + kappa N_t(s, a)), rho_n = min(1, |A| / |S|)^2 on the action
-#: modes, from orthogonal initial joint action rows.
+#: modes, from orthogonal initial joint action rows; eta_0 = 1, so that an entry's first
+#: visit moves it to its target, as tabular Q-learning's step 1 / (1 + kappa N) does.
 TABULAR_LIKE_STEPS: Mapping[str, Any] = MappingProxyType({
     "step_count": "entry", "kappa": 0.05, "footprint_power": 2.0, "init_actions": "identity",
+    "alpha0": 1.0,
 })  # fmt: skip
 
 #: EUGE's count bonus with the tabular-like steps: u = 1 reward bound R_max (the reading's
@@ -344,7 +347,6 @@ READINGS: dict[str, dict[str, Reading]] = {
                 "update": "stable",
                 "count_before_update": True,
                 "bounded": True,
-                "alpha0": 0.5,
                 "max_inner": 1,
                 "tol": 0.01,
                 "lam": 1e-3,

@@ -36,7 +36,7 @@ def test_taxi_action_rows_collapse_with_equal_mode_steps():
 def test_taxi_action_rows_stay_orthogonal_with_the_stable_readings_steps():
     """The stable reading's steps on Taxi (orthogonal start, footprint and entry-count
     steps): after 30 episodes the action rows are still orthogonal (|cosine| < 0.1;
-    measured 0.001) and sigma_2 / sigma_1 of Q is 0.19, against 0.995 and 0.005 above."""
+    measured 0.000) and sigma_2 / sigma_1 of Q is 0.20, against 0.995 and 0.005 above."""
     steps = run("Taxi-v4", "teql", {}, episodes=30, every=30, eval_episodes=1)[-1]
     assert abs(steps["min_cos"]) < 0.1
     assert steps["sv"][0] > 0.1
@@ -45,7 +45,7 @@ def test_taxi_action_rows_stay_orthogonal_with_the_stable_readings_steps():
 def test_cliffwalking_learns_the_shortest_path_in_50_episodes():
     """The stable reading (its defaults there) walks -13 to -15 where it stalled at the cap.
 
-    Measured: -13 after 50 episodes (seed 0; the optimum is -13). With the steps of
+    Measured: -13 from episode 30 on (seed 0; the optimum is -13). With the steps of
     the paper's problems the greedy walk never reaches the goal: -200 at the cap,
     also after 500 episodes on seeds 1-3.
     """
@@ -58,23 +58,22 @@ def test_taxi_greedy_policy_delivers_after_200_episodes():
 
     A policy that never delivers scores -200 (the cap) from every start, which the
     steps of the paper's problems still do after 5,000 episodes; tabular-like steps
-    deliver from some starts after 200 episodes (measured -147; -200 after 100) and
-    from all after 5,000 (+7.81).
+    deliver from most starts after 200 episodes (measured -44; -189 after 100) and
+    from all after 5,000 (+7.65).
     """
     greedy = run("Taxi-v4", "teql", {}, episodes=200, every=200, eval_episodes=20)[-1]["greedy"]
-    assert greedy > -190.0, greedy
+    assert greedy > -120.0, greedy
 
 
-def test_frozenlake_greedy_policy_reaches_the_goal_after_2500_episodes():
+def test_frozenlake_greedy_policy_reaches_the_goal_after_1000_episodes():
     """FrozenLake-v1 (slippery), stable reading, seed 0: greedy success over 200 episodes.
 
     Random play succeeds 0.01 of the time, the optimum 0.74 (tabular Q-learning 0.740
-    after 5,000 episodes). Measured 0.85; the greedy walk stays safe but never
-    arrives (0.0, the 200-step cap) until between episodes 2,000 and 2,500, while the
-    optimistic initial Q of untried actions decays, and the 5,000-episode runs reach
-    0.802 +- 0.035 over seeds 0-3.
+    after 5,000 episodes). Measured 0.70 (0.68 after 500 episodes, 0.85 after 1,500);
+    with eta_0 = 0.5 the greedy walk stayed safe but never arrived (0.0, the 200-step
+    cap) until between episodes 2,000 and 2,500.
     """
-    rows = run("FrozenLake-v1", "teql", {}, episodes=2500, every=2500, eval_episodes=200)
+    rows = run("FrozenLake-v1", "teql", {}, episodes=1000, every=1000, eval_episodes=200)
     assert rows[-1]["greedy"] >= 0.5, rows[-1]
 
 
@@ -93,7 +92,7 @@ def test_blackjack_greedy_policy_beats_random_play_after_5000_hands():
 def test_taxi_learns_to_deliver_from_every_start():
     """Taxi-v4, seed 0, 5,000 episodes (tabular Q-learning's budget): greedy >= 0 (optimum ~8).
 
-    Measured: +7.81 over 100 starts (seeds 0-3: 7.81 +- 0.00); tabular 7.81.
+    Measured: +7.65 over 100 starts (seeds 0-3: 7.73 +- 0.05); tabular 7.81.
     """
     greedy = run("Taxi-v4", "teql", {}, episodes=5000, every=5000, eval_episodes=100)[-1]
     assert greedy["greedy"] >= 0.0, greedy
@@ -191,7 +190,7 @@ def test_identity_start_and_entry_steps_in_the_agent():
     counts = [r.visits[0] for r in records]
     assert counts == [1, 2, 3]  # eta = eta_0 / (1 + kappa N), N the entry's post-visit count
     kappa = TABULAR_LIKE_STEPS["kappa"]
-    expected = [0.5 / (1 + kappa * n) for n in counts]
+    expected = [TABULAR_LIKE_STEPS["alpha0"] / (1 + kappa * n) for n in counts]
     np.testing.assert_allclose([r.step_size[0] for r in records], expected, rtol=1e-15)
 
 
