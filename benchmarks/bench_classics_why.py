@@ -43,6 +43,7 @@ import argparse
 import csv
 import tempfile
 import time
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -252,16 +253,26 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--csv", metavar="FILE", help="also write the table there")
     args = parser.parse_args(argv)
-    print("| " + " | ".join(COLUMNS) + " |", flush=True)
-    rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for env_id in args.envs:
-            for row in env_rows(env_id, args.seeds, args.scale, args.rows, Path(tmp)):
-                rows.append(row)
-                print("| " + " | ".join(row) + " |", flush=True)
-                if args.csv:  # written after every row, so that a stopped run keeps its rows
-                    with open(args.csv, "w", newline="", encoding="utf-8") as handle:
-                        csv.writer(handle, lineterminator="\n").writerows([COLUMNS, *rows])
+        rows = (
+            row
+            for env_id in args.envs
+            for row in env_rows(env_id, args.seeds, args.scale, args.rows, Path(tmp))
+        )
+        print_table(COLUMNS, rows, args.csv)
+
+
+def print_table(columns: Sequence[str], rows: Iterable[list[str]], path: str | None) -> None:
+    """Print ``rows`` as Markdown table rows as they come and, with ``path``, write the
+    table as CSV there after every row, so that a stopped run keeps the rows it made."""
+    print("| " + " | ".join(columns) + " |", flush=True)
+    done = []
+    for row in rows:
+        done.append(row)
+        print("| " + " | ".join(row) + " |", flush=True)
+        if path:
+            with open(path, "w", newline="", encoding="utf-8") as handle:
+                csv.writer(handle, lineterminator="\n").writerows([columns, *done])
 
 
 if __name__ == "__main__":

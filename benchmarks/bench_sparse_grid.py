@@ -17,13 +17,13 @@ that never does). Run it niced from the repository root:
 from __future__ import annotations
 
 import argparse
-import csv
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
+from benchmarks.bench_classics_why import print_table
 from rl.evaluate import evaluate
 from rl.runs.config import TrainConfig
 from rl.runs.load import load_run
@@ -98,16 +98,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--csv", metavar="FILE", help="also write the table there")
     args = parser.parse_args(argv)
     episodes = max(1, round(EPISODES * args.scale))
-    print("| " + " | ".join(COLUMNS) + " |", flush=True)
-    rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for shape, slip in GRIDS:
-            for name in args.settings:
-                rows.append(run_row(shape, slip, name, args.seeds, episodes, Path(tmp)))
-                print("| " + " | ".join(rows[-1]) + " |", flush=True)
-                if args.csv:  # written after every row, so that a stopped run keeps its rows
-                    with open(args.csv, "w", newline="", encoding="utf-8") as handle:
-                        csv.writer(handle, lineterminator="\n").writerows([COLUMNS, *rows])
+        rows = (
+            run_row(shape, slip, name, args.seeds, episodes, Path(tmp))
+            for shape, slip in GRIDS
+            for name in args.settings
+        )
+        print_table(COLUMNS, rows, args.csv)
 
 
 if __name__ == "__main__":
