@@ -29,8 +29,10 @@ final greedy return (mean ± std and IQM with its 95% interval over seeds,
 below 1 in size), the seeds whose final greedy return reaches the threshold
 (`threshold`), the environment steps each seed took to reach it in an evaluation
 during training (median over seeds, a seed that never does counting as never, and
-the fraction that does), the steps trained, the wall time, and rl-zoo3's published
-result (`RL_ZOO`, quoted, not run). ``--csv FILE`` also writes it as a CSV table:
+the fraction that does), the steps trained, the wall time, the core-seconds (the
+process's CPU time over all its threads, `time.process_time`), and rl-zoo3's published
+result (`RL_ZOO`, quoted, not run). ``--scale`` multiplies each preset's episodes
+(``--scale 10``: ten times the budget). ``--csv FILE`` also writes it as a CSV table:
 
     nice -n 10 python -m benchmarks classics --preset tuned --seeds 10 --csv FILE
 """
@@ -212,27 +214,29 @@ TUNED_COLUMNS = (
     "environment", "agent", "episodes x seeds", "steps per seed",
     "greedy return, mean ± std", "greedy return, IQM [95% CI]", "random", "threshold",
     "seeds at it at the end", "steps to threshold, median", "seeds reaching it",
-    "wall time (s)", "rl-zoo3 (published)",
+    "wall time (s)", "core-seconds", "rl-zoo3 (published)",
 )  # fmt: skip
 
 
-def tuned_row(env_id: str, agent: str, seeds: int, root: Path) -> list[str]:
+def tuned_row(env_id: str, agent: str, seeds: int, root: Path, scale: float = 1.0) -> list[str]:
     """Train the tuned preset of ``agent`` on ``env_id`` and return its table row.
 
     ``agent`` `DEFAULT`: TEQL with its defaults, at the episodes of TEQL's preset.
+    ``scale`` multiplies the preset's training episodes.
     """
     every, per_evaluation = TUNED_EVALUATIONS[env_id]
     out = root / f"{env_id}-{agent}"
-    common = {"seeds": seeds, "seed": TUNED_SEED, "eval_every": every,
+    preset_agent = "teql" if agent == DEFAULT else agent
+    episodes = max(1, round(tuned_preset(env_id, preset_agent)["episodes"] * scale))
+    common = {"seeds": seeds, "seed": TUNED_SEED, "episodes": episodes, "eval_every": every,
               "eval_episodes": per_evaluation, "checkpoint_every": 10**9}  # fmt: skip
     if agent == DEFAULT:
-        episodes = tuned_preset(env_id, "teql")["episodes"]
-        config = TrainConfig(env=env_id, agent="teql", out=str(out), episodes=episodes, **common)
+        config = TrainConfig(env=env_id, agent="teql", out=str(out), **common)
     else:
         config = preset_config(TUNED, env=env_id, agent=agent, out=str(out), **common)
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     train(config)
-    wall = time.perf_counter() - started
+    wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
     run = load_run(out)
     final = next(value for key, value in BUDGETS.items() if _installed(key) == env_id)[1]
     means = np.array(
@@ -259,7 +263,7 @@ def tuned_row(env_id: str, agent: str, seeds: int, root: Path) -> list[str]:
         f"{means.mean():.{digits}f} ± {means.std():.{digits}f}",
         f"{interval.iqm:.{digits}f} [{interval.low:.{digits}f}, {interval.high:.{digits}f}]",
         f"{random_mean:.{digits}f}", "-" if level is None else f"{level:g}", at_end, reach,
-        share, f"{wall:.1f}", RL_ZOO.get(env_id, "-"),
+        share, f"{wall:.1f}", f"{cpu:.1f}", RL_ZOO.get(env_id, "-"),
     ]  # fmt: skip
 
 
@@ -274,7 +278,7 @@ def tuned_main(args: argparse.Namespace) -> None:
             for agent in [*agents, DEFAULT] if "teql" in agents else agents:
                 if env_id not in envs or (args.agents is not None and agent not in args.agents):
                     continue
-                rows.append(tuned_row(env_id, agent, args.seeds, Path(tmp)))
+                rows.append(tuned_row(env_id, agent, args.seeds, Path(tmp), args.scale))
                 lines.append("| " + " | ".join(rows[-1]) + " |")
                 print(lines[-1], flush=True)
     if args.markdown:
