@@ -92,6 +92,28 @@ def test_classics_set_and_env_option_change_every_row(monkeypatch, capsys):
     assert "| TEQL stable, gamma=0.9, max_episode_steps=20 |" in capsys.readouterr().out
 
 
+def test_classics_tuned_scale_multiplies_the_presets_episodes_and_reports_core_seconds(
+    monkeypatch, tmp_path
+):
+    import csv
+
+    from benchmarks import bench_classics
+
+    trained = []
+    real_train = bench_classics.train
+    monkeypatch.setattr(
+        bench_classics, "train", lambda config: trained.append(config) or real_train(config)
+    )
+    table = tmp_path / "tuned.csv"
+    flags = ["--envs", "CliffWalking-v1", "--agents", "tabular", "--csv", str(table)]
+    assert main(["classics", "--preset", "tuned", "--seeds", "1", "--scale", "0.05", *flags]) == 0
+    assert [(c.agent, c.episodes) for c in trained] == [("tabular", 5)]  # the preset's 100
+    header, row = list(csv.reader(table.open(encoding="utf-8")))
+    assert row[header.index("episodes x seeds")] == "5 x 1"
+    wall, cpu = (float(row[header.index(name)]) for name in ("wall time (s)", "core-seconds"))
+    assert wall > 0.0 and cpu > 0.0
+
+
 def test_sparse_grid_benchmark_writes_a_row_per_grid_and_setting(tmp_path):
     import csv
 
