@@ -190,6 +190,11 @@ def run_row(
     return np.array(means), wall, run.problem
 
 
+def scaled(episodes: float, scale: float) -> int:
+    """Return the training budget ``episodes`` under ``--scale``: rounded, at least 1."""
+    return max(1, round(episodes * scale))
+
+
 def threshold(env_id: str) -> float | None:
     """Return the return that counts as solving ``env_id``: its spec's, or `NO_SPEC_THRESHOLD`."""
     import gymnasium
@@ -227,7 +232,7 @@ def tuned_row(env_id: str, agent: str, seeds: int, root: Path, scale: float = 1.
     every, per_evaluation = TUNED_EVALUATIONS[env_id]
     out = root / f"{env_id}-{agent}"
     preset_agent = "teql" if agent == DEFAULT else agent
-    episodes = max(1, round(tuned_preset(env_id, preset_agent)["episodes"] * scale))
+    episodes = scaled(tuned_preset(env_id, preset_agent)["episodes"], scale)
     common = {"seeds": seeds, "seed": TUNED_SEED, "episodes": episodes, "eval_every": every,
               "eval_episodes": per_evaluation, "checkpoint_every": 10**9}  # fmt: skip
     if agent == DEFAULT:
@@ -329,7 +334,7 @@ def main(argv: list[str] | None = None) -> None:
         for env_id in args.envs:
             budget, eval_episodes = BUDGETS[env_id]
             installed = _installed(env_id)
-            episodes = max(1, round(budget * args.scale))
+            episodes = scaled(budget, args.scale)
             random_mean = None
             for label in args.agents:
                 means, wall, problem = run_row(

@@ -48,7 +48,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.bench_classics import BUDGETS, TUNED_SEED, threshold
+from benchmarks.bench_classics import BUDGETS, TUNED_SEED, scaled, threshold
 from rl.experiments.presets import preset_config
 from rl.experiments.tuned_presets import TUNED, tuned_preset
 from rl.loop.runner import episode_seed
@@ -180,7 +180,7 @@ def env_rows(env_id: str, seeds: int, scale: float, rows: list[str], root: Path)
     def teql(tag: str, factor: float = 1.0, env_options=None, **agent_params) -> TrainConfig:
         return preset_config(
             TUNED, env=env_id, agent="teql", out=str(root / f"{env_id}-{tag}"),
-            episodes=max(1, round(episodes * factor * scale)), agent_params=agent_params,
+            episodes=scaled(episodes * factor, scale), agent_params=agent_params,
             env_options=env_options or {}, **common,
         )  # fmt: skip
 
@@ -191,7 +191,7 @@ def env_rows(env_id: str, seeds: int, scale: float, rows: list[str], root: Path)
         bins = preset["env_options"]["state_bins"]
         grid = TrainConfig(
             env=env_id, agent="tabular", out=str(root / f"{env_id}-grid"),
-            episodes=max(1, round(episodes * GRID_BUDGET * scale)),
+            episodes=scaled(episodes * GRID_BUDGET, scale),
             env_options=preset["env_options"],
             agent_params={"gamma": gamma, "max_entries": max(10**6, int(np.prod(bins)) * 3)},
             **common,

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.bench_classics import scaled
 from benchmarks.bench_classics_why import print_table
 from rl.evaluate import evaluate
 from rl.runs.config import TrainConfig
@@ -97,7 +98,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--csv", metavar="FILE", help="also write the table there")
     args = parser.parse_args(argv)
-    episodes = max(1, round(EPISODES * args.scale))
+    episodes = scaled(EPISODES, args.scale)
     with tempfile.TemporaryDirectory() as tmp:
         rows = (
             run_row(shape, slip, name, args.seeds, episodes, Path(tmp))

@@ -75,7 +75,9 @@ def test_sweep_batch_benchmark_times_both_sweeps_with_the_same_metrics(capsys):
     assert "metrics equal (all columns but wall time): True" in out
 
 
-def test_classics_set_and_env_option_change_every_row(monkeypatch, capsys):
+@pytest.fixture
+def classics_trained(monkeypatch):
+    """The configs `benchmarks classics` trains, in order (each still trained)."""
     from benchmarks import bench_classics
 
     trained = []
@@ -83,6 +85,11 @@ def test_classics_set_and_env_option_change_every_row(monkeypatch, capsys):
     monkeypatch.setattr(
         bench_classics, "train", lambda config: trained.append(config) or real_train(config)
     )
+    return trained
+
+
+def test_classics_set_and_env_option_change_every_row(classics_trained, capsys):
+    trained = classics_trained
     flags = ["--envs", "FrozenLake-v1", "--agents", "TEQL stable", "tabular", "--set", "gamma=0.9",
              "--env-option", "max_episode_steps=20"]  # fmt: skip
     assert main(["classics", "--seeds", "1", "--scale", "0.002", *flags]) == 0
@@ -93,17 +100,11 @@ def test_classics_set_and_env_option_change_every_row(monkeypatch, capsys):
 
 
 def test_classics_tuned_scale_multiplies_the_presets_episodes_and_reports_core_seconds(
-    monkeypatch, tmp_path
+    classics_trained, tmp_path
 ):
     import csv
 
-    from benchmarks import bench_classics
-
-    trained = []
-    real_train = bench_classics.train
-    monkeypatch.setattr(
-        bench_classics, "train", lambda config: trained.append(config) or real_train(config)
-    )
+    trained = classics_trained
     table = tmp_path / "tuned.csv"
     flags = ["--envs", "CliffWalking-v1", "--agents", "tabular", "--csv", str(table)]
     assert main(["classics", "--preset", "tuned", "--seeds", "1", "--scale", "0.05", *flags]) == 0
