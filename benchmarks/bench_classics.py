@@ -32,7 +32,10 @@ during training (median over seeds, a seed that never does counting as never, an
 the fraction that does), the steps trained, the wall time, the core-seconds (the
 process's CPU time over all its threads, `time.process_time`), and rl-zoo3's published
 result (`RL_ZOO`, quoted, not run). ``--scale`` multiplies each preset's episodes
-(``--scale 10``: ten times the budget). ``--csv FILE`` also writes it as a CSV table:
+(``--scale 10``: ten times the budget). ``--keep-best`` trains with ``keep_best``
+(`rl.runs.best`; evaluations `BEST_EVALUATIONS`) and adds `BEST_COLUMNS`: each seed's
+best-evaluated state played on the same fresh episodes as its last state. ``--csv
+FILE`` also writes it as a CSV table:
 
     nice -n 10 python -m benchmarks classics --preset tuned --seeds 10 --csv FILE
 """
@@ -55,7 +58,7 @@ from rl.experiments.stats import iqm_interval
 from rl.experiments.tuned_presets import TUNED, tuned_preset, tuned_presets
 from rl.loop.runner import episode_seed
 from rl.runs.config import TrainConfig, parse_assignment
-from rl.runs.load import load_run
+from rl.runs.load import LoadedRun, load_run
 from rl.runs.metrics import read_metrics
 from rl.runs.training import train
 
@@ -107,6 +110,10 @@ TUNED_EVALUATIONS = {  # environment -> (evaluate after every k-th episode, gree
     "Blackjack-v1": (100, 100),
 }
 """Greedy evaluations during a tuned row's training, for the steps to the threshold."""
+
+BEST_EVALUATIONS = {env: (10, 5) for env in ("CartPole-v1", "MountainCar-v0", "Acrobot-v1")}
+"""Evaluations of ``--keep-best`` where they differ from `TUNED_EVALUATIONS`: five greedy
+episodes choose the kept state (`rl.runs.best`) less by luck than one."""
 
 NO_SPEC_THRESHOLD = {"CliffWalking-v1": -13.0}
 """Thresholds where the Gymnasium spec has no ``reward_threshold``: CliffWalking's optimum."""
@@ -222,19 +229,49 @@ TUNED_COLUMNS = (
     "wall time (s)", "core-seconds", "rl-zoo3 (published)",
 )  # fmt: skip
 
+BEST_COLUMNS = (
+    "best state, mean ± std", "best state, IQM [95% CI]", "seeds at it, best state",
+    "best state's episode, median",
+)  # fmt: skip
+"""The columns ``--keep-best`` adds: each seed's best-evaluated state, played afresh."""
 
-def tuned_row(env_id: str, agent: str, seeds: int, root: Path, scale: float = 1.0) -> list[str]:
+
+def _returns(means: np.ndarray, digits: int) -> list[str]:
+    """Mean ± std and IQM [95% CI] over seeds of their greedy returns."""
+    interval = iqm_interval(means)
+    return [
+        f"{means.mean():.{digits}f} ± {means.std():.{digits}f}",
+        f"{interval.iqm:.{digits}f} [{interval.low:.{digits}f}, {interval.high:.{digits}f}]",
+    ]
+
+
+def _at(means: np.ndarray, level: float | None) -> str:
+    return "-" if level is None else f"{(means >= level).sum()}/{means.size}"
+
+
+def tuned_row(
+    env_id: str,
+    agent: str,
+    seeds: int,
+    root: Path,
+    scale: float = 1.0,
+    keep_best: bool = False,
+) -> list[str]:
     """Train the tuned preset of ``agent`` on ``env_id`` and return its table row.
 
     ``agent`` `DEFAULT`: TEQL with its defaults, at the episodes of TEQL's preset.
-    ``scale`` multiplies the preset's training episodes.
+    ``scale`` multiplies the preset's training episodes. ``keep_best`` trains with
+    ``keep_best`` (evaluations `BEST_EVALUATIONS`) and adds `BEST_COLUMNS`.
     """
     every, per_evaluation = TUNED_EVALUATIONS[env_id]
+    if keep_best:
+        every, per_evaluation = BEST_EVALUATIONS.get(env_id, (every, per_evaluation))
     out = root / f"{env_id}-{agent}"
     preset_agent = "teql" if agent == DEFAULT else agent
     episodes = scaled(tuned_preset(env_id, preset_agent)["episodes"], scale)
     common = {"seeds": seeds, "seed": TUNED_SEED, "episodes": episodes, "eval_every": every,
-              "eval_episodes": per_evaluation, "checkpoint_every": 10**9}  # fmt: skip
+              "eval_episodes": per_evaluation, "checkpoint_every": 10**9,
+              "keep_best": keep_best}  # fmt: skip
     if agent == DEFAULT:
         config = TrainConfig(env=env_id, agent="teql", out=str(out), **common)
     else:
@@ -244,37 +281,44 @@ def tuned_row(env_id: str, agent: str, seeds: int, root: Path, scale: float = 1.
     wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
     run = load_run(out)
     final = next(value for key, value in BUDGETS.items() if _installed(key) == env_id)[1]
-    means = np.array(
-        [
-            evaluate(run, episodes=final, seed=TUNED_SEED, replica=i).summary.mean
-            for i in range(seeds)
-        ]
-    )
-    interval = iqm_interval(means)
+
+    def played(run: LoadedRun) -> np.ndarray:
+        return np.array(
+            [
+                evaluate(run, episodes=final, seed=TUNED_SEED, replica=i).summary.mean
+                for i in range(seeds)
+            ]
+        )
+
+    means = played(run)
     table = read_metrics(out / "metrics.csv")
     level = threshold(env_id)
-    at_end, reach, share = "-", "-", "-"
+    reach, share = "-", "-"
     if level is not None:
-        at_end = f"{(means >= level).sum()}/{seeds}"
         steps = steps_to_threshold(table, level)
         median = float(np.median(steps))
         reach = f"{median:,.0f}" if math.isfinite(median) else "not by half"
         share = f"{np.isfinite(steps).sum()}/{seeds}"
     random_mean = random_returns(run.problem, final, TUNED_SEED).mean()
     digits = 3 if abs(random_mean) < 1 else 2
-    return [
+    row = [
         env_id, _LABELS[agent], f"{config.episodes} x {seeds}",
-        f"{table['length'].sum() / seeds:,.0f}",
-        f"{means.mean():.{digits}f} ± {means.std():.{digits}f}",
-        f"{interval.iqm:.{digits}f} [{interval.low:.{digits}f}, {interval.high:.{digits}f}]",
-        f"{random_mean:.{digits}f}", "-" if level is None else f"{level:g}", at_end, reach,
-        share, f"{wall:.1f}", f"{cpu:.1f}", RL_ZOO.get(env_id, "-"),
+        f"{table['length'].sum() / seeds:,.0f}", *_returns(means, digits),
+        f"{random_mean:.{digits}f}", "-" if level is None else f"{level:g}", _at(means, level),
+        reach, share, f"{wall:.1f}", f"{cpu:.1f}", RL_ZOO.get(env_id, "-"),
     ]  # fmt: skip
+    if keep_best:
+        best = load_run(out, best=True)
+        kept = played(best)
+        when = float(np.median(best.best_episodes))
+        row += [*_returns(kept, digits), _at(kept, level), f"{when:g}"]
+    return row
 
 
 def tuned_main(args: argparse.Namespace) -> None:
     """Print (and optionally write as CSV) the table of the tuned presets."""
-    lines = ["| " + " | ".join(TUNED_COLUMNS) + " |", "|" + "---|" * len(TUNED_COLUMNS)]
+    columns = (*TUNED_COLUMNS, *BEST_COLUMNS) if args.keep_best else TUNED_COLUMNS
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     print(lines[0], flush=True)
     rows = []
     envs = args.envs if args.envs is not None else list(tuned_presets())
@@ -283,14 +327,15 @@ def tuned_main(args: argparse.Namespace) -> None:
             for agent in [*agents, DEFAULT] if "teql" in agents else agents:
                 if env_id not in envs or (args.agents is not None and agent not in args.agents):
                     continue
-                rows.append(tuned_row(env_id, agent, args.seeds, Path(tmp), args.scale))
+                row = tuned_row(env_id, agent, args.seeds, Path(tmp), args.scale, args.keep_best)
+                rows.append(row)
                 lines.append("| " + " | ".join(rows[-1]) + " |")
                 print(lines[-1], flush=True)
     if args.markdown:
         Path(args.markdown).write_text("\n".join(lines) + "\n", encoding="utf-8")
     if args.csv:
         with open(args.csv, "w", newline="", encoding="utf-8") as handle:
-            csv.writer(handle, lineterminator="\n").writerows([TUNED_COLUMNS, *rows])
+            csv.writer(handle, lineterminator="\n").writerows([columns, *rows])
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -307,6 +352,11 @@ def main(argv: list[str] | None = None) -> None:
         "--preset", choices=[TUNED], help="train the tuned presets (their budgets) instead"
     )
     parser.add_argument("--csv", metavar="FILE", help="with --preset tuned: write the table there")
+    parser.add_argument(
+        "--keep-best",
+        action="store_true",
+        help="with --preset tuned: train with keep_best and add each seed's best-evaluated state",
+    )
     for flag, what in (("--set", "an agent parameter"), ("--env-option", "a problem option")):
         parser.add_argument(
             flag,

@@ -5,14 +5,15 @@ Example::
     python -m rl.evaluate runs/teql --episodes 20 --seed 0 --replica 0
 
 loads the run (`rl.runs.load.load_run`), plays ``--episodes`` greedy episodes of
-one replica's agent on a fresh copy of the environment, and prints the mean ±
-standard deviation of the undiscounted returns and their IQM with a 95%
-percentile-bootstrap interval (`rl.runs.metrics.summarize`, the statistics the
-training summary uses). Episode k is reset with a seed derived from
-(``--seed``, k), so an evaluation is reproducible and adding episodes never
-changes the first ones. ``--video DIR`` records the episodes with
-``gymnasium.wrappers.RecordVideo`` for environments that render
-``rgb_array`` (Highway); it needs ``moviepy``.
+one replica's agent (with ``--best``, its state after its best evaluation, in a
+run trained with ``--keep-best``: `rl.runs.best`) on a fresh copy of the
+environment, and prints the mean ± standard deviation of the undiscounted returns
+and their IQM with a 95% percentile-bootstrap interval
+(`rl.runs.metrics.summarize`, the statistics the training summary uses). Episode k
+is reset with a seed derived from (``--seed``, k), so an evaluation is
+reproducible and adding episodes never changes the first ones. ``--video DIR``
+records the episodes with ``gymnasium.wrappers.RecordVideo`` for environments that
+render ``rgb_array`` (Highway); it needs ``moviepy``.
 
 A run of an environment ``package.module:Env-v0`` is evaluated only with
 ``--env package.module:Env-v0`` (the recorded id, named again) or
@@ -177,6 +178,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--replica", type=int, default=0, help="which replica acts (default 0)")
     parser.add_argument("--video", metavar="DIR", help="record the episodes (rgb_array envs)")
     parser.add_argument(
+        "--best",
+        action="store_true",
+        help="play the replica's state after its best evaluation (a run trained with "
+        "--keep-best) instead of its last state",
+    )
+    parser.add_argument(
         "--env",
         help="the run's environment id, named again: allows importing the module of a "
         "'package.module:Env-v0' id (must equal the recorded id)",
@@ -193,7 +200,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; return the exit code (0 done, 1 the environment failed, 2 refused)."""
     args = build_parser().parse_args(argv)
     try:
-        run = load_run(args.run_dir, env=args.env, trust_env_module=args.trust_env_module)
+        run = load_run(
+            args.run_dir, env=args.env, trust_env_module=args.trust_env_module, best=args.best
+        )
         result = evaluate(
             run,
             episodes=args.episodes,
@@ -212,9 +221,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     s = result.summary
     run_seed = run.config.seed + args.replica
+    when = f"after {run.episode} training episodes"
+    if run.best_episodes is not None:
+        when = (
+            f"its best evaluated state, after training episode "
+            f"{run.best_episodes[args.replica]} of {run.episode}"
+        )
     print(
-        f"{run.config.agent} on {run.config.env}, replica {args.replica} (seed {run_seed}), "
-        f"after {run.episode} training episodes"
+        f"{run.config.agent} on {run.config.env}, replica {args.replica} (seed {run_seed}), {when}"
     )
     print(
         f"{len(result.returns)} greedy episodes (evaluation seed {args.seed}), mean length "

@@ -132,6 +132,10 @@ class Learner:
         Overrides of the agent's config fields, as ``--set``.
     eval_every, eval_episodes, checkpoint_every : int, optional
         As the `TrainConfig` fields of those names (their defaults when omitted).
+    keep_best : bool, optional
+        As the `TrainConfig` field: keep each replica's state after its best
+        evaluation in the checkpoint; ``rl.load_run(model.run_dir, best=True)``
+        loads it (`rl.runs.best`).
     out : path-like, optional
         The run directory to train in; default a temporary one (see `save`).
     overwrite : bool, default False
@@ -191,6 +195,7 @@ class Learner:
         eval_every: int | None = None,
         eval_episodes: int | None = None,
         checkpoint_every: int | None = None,
+        keep_best: bool | None = None,
         out: str | os.PathLike | None = None,
         overwrite: bool = False,
         verbose: int = 1,
@@ -211,6 +216,7 @@ class Learner:
             "eval_every": eval_every,
             "eval_episodes": eval_episodes,
             "checkpoint_every": checkpoint_every,
+            "keep_best": keep_best,
             "env_options": None if env_options is None else dict(env_options),
             "agent_params": None if agent_params is None else dict(agent_params),
         }

@@ -68,6 +68,7 @@ _FLAGS = {  # command-line flag (argparse dest) -> TrainConfig field
     "eval_every": "eval_every",
     "eval_episodes": "eval_episodes",
     "checkpoint_every": "checkpoint_every",
+    "keep_best": "keep_best",
     "backend": "backend",
     "device": "device",
 }
@@ -141,6 +142,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--checkpoint-every",
         type=int,
         help=f"checkpoint every n episodes {_default('checkpoint_every')}",
+    )
+    parser.add_argument(
+        "--keep-best",
+        action="store_true",
+        default=None,
+        help="also keep each seed's state after its best evaluation in the checkpoint "
+        "(python -m rl.evaluate RUN_DIR --best plays it)",
     )
     parser.add_argument(
         "--backend",

@@ -15,7 +15,9 @@ code. Its entries:
 ``__document__``
     A 0-d unicode array holding one JSON document: ``kind`` (always
     ``"rl.checkpoint"``, the module's name when the format was fixed), ``format``,
-    ``episode``, ``wall_time``, ``metrics_bytes``, ``config``, ``agent_state`` and
+    ``episode``, ``wall_time``, ``metrics_bytes``, ``config``, ``agent_state``, in
+    a run with ``keep_best`` also ``best`` (`rl.runs.best`: each replica's
+    best-evaluated state; a checkpoint without it loads with ``best`` None), and
     ``arrays`` (the names of the array entries).
 ``__sha256__``
     A 0-d unicode array, the hex SHA-256 of the payload: the UTF-8 JSON
@@ -108,6 +110,9 @@ Format 1 was a pickle (``checkpoint.pkl``); format 2 is the ``.npz`` described a
 CHECKPOINT_KIND = "rl.checkpoint"
 """Value of the document's ``kind`` field, which tells our checkpoints from other ``.npz`` files."""
 
+BEST_ENTRIES = ("agent_state", "episodes", "greedy_returns")
+"""The entries of a checkpoint's ``best`` tree (`rl.runs.best`)."""
+
 CHECKPOINT_NAME = "checkpoint.npz"
 """File name of the checkpoint in a run directory."""
 
@@ -144,6 +149,9 @@ class Checkpoint:
         Byte length of ``metrics.csv`` after the rows of ``episode`` were written.
     config : dict
         The effective configuration of the run, to check that a resume matches.
+    best : dict, optional
+        A run with ``keep_best``: each replica's best-evaluated state
+        (`rl.runs.best`); None otherwise.
     format : int
         `CHECKPOINT_FORMAT` at the time of writing.
     """
@@ -153,6 +161,7 @@ class Checkpoint:
     wall_time: float
     metrics_bytes: int
     config: dict[str, Any]
+    best: dict[str, Any] | None = None
     format: int = CHECKPOINT_FORMAT
 
 
@@ -281,6 +290,8 @@ def checkpoint_bytes(checkpoint: Checkpoint) -> bytes:
         "config": encode_tree(checkpoint.config, arrays, ("config",)),
         "agent_state": encode_tree(checkpoint.agent_state, arrays, ("agent_state",)),
     }
+    if checkpoint.best is not None:
+        body["best"] = encode_tree(checkpoint.best, arrays, ("best",))
     body["arrays"] = sorted(arrays.entries)
     document = json.dumps(body)
     entries = {
@@ -477,12 +488,16 @@ def _from_entries(path: Path, entries: dict[str, np.ndarray]) -> Checkpoint:
             wall_time=_number(body["wall_time"], float),
             metrics_bytes=_number(body["metrics_bytes"], int),
             config=decode_tree(body["config"], entries),
+            best=decode_tree(body["best"], entries) if "best" in body else None,
         )
     except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as error:
         reason = f"{type(error).__name__}: {error}"
         raise refuse(path, f"its document is malformed ({reason}).") from None
     if not isinstance(checkpoint.agent_state, dict) or not isinstance(checkpoint.config, dict):
         raise refuse(path, "its document is malformed (state or config is not a table).")
+    best = checkpoint.best
+    if best is not None and (not isinstance(best, dict) or sorted(best) != sorted(BEST_ENTRIES)):
+        raise refuse(path, f"its document is malformed (best is not a table of {BEST_ENTRIES}).")
     return checkpoint
 
 

@@ -75,6 +75,10 @@ class TrainConfig:
     """Greedy episodes per evaluation; their mean return is recorded (>= 1)."""
     checkpoint_every: int = 50
     """Write a checkpoint after every this many training episodes (>= 1), and on interruption."""
+    keep_best: bool = False
+    """Keep each replica's agent state after its best greedy evaluation so far in the
+    checkpoint (`rl.runs.best`; ``python -m rl.evaluate RUN_DIR --best`` plays it); needs
+    ``eval_every`` >= 1. The replicas then also wait for each other at every evaluation."""
     env_options: dict = field(default_factory=dict)
     """Keyword options of `rl.problems.make_problem` (index_rule, state_bins, action_bins, ...)."""
     agent_params: dict = field(default_factory=dict)
@@ -110,6 +114,11 @@ class TrainConfig:
                 check_int(name, getattr(self, name), low, high)
             except ValueError as error:
                 raise ConfigError(str(error)) from None
+        if self.keep_best and self.eval_every == 0:
+            raise ConfigError(
+                "The 'keep_best' parameter needs evaluations to choose the best state by; "
+                "set 'eval_every' to 1 or more."
+            )
         if self.seed + self.seeds - 1 > MAX_SEED:  # the last replica's seed is an int64
             raise ConfigError(
                 f"The 'seed' parameter must be <= 2**63 - seeds = {MAX_SEED + 1 - self.seeds} "
@@ -340,11 +349,13 @@ def recorded_run_config(values: Mapping[str, Any]) -> dict[str, Any]:
     its dataclass default, which keeps the behaviour of the code that wrote the run (a
     field is added with the default that does), not the value a reading chooses now.
     Values that are not a recorded run's (an unknown agent, agent parameters that are
-    not a table) are returned as they are, for `TrainConfig` to refuse. Likewise a
+    not a table) are returned as they are, for `TrainConfig` to refuse. A run recorded
+    without ``keep_best`` kept no best state (False). Likewise a
     Highway run recorded without a simulator (``env_kwargs["engine"]``) ran on
     highway-env, the default of the code that wrote it, and continues there.
     """
     values = _recorded_simulator(dict(values))
+    values.setdefault("keep_best", False)  # recorded by runs written before it existed
     params = values.get("agent_params")
     if not isinstance(params, Mapping) or not isinstance(values.get("agent"), str):
         return values

@@ -34,6 +34,7 @@ from numpy.typing import NDArray
 from rl.agents.base import Agent
 from rl.problems import Problem, make_problem
 from rl.problems.from_gymnasium import EnvModuleRefused
+from rl.runs.best import best_checkpoint
 from rl.runs.checkpoint import (
     CHECKPOINT_NAME,
     LEGACY_CHECKPOINT_NAME,
@@ -76,6 +77,9 @@ class LoadedRun:
         in the state of the checkpoint.
     episode : int
         Training episodes completed when the checkpoint was written.
+    best_episodes : ndarray of int64, shape (B,), or None
+        Loaded with ``best=True`` (`load_run`): the training episode of each
+        replica's best-evaluated state, which ``agent`` then holds (`rl.runs.best`).
     """
 
     run_dir: Path
@@ -83,6 +87,7 @@ class LoadedRun:
     problem: Problem
     agent: Agent
     episode: int
+    best_episodes: NDArray[np.int64] | None = None
 
     @property
     def replicas(self) -> int:
@@ -264,7 +269,11 @@ def reading_lock(run_dir: str | os.PathLike) -> Iterator[None]:
 
 
 def load_run(
-    run_dir: str | os.PathLike, *, env: str | None = None, trust_env_module: bool = False
+    run_dir: str | os.PathLike,
+    *,
+    env: str | None = None,
+    trust_env_module: bool = False,
+    best: bool = False,
 ) -> LoadedRun:
     """Load a run directory written by ``python -m rl.train`` (or `rl.runs.training.train`).
 
@@ -282,6 +291,10 @@ def load_run(
         recorded one, and its module may then be imported.
     trust_env_module : bool, default False
         Import the module of the recorded environment id without naming it.
+    best : bool, default False
+        Load each replica's best-evaluated state instead of the last one (a run
+        trained with ``keep_best``, `rl.runs.best`); ``best_episodes`` says from
+        which episodes.
 
     Returns
     -------
@@ -303,7 +316,7 @@ def load_run(
     """
     run_dir = Path(run_dir)
     _refuse_missing(run_dir)
-    return _load(run_dir, env, trust_env_module)[0]
+    return _load(run_dir, env, trust_env_module, best)[0]
 
 
 def load_resumable(
@@ -338,7 +351,9 @@ def load_resumable(
     return loaded, int(checkpoint.metrics_bytes)
 
 
-def _load(run_dir: Path, env: str | None, trust_env_module: bool) -> tuple[LoadedRun, Checkpoint]:
+def _load(
+    run_dir: Path, env: str | None, trust_env_module: bool, best: bool = False
+) -> tuple[LoadedRun, Checkpoint]:
     """Load the run in the existing directory ``run_dir`` (see `load_run`), and its checkpoint."""
     path = run_dir / CHECKPOINT_NAME
     if not path.is_file() and not (run_dir / LEGACY_CHECKPOINT_NAME).is_file():
@@ -359,10 +374,14 @@ def _load(run_dir: Path, env: str | None, trust_env_module: bool) -> tuple[Loade
         streams = spawn_replicas(range(config.seed, config.seed + config.seeds))
         agent = spec.agent_class(problem, agent_config, [s.agent for s in streams])
         restore_agent(agent, checkpoint, path)  # every value checked before use
+        best_episodes = None
+        if best:
+            best_episodes = best_checkpoint(checkpoint, path, agent)["episodes"]
     except (CheckpointError, ConfigError, RunDirError) as error:
         raise RunLoadError(str(error)) from None
     except (RunLoadError, EnvModuleRefused):
         raise
     except (ValueError, TypeError, ImportError, KeyError) as error:
         raise RunLoadError(f"Cannot rebuild the run in {run_dir}: {error}") from None
-    return LoadedRun(run_dir, config, problem, agent, int(checkpoint.episode)), checkpoint
+    loaded = LoadedRun(run_dir, config, problem, agent, int(checkpoint.episode), best_episodes)
+    return loaded, checkpoint

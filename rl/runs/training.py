@@ -36,6 +36,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from rl.loop.runner import Runner
+from rl.runs.best import BestStates, best_checkpoint
 from rl.runs.checkpoint import (
     CHECKPOINT_NAME,
     LEGACY_CHECKPOINT_NAME,
@@ -159,9 +160,15 @@ def _signals(enabled: bool) -> Iterator[_Interrupt]:
 
 
 def next_barrier(episode: int, config: TrainConfig, stop_after: int | None) -> int:
-    """Return the next episode at which every replica waits (checkpoint, end or ``stop_after``)."""
+    """Return the next episode at which every replica waits.
+
+    A checkpoint, the end or ``stop_after``, and with ``keep_best`` every
+    evaluation as well (`rl.runs.best`).
+    """
     every = config.checkpoint_every
     barrier = min(config.episodes, (episode // every + 1) * every)
+    if config.keep_best:
+        barrier = min(barrier, (episode // config.eval_every + 1) * config.eval_every)
     if stop_after is not None and stop_after > episode:
         barrier = min(barrier, stop_after)
     return barrier
@@ -265,11 +272,19 @@ def resumable_checkpoint(run_dir: Path, effective: dict[str, Any], seeds: int) -
     return checkpoint
 
 
-def _resume_checkpoint(runner: Runner, run_dir: Path, effective: dict) -> Checkpoint:
-    """Load, check (`resumable_checkpoint`) and restore the checkpoint of ``run_dir``."""
+def _resume_checkpoint(
+    runner: Runner, run_dir: Path, effective: dict, best: BestStates | None
+) -> Checkpoint:
+    """Load, check (`resumable_checkpoint`) and restore the checkpoint of ``run_dir``.
+
+    With ``best``, the checkpoint's best states are restored into it too.
+    """
     checkpoint = resumable_checkpoint(run_dir, effective, len(runner.seeds))
     check_writable(run_dir)
-    restore_agent(runner.agent, checkpoint, run_dir / CHECKPOINT_FILE)
+    path = run_dir / CHECKPOINT_FILE
+    if best is not None:
+        best.restore(best_checkpoint(checkpoint, path, runner.agent))
+    restore_agent(runner.agent, checkpoint, path)
     return checkpoint
 
 
@@ -342,6 +357,7 @@ def run(
     """
     run_dir = Path(config.out)
     start, wall_base, metrics_bytes = 0, 0.0, None
+    best = BestStates(runner) if config.keep_best else None  # the agent is still fresh here
     lock = RunLock.acquire(run_dir) if resume else prepare_run_dir(run_dir, overwrite)
     try:  # the lock is released in the ``finally`` below, or here if training never starts
         if resume:
@@ -350,7 +366,7 @@ def run(
                     f"Cannot resume {run_dir}: no checkpoint was written (the run stopped before "
                     f"its first one); start afresh with: {_afresh(run_dir)}"
                 )
-            checkpoint = _resume_checkpoint(runner, run_dir, effective)
+            checkpoint = _resume_checkpoint(runner, run_dir, effective, best)
             start, wall_base = checkpoint.episode, checkpoint.wall_time
             metrics_bytes = checkpoint.metrics_bytes
             remove_stale_temporaries(run_dir, RUN_FILES)
@@ -391,7 +407,14 @@ def run(
         try:
             save_checkpoint(
                 run_dir / CHECKPOINT_FILE,
-                Checkpoint(episode, state, wall(), metrics_bytes, effective),
+                Checkpoint(
+                    episode,
+                    state,
+                    wall(),
+                    metrics_bytes,
+                    effective,
+                    best=None if best is None else best.tree(),
+                ),
             )
         except OSError as error:
             raise failed(run_dir / CHECKPOINT_FILE, doing, error) from error
@@ -413,7 +436,9 @@ def run(
                 checkpoint_at(0)
             while episode < config.episodes and not interrupted:
                 barrier = next_barrier(episode, config, stop_after_episode)
+                latest = None
                 for result in runner.episodes(episode, barrier, abandon):
+                    latest = result
                     episode, now = result.episode, wall()
                     try:
                         for i, seed in enumerate(runner.seeds):
@@ -440,8 +465,15 @@ def run(
                             runner.request_stop()
                 if dropped:  # the agent is mid-episode: keep the last checkpoint
                     break
+                if best is not None and latest is not None and episode % config.eval_every == 0:
+                    best.observe(episode, latest.greedy_returns)  # every replica is at it
                 interrupted = interrupted or episode == stop_after_episode
-                checkpoint_at(episode)
+                if (
+                    interrupted
+                    or episode == config.episodes
+                    or episode % config.checkpoint_every == 0
+                ):  # not at an evaluation that is only a barrier of ``keep_best``
+                    checkpoint_at(episode)
             if episode == start and not dropped:
                 checkpoint_at(episode)
     finally:

@@ -224,6 +224,10 @@ def build_batch(
     """
     first, _ = resolved[0]
     spec, problem, config = first.spec, first.problem, first.config
+    if any(settings.config.keep_best for settings, _ in resolved):
+        raise ConfigError(
+            "A batch keeps no best states: train a configuration with keep_best on its own."
+        )
     fields = spec.agent_class.per_replica
     group = spec.agent_class.batch_group
     keys = {batch_key(effective, fields, group=group(s.agent)) for s, effective in resolved}
