@@ -34,7 +34,8 @@ process's CPU time over all its threads, `time.process_time`), and rl-zoo3's pub
 result (`RL_ZOO`, quoted, not run). ``--scale`` multiplies each preset's episodes
 (``--scale 10``: ten times the budget). ``--keep-best`` trains with ``keep_best``
 (`rl.runs.best`; evaluations `BEST_EVALUATIONS`) and adds `BEST_COLUMNS`: each seed's
-best-evaluated state played on the same fresh episodes as its last state. ``--csv
+best-evaluated state played on the same fresh episodes as its last state;
+``--eval-episodes N`` replaces the greedy episodes of each evaluation. ``--csv
 FILE`` also writes it as a CSV table:
 
     nice -n 10 python -m benchmarks classics --preset tuned --seeds 10 --csv FILE
@@ -256,16 +257,19 @@ def tuned_row(
     root: Path,
     scale: float = 1.0,
     keep_best: bool = False,
+    eval_episodes: int | None = None,
 ) -> list[str]:
     """Train the tuned preset of ``agent`` on ``env_id`` and return its table row.
 
     ``agent`` `DEFAULT`: TEQL with its defaults, at the episodes of TEQL's preset.
     ``scale`` multiplies the preset's training episodes. ``keep_best`` trains with
     ``keep_best`` (evaluations `BEST_EVALUATIONS`) and adds `BEST_COLUMNS`.
+    ``eval_episodes`` replaces the greedy episodes of each evaluation during training.
     """
     every, per_evaluation = TUNED_EVALUATIONS[env_id]
     if keep_best:
         every, per_evaluation = BEST_EVALUATIONS.get(env_id, (every, per_evaluation))
+    per_evaluation = per_evaluation if eval_episodes is None else eval_episodes
     out = root / f"{env_id}-{agent}"
     preset_agent = "teql" if agent == DEFAULT else agent
     episodes = scaled(tuned_preset(env_id, preset_agent)["episodes"], scale)
@@ -327,7 +331,10 @@ def tuned_main(args: argparse.Namespace) -> None:
             for agent in [*agents, DEFAULT] if "teql" in agents else agents:
                 if env_id not in envs or (args.agents is not None and agent not in args.agents):
                     continue
-                row = tuned_row(env_id, agent, args.seeds, Path(tmp), args.scale, args.keep_best)
+                row = tuned_row(
+                    env_id, agent, args.seeds, Path(tmp), args.scale, args.keep_best,
+                    args.eval_episodes,
+                )  # fmt: skip
                 rows.append(row)
                 lines.append("| " + " | ".join(rows[-1]) + " |")
                 print(lines[-1], flush=True)
@@ -356,6 +363,12 @@ def main(argv: list[str] | None = None) -> None:
         "--keep-best",
         action="store_true",
         help="with --preset tuned: train with keep_best and add each seed's best-evaluated state",
+    )
+    parser.add_argument(
+        "--eval-episodes",
+        type=int,
+        help="with --preset tuned: greedy episodes of each evaluation during training "
+        "(default per environment)",
     )
     for flag, what in (("--set", "an agent parameter"), ("--env-option", "a problem option")):
         parser.add_argument(

@@ -115,6 +115,27 @@ def test_classics_tuned_scale_multiplies_the_presets_episodes_and_reports_core_s
     assert wall > 0.0 and cpu > 0.0
 
 
+def test_classics_keep_best_trains_with_it_and_adds_the_best_states_columns(
+    classics_trained, tmp_path
+):
+    import csv
+
+    from benchmarks.bench_classics import BEST_COLUMNS, BEST_EVALUATIONS, TUNED_COLUMNS
+
+    trained = classics_trained
+    table = tmp_path / "best.csv"
+    flags = ["--envs", "CartPole-v1", "--agents", "teql", "--csv", str(table), "--keep-best"]
+    flags += ["--eval-episodes", "3"]
+    assert main(["classics", "--preset", "tuned", "--seeds", "1", "--scale", "0.1", *flags]) == 0
+    [config] = trained
+    assert config.keep_best
+    assert (config.eval_every, config.eval_episodes) == (BEST_EVALUATIONS["CartPole-v1"][0], 3)
+    header, row = list(csv.reader(table.open(encoding="utf-8")))
+    assert header == [*TUNED_COLUMNS, *BEST_COLUMNS]
+    kept = float(row[header.index("best state's episode, median")])
+    assert 0 < kept <= config.episodes and kept % config.eval_every == 0
+
+
 def test_sparse_grid_benchmark_writes_a_row_per_grid_and_setting(tmp_path):
     import csv
 

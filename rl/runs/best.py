@@ -28,6 +28,7 @@ replica's best, 0 for the fresh agent) and ``greedy_returns`` (float64, shape
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 from pathlib import Path
@@ -60,12 +61,14 @@ class BestStates:
         alone = type(agent)(runner.problem, agent.config, [spawn_replicas([0])[0].agent])
         self._layout = alone.state_dict()
         self._n_states = math.prod(runner.problem.state_dims)
-        replicas = runner.replicas
+        replicas = self._replicas = runner.replicas
         self.episodes: NDArray[np.int64] = np.zeros(replicas, dtype=np.int64)
         self.greedy_returns: NDArray[np.float64] = np.full(replicas, -np.inf)
         self._parts = [self._cut(self._batch_layout, i) for i in range(replicas)]
 
     def _cut(self, state: Any, replica: int) -> Any:
+        if self._replicas == 1:  # the replica's state is the agent's
+            return copy.deepcopy(state)
         return split_state(
             state, self._layout, self._batch_layout, replica, replica + 1, self._n_states
         )
@@ -87,14 +90,15 @@ class BestStates:
 
     def tree(self) -> dict[str, Any]:
         """Return the checkpoint's ``best`` tree (see the module docstring)."""
-        replicas = len(self._parts)
-        state = join_states(
-            self._parts,
-            [1] * replicas,
-            [self._layout] * replicas,
-            self._agent.state_dict(),
-            self._n_states,
-        )
+        state = self._parts[0]
+        if self._replicas > 1:
+            state = join_states(
+                self._parts,
+                [1] * self._replicas,
+                [self._layout] * self._replicas,
+                self._agent.state_dict(),
+                self._n_states,
+            )
         return {
             "agent_state": state,
             "episodes": self.episodes.copy(),
@@ -104,7 +108,7 @@ class BestStates:
     def restore(self, tree: dict[str, Any]) -> None:
         """Continue from a checkpoint's ``best`` tree (written by `tree`, checked on load)."""
         state = tree["agent_state"]
-        self._parts = [self._cut(state, i) for i in range(len(self._parts))]
+        self._parts = [self._cut(state, i) for i in range(self._replicas)]
         self.episodes = np.array(tree["episodes"], dtype=np.int64)
         self.greedy_returns = np.array(tree["greedy_returns"], dtype=np.float64)
 

@@ -115,6 +115,15 @@ def test_keep_best_leaves_the_training_bitwise_unchanged(tmp_path, kept):
     assert cut == [",".join(line.split(",")[:5]) for line in theirs]
 
 
+def test_one_replica_keeps_its_whole_state(tmp_path):
+    out = tmp_path / "one"
+    train(_config(out, seeds=1, episodes=20))
+    best = load_run(out, best=True)
+    [episode] = best.best_episodes
+    train(_config(tmp_path / "stopped", seeds=1, episodes=int(episode), keep_best=False))
+    _assert_tree_equal(best.agent.state_dict(), load_run(tmp_path / "stopped").agent.state_dict())
+
+
 def test_an_interrupted_and_resumed_run_keeps_the_same_best(tmp_path, kept):
     out = tmp_path / "resumed"
     config = _config(out)
