@@ -202,3 +202,20 @@ def test_cli_keeps_and_plays_the_best(tmp_path):
         text=True,
     ).stdout
     assert f"its best evaluated state, after training episode {expected[1]} of 20" in shown
+
+
+def test_keep_best_is_part_of_the_run_config_a_resume_checks(tmp_path):
+    out = tmp_path / "plain"
+    train(_config(out, episodes=10, keep_best=False))
+    with pytest.raises(ConfigError, match="'keep_best' parameter differs"):
+        train(_config(out, episodes=20), resume=True)
+
+
+def test_a_learner_keeps_the_best_for_load_run(tmp_path):
+    import rl
+
+    model = rl.TEQL("CartPole-v1", seeds=2, eval_every=5, keep_best=True, verbose=0)
+    model.learn(episodes=20)
+    model.save(tmp_path / "saved")
+    best = rl.load_run(tmp_path / "saved", best=True)
+    np.testing.assert_array_equal(best.best_episodes, _first_best(tmp_path / "saved")[0])
