@@ -33,7 +33,7 @@ the fraction that does), the steps trained, the wall time, the core-seconds (the
 process's CPU time over all its threads, `time.process_time`), and rl-zoo3's published
 result (`RL_ZOO`, quoted, not run). ``--scale`` multiplies each preset's episodes
 (``--scale 10``: ten times the budget). ``--keep-best`` trains with ``keep_best``
-(`rl.runs.best`; evaluations `BEST_EVALUATIONS`) and adds `BEST_COLUMNS`: each seed's
+(`rl.runs.training.BestStates`; evaluations `BEST_EVALUATIONS`) and adds `BEST_COLUMNS`: each seed's
 best-evaluated state played on the same fresh episodes as its last state;
 ``--eval-episodes N`` replaces the greedy episodes of each evaluation. ``--csv
 FILE`` also writes it as a CSV table:
@@ -114,7 +114,7 @@ TUNED_EVALUATIONS = {  # environment -> (evaluate after every k-th episode, gree
 
 BEST_EVALUATIONS = {env: (10, 5) for env in ("CartPole-v1", "MountainCar-v0", "Acrobot-v1")}
 """Evaluations of ``--keep-best`` where they differ from `TUNED_EVALUATIONS`: five greedy
-episodes choose the kept state (`rl.runs.best`) less by luck than one."""
+episodes choose the kept state (`rl.runs.training.BestStates`) less by luck than one."""
 
 NO_SPEC_THRESHOLD = {"CliffWalking-v1": -13.0}
 """Thresholds where the Gymnasium spec has no ``reward_threshold``: CliffWalking's optimum."""

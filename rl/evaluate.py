@@ -6,7 +6,7 @@ Example::
 
 loads the run (`rl.runs.load.load_run`), plays ``--episodes`` greedy episodes of
 one replica's agent (with ``--best``, its state after its best evaluation, in a
-run trained with ``--keep-best``: `rl.runs.best`) on a fresh copy of the
+run trained with ``--keep-best``: `rl.runs.training.BestStates`) on a fresh copy of the
 environment, and prints the mean ± standard deviation of the undiscounted returns
 and their IQM with a 95% percentile-bootstrap interval
 (`rl.runs.metrics.summarize`, the statistics the training summary uses). Episode k

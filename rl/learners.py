@@ -135,7 +135,7 @@ class Learner:
     keep_best : bool, optional
         As the `TrainConfig` field: keep each replica's state after its best
         evaluation in the checkpoint; ``rl.load_run(model.run_dir, best=True)``
-        loads it (`rl.runs.best`).
+        loads it (`rl.runs.training.BestStates`).
     out : path-like, optional
         The run directory to train in; default a temporary one (see `save`).
     overwrite : bool, default False

@@ -314,7 +314,7 @@ def validate(
         seen[digest] = position
         group = type(agent).batch_group(agent.config)
         key = batch_key(effective, type(agent).per_replica, layout, group)
-        if config.keep_best:  # a batch keeps no best states (rl.runs.best): it trains alone
+        if config.keep_best:  # a batch keeps no best states: the configuration trains alone
             key = f"{key} alone {position}"
         replica_bytes += REPLICA_OVERHEAD_BYTES
         configs.append(SweepConfig(position, values, config, digest, key, replica_bytes))

@@ -16,7 +16,7 @@ code. Its entries:
     A 0-d unicode array holding one JSON document: ``kind`` (always
     ``"rl.checkpoint"``, the module's name when the format was fixed), ``format``,
     ``episode``, ``wall_time``, ``metrics_bytes``, ``config``, ``agent_state``, in
-    a run with ``keep_best`` also ``best`` (`rl.runs.best`: each replica's
+    a run with ``keep_best`` also ``best`` (`rl.runs.training.BestStates`: each replica's
     best-evaluated state; a checkpoint without it loads with ``best`` None), and
     ``arrays`` (the names of the array entries).
 ``__sha256__``
@@ -111,7 +111,7 @@ CHECKPOINT_KIND = "rl.checkpoint"
 """Value of the document's ``kind`` field, which tells our checkpoints from other ``.npz`` files."""
 
 BEST_ENTRIES = ("agent_state", "episodes", "greedy_returns")
-"""The entries of a checkpoint's ``best`` tree (`rl.runs.best`)."""
+"""The entries of a checkpoint's ``best`` tree (`rl.runs.training.BestStates`)."""
 
 CHECKPOINT_NAME = "checkpoint.npz"
 """File name of the checkpoint in a run directory."""
@@ -151,7 +151,7 @@ class Checkpoint:
         The effective configuration of the run, to check that a resume matches.
     best : dict, optional
         A run with ``keep_best``: each replica's best-evaluated state
-        (`rl.runs.best`); None otherwise.
+        (`rl.runs.training.BestStates`); None otherwise.
     format : int
         `CHECKPOINT_FORMAT` at the time of writing.
     """
@@ -616,6 +616,44 @@ def restore_agent(agent: Any, checkpoint: Checkpoint, path: str | os.PathLike) -
         RuntimeError,
     ) as error:
         raise refuse(path, f"its agent state does not fit this run: {error}") from None
+
+
+def best_checkpoint(checkpoint: Checkpoint, path: str | os.PathLike, agent: Any) -> dict[str, Any]:
+    """Return a checkpoint's ``best`` tree, checked like any input.
+
+    Its agent state is checked by loading it into ``agent`` (`restore_agent`),
+    an agent of the checkpoint's configuration whose own state it replaces; each
+    replica's episode must lie in 0 .. ``checkpoint.episode`` and its evaluation
+    be a number or -inf.
+
+    Raises
+    ------
+    CheckpointError
+        If the checkpoint keeps no best states, or they do not fit the run; one line.
+    """
+    path = Path(path)
+    best = checkpoint.best
+    if best is None:
+        raise refuse(
+            path,
+            "it keeps no best states (the run was trained without keep_best); evaluate its "
+            "last state instead (without --best).",
+        )
+    replicas = agent.replicas
+    episodes, returns = best["episodes"], best["greedy_returns"]
+    for name, value, kind in (("episodes", episodes, "i"), ("greedy_returns", returns, "f")):
+        if (
+            not isinstance(value, np.ndarray)
+            or value.dtype.kind != kind
+            or value.shape != (replicas,)
+        ):
+            raise refuse(path, f"its best {name} is not one {kind}-number per replica.")
+    if ((episodes < 0) | (episodes > checkpoint.episode)).any():
+        raise refuse(path, f"its best episodes lie outside 0 .. {checkpoint.episode}.")
+    if np.isnan(returns).any() or np.isposinf(returns).any():
+        raise refuse(path, "its best evaluations hold NaN or +inf.")
+    restore_agent(agent, Checkpoint(checkpoint.episode, best["agent_state"], 0.0, 0, {}), path)
+    return best
 
 
 def _check_numbers(path: Path, value: Any, where: tuple[str, ...]) -> None:

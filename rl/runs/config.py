@@ -77,8 +77,9 @@ class TrainConfig:
     """Write a checkpoint after every this many training episodes (>= 1), and on interruption."""
     keep_best: bool = False
     """Keep each replica's agent state after its best greedy evaluation so far in the
-    checkpoint (`rl.runs.best`; ``python -m rl.evaluate RUN_DIR --best`` plays it); needs
-    ``eval_every`` >= 1. The replicas then also wait for each other at every evaluation."""
+    checkpoint (`rl.runs.training.BestStates`; ``python -m rl.evaluate RUN_DIR --best``
+    plays it); needs ``eval_every`` >= 1. The replicas then also wait for each other at
+    every evaluation."""
     env_options: dict = field(default_factory=dict)
     """Keyword options of `rl.problems.make_problem` (index_rule, state_bins, action_bins, ...)."""
     agent_params: dict = field(default_factory=dict)

@@ -34,12 +34,12 @@ from numpy.typing import NDArray
 from rl.agents.base import Agent
 from rl.problems import Problem, make_problem
 from rl.problems.from_gymnasium import EnvModuleRefused
-from rl.runs.best import best_checkpoint
 from rl.runs.checkpoint import (
     CHECKPOINT_NAME,
     LEGACY_CHECKPOINT_NAME,
     Checkpoint,
     CheckpointError,
+    best_checkpoint,
     check_checkpoint_against_metrics,
     load_checkpoint,
     restore_agent,
@@ -79,7 +79,7 @@ class LoadedRun:
         Training episodes completed when the checkpoint was written.
     best_episodes : ndarray of int64, shape (B,), or None
         Loaded with ``best=True`` (`load_run`): the training episode of each
-        replica's best-evaluated state, which ``agent`` then holds (`rl.runs.best`).
+        replica's best-evaluated state, which ``agent`` then holds (`rl.runs.training.BestStates`).
     """
 
     run_dir: Path
@@ -293,7 +293,7 @@ def load_run(
         Import the module of the recorded environment id without naming it.
     best : bool, default False
         Load each replica's best-evaluated state instead of the last one (a run
-        trained with ``keep_best``, `rl.runs.best`); ``best_episodes`` says from
+        trained with ``keep_best``, `rl.runs.training.BestStates`); ``best_episodes`` says from
         which episodes.
 
     Returns
